@@ -1,0 +1,42 @@
+"""catalytic: an n-dimensional lattice computation engine.
+
+>>> import catalytic as cat
+>>> L = cat.Lattice(shape=(4, 4), periodic=True)
+>>> int(L.distance_field(0).max())
+4
+"""
+
+from catalytic import ops
+from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
+from catalytic.errors import (
+    CatalyticError,
+    CatalyticViolation,
+    InsufficientMemoryError,
+    NoBackendError,
+    PluginError,
+)
+from catalytic.lattice import Lattice, LatticeMetrics, UnifiedCatalyticLattice
+from catalytic.operations import Communities, Components, PathResult
+from catalytic.router import Decision
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CatalyticError",
+    "CatalyticViolation",
+    "Communities",
+    "Components",
+    "Decision",
+    "Engine",
+    "InsufficientMemoryError",
+    "Lattice",
+    "LatticeMetrics",
+    "NoBackendError",
+    "PathResult",
+    "PluginError",
+    "UnifiedCatalyticLattice",
+    "get_engine",
+    "hookimpl",
+    "ops",
+    "reset_engine",
+]

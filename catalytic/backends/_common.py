@@ -1,0 +1,94 @@
+"""Small post-processing steps every backend shares (so results agree exactly)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def canonical_labels(raw: np.ndarray, open_flat: np.ndarray, shape) -> tuple[np.ndarray, int]:
+    """Renumber component ids so components are 1..count in order of lowest flat index.
+
+    ``raw`` holds any integer id per site; blocked sites (``open_flat == 0``) get 0.
+    ``open_flat`` of length 0 means every site is open.
+    """
+    raw = raw.reshape(-1)
+    n = raw.size
+    open_idx = np.arange(n) if open_flat.size == 0 else np.flatnonzero(open_flat)
+    ids = raw[open_idx]
+    uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    dtype = np.int32 if n < 2**31 else np.int64
+    labels = np.zeros(n, dtype=dtype)
+    labels[open_idx] = rank[inv] + 1
+    return labels.reshape(shape), len(uniq)
+
+
+def component_sizes(labels: np.ndarray, count: int) -> np.ndarray:
+    return np.bincount(labels.reshape(-1), minlength=count + 1)[1:].astype(np.int64)
+
+
+def spans(labels: np.ndarray, axis: int) -> bool:
+    """True if one labelled cluster touches both faces (index 0 and -1) of ``axis``."""
+    lo = np.take(labels, 0, axis=axis)
+    hi = np.take(labels, -1, axis=axis)
+    lo, hi = lo[lo > 0], hi[hi > 0]
+    return bool(np.intersect1d(lo, hi, assume_unique=False).size)
+
+
+def walk_back(geometry, dist: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Shortest path start -> end from a distance field measured from ``start``.
+
+    The tie rule every backend uses: from site v, step to the neighbour u with the
+    smallest flat index such that ``dist[u] == dist[v] - 1`` (hops) or
+    ``dist[u] + w[v] == dist[v]`` (weighted: a "tight" step). When some weights are zero,
+    tight steps can form cycles, so the walk also requires the hop count along tight
+    steps from the start to drop by one. Returns flat indices, start first.
+    """
+    w = None if geometry.weights is None else geometry.weights.reshape(-1)
+    unreachable = (dist[end] < 0) if w is None else not np.isfinite(dist[end])
+    if unreachable:
+        return np.zeros(0, dtype=np.int64)
+    hops = None
+    if w is not None and not (w > 0).all():
+        hops = _tight_hops(geometry, dist, w, start, end)
+    path = [end]
+    v = end
+    while v != start:
+        nbrs = np.sort(geometry.get_neighbors(v))
+        dv = dist[v]
+        if w is None:
+            ok = dist[nbrs] == dv - 1
+        else:
+            ok = dist[nbrs] + w[v] == dv
+            if hops is not None:
+                ok &= np.array([hops.get(int(u), -2) == hops[v] - 1 for u in nbrs], dtype=bool)
+        if not ok.any():
+            raise AssertionError(f"distance field inconsistent at site {v}")
+        u = int(nbrs[np.argmax(ok)])
+        path.append(u)
+        v = u
+    return np.array(path[::-1], dtype=np.int64)
+
+
+def _tight_hops(geometry, dist, w, start, end) -> dict:
+    """Hop counts from ``start`` over tight steps (dist[u] + w[v] == dist[v]), BFS."""
+    from collections import deque
+
+    limit = dist[end]
+    hops = {start: 0}
+    queue = deque([start])
+    while queue:
+        v = queue.popleft()
+        for u in geometry.get_neighbors(v):
+            u = int(u)
+            if u not in hops and dist[u] <= limit and dist[v] + w[u] == dist[u]:
+                hops[u] = hops[v] + 1
+                queue.append(u)
+    return hops
+
+
+def path_distance(geometry, dist: np.ndarray, end: int):
+    if geometry.weights is None:
+        return int(dist[end])
+    return float(dist[end])

@@ -1,0 +1,258 @@
+"""The ``numba-cpu`` backend: ``@njit`` kernels for large work without a GPU.
+
+Host side only: unpack the lattice into the plain arrays the kernels take, allocate
+outputs, and shape the results exactly like the reference backend does. The kernels
+live in :mod:`catalytic.kernels.cpu`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from catalytic import operations as O
+from catalytic.backends import _common as C
+from catalytic.engine import hookimpl
+
+NAME = "numba-cpu"
+
+
+def _graph():
+    from catalytic.kernels.cpu import graph
+
+    return graph
+
+
+def _fields():
+    from catalytic.kernels.cpu import fields
+
+    return fields
+
+
+def _arrays():
+    from catalytic.kernels.cpu import arrays
+
+    return arrays
+
+
+def _k(lat):
+    return lat.geometry.kernel_args()
+
+
+# -- paths --------------------------------------------------------------------------------
+def distance_field(lat, sources):
+    g = lat.geometry
+    if g.weights is None:
+        d = _graph().bfs_distance(*_k(lat), sources)
+    else:
+        d = _graph().dijkstra_distance(*_k(lat), g.weights.reshape(-1), sources)
+    return d.reshape(g.shape)
+
+
+def _weighted_length(g, path):
+    if len(path) == 0:
+        return np.inf
+    if len(path) == 1:
+        return 0.0
+    # sequential sum, exactly as Dijkstra accumulated it
+    return float(np.cumsum(g.weights.reshape(-1)[path[1:]])[-1])
+
+
+def shortest_path(lat, start, end):
+    g = lat.geometry
+    w = None if g.weights is None else g.weights.reshape(-1)
+    path = _graph().shortest_path(*_k(lat), start, end, w)
+    if w is None:
+        return O.PathResult(path, len(path) - 1 if len(path) else -1)
+    return O.PathResult(path, _weighted_length(g, path))
+
+
+def _no_zero_weights(lat, *args, **kwargs):
+    w = lat.geometry.weights
+    if w is not None and not (w > 0).all():
+        return "zero-weight sites: the greedy walk-back needs strictly positive weights"
+    return None
+
+
+def count_shortest_paths(lat, start, end):
+    count, overflowed = _graph().count_shortest_paths(*_k(lat), start, end)
+    if overflowed:
+        # more than 2**63 - 1 paths: recount exactly with Python integers
+        from catalytic.backends.numpy_backend import count_shortest_paths as exact
+
+        return exact(lat, start, end)
+    return int(count)
+
+
+def _unweighted_only(lat, *args, **kwargs):
+    if lat.geometry.weights is not None:
+        return "weighted path counting is implemented in the numpy backend only"
+    return None
+
+
+def path_catalytic(lat, start, end, aux):
+    from catalytic.catalysis import borrowed_scratch
+
+    g = lat.geometry
+    with borrowed_scratch(lat, aux, g.n_points) as (state, record):
+        path = _graph().catalytic_path(*_k(lat), start, end, state)
+        lat._last_borrow = record
+    return O.PathResult(path, len(path) - 1 if len(path) else -1)
+
+
+# -- components, structure, centrality ---------------------------------------------------
+def connected_components(lat):
+    g = lat.geometry
+    labels, count = _graph().connected_components(*_k(lat))
+    labels = labels.reshape(g.shape)
+    return O.Components(labels, int(count), C.component_sizes(labels, int(count)))
+
+
+def percolates(lat, *, axis=0):
+    return C.spans(connected_components(lat).labels, axis)
+
+
+def degree(lat):
+    return _graph().degree(*_k(lat)).reshape(lat.geometry.shape)
+
+
+def centrality(lat, *, method="degree"):
+    g = lat.geometry
+    v = g.n_open
+    if method == "degree":
+        deg = _graph().degree(*_k(lat)).astype(np.float64)
+        out = deg / (v - 1) if v > 1 else np.ones_like(deg)
+    else:
+        out = _graph().closeness(*_k(lat), None)
+    if g.mask is not None:
+        out[g.open_flat == 0] = np.nan
+    return out.reshape(g.shape)
+
+
+def _centrality_supported(lat, *, method="degree"):
+    if method not in ("degree", "closeness"):
+        return f"centrality method {method!r} is implemented in the numpy backend (NetworkX)"
+    return None
+
+
+# -- fields -------------------------------------------------------------------------------
+def laplacian(lat, field):
+    g = lat.geometry
+    f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
+    out = np.empty(g.n_points, dtype=np.float64)
+    return _fields().laplacian(*_k(lat), f, out).reshape(g.shape)
+
+
+def diffuse(lat, field, *, steps=1, alpha=0.1):
+    g = lat.geometry
+    f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
+    out = np.empty(g.n_points, dtype=np.float64)
+    return _fields().diffuse(*_k(lat), f, steps, alpha, out).reshape(g.shape)
+
+
+# -- transforms and array ops -----------------------------------------------------------------
+def xor_transform(lat, data, key=None):
+    src = np.ascontiguousarray(data).reshape(data.shape)  # keeps 0-d arrays 0-d
+    out = np.empty_like(src)
+    if key is None:
+        _arrays().xor_bytes(src.reshape(-1).view(np.uint8), lat._aux, out.reshape(-1).view(np.uint8))
+    else:
+        _arrays().xor_elems(src.reshape(-1), key, out.reshape(-1))
+    return out
+
+
+def _native_int(lat, data, key=None):
+    if not data.dtype.isnative:
+        return f"non-native byte order {data.dtype.str}"
+    return None
+
+
+def normalize(data):
+    x = np.ascontiguousarray(data, dtype=np.float64).reshape(data.shape)
+    out = np.empty_like(x)
+    _arrays().normalize(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def scale(data, *, factor=1.0):
+    x = np.ascontiguousarray(data, dtype=np.float64).reshape(data.shape)
+    out = np.empty_like(x)
+    _arrays().scale(x.reshape(-1), factor, out.reshape(-1))
+    return out
+
+
+def matmul(a, b):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
+    return _arrays().matmul(a, b, out)
+
+
+def reduce(x, op):
+    arr = np.ascontiguousarray(x)
+    if np.issubdtype(arr.dtype, np.integer):
+        arr = arr.astype(np.int64, copy=False)
+    else:
+        arr = arr.astype(np.float64, copy=False)
+    return _arrays().reduce(arr.reshape(-1), op)
+
+
+def elementwise(op, a, b=None):
+    a = np.asarray(a, dtype=np.float64)
+    if b is not None:
+        a, b = np.broadcast_arrays(a, np.asarray(b, dtype=np.float64))
+        b = np.ascontiguousarray(b).reshape(-1)
+    a2 = np.ascontiguousarray(a).reshape(a.shape)
+    out = np.empty(a2.shape, dtype=np.float64)
+    _arrays().elementwise(op, a2.reshape(-1), b, out.reshape(-1))
+    return out
+
+
+def random(shape, seed, distribution):
+    from catalytic.kernels.random import random_numba
+
+    return random_numba(shape, seed, distribution)
+
+
+IMPLEMENTATIONS = {
+    "distance_field": (distance_field, None),
+    "shortest_path": (shortest_path, _no_zero_weights),
+    "count_shortest_paths": (count_shortest_paths, _unweighted_only),
+    "path_catalytic": (path_catalytic, None),
+    "connected_components": (connected_components, None),
+    "percolates": (percolates, None),
+    "degree": (degree, None),
+    "centrality": (centrality, _centrality_supported),
+    "laplacian": (laplacian, None),
+    "diffuse": (diffuse, None),
+    "xor_transform": (xor_transform, _native_int),
+    "normalize": (normalize, None),
+    "scale": (scale, None),
+    "matmul": (matmul, None),
+    "reduce": (reduce, None),
+    "elementwise": (elementwise, None),
+    "random": (random, None),
+}
+
+#: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
+DEFAULT_COST = (30e-6, 1e8)
+
+
+def _available():
+    try:
+        import numba
+    except ImportError as err:  # numba is a dependency, but say so plainly if it is broken
+        return False, f"numba cannot be imported: {err}"
+    return True, f"numba {numba.__version__}"
+
+
+@hookimpl
+def catalytic_add_backends(registry):
+    registry.add_backend(
+        NAME, available=_available, device="cpu", description="Numba @njit CPU kernels"
+    )
+
+
+@hookimpl
+def catalytic_add_operations(registry):
+    for op, (func, supports) in IMPLEMENTATIONS.items():
+        registry.add_implementation(op, NAME, func, supports=supports, cost=DEFAULT_COST)

@@ -1,0 +1,525 @@
+"""The ``numpy`` backend: NumPy / SciPy / NetworkX reference implementations.
+
+Every operation has its reference here; the other backends are tested against it. It is
+also the route for small work (lowest overhead) and for graph-library algorithms
+(betweenness, communities), which build an explicit graph from the implicit lattice.
+
+This module is a plugin like any other: it declares the built-in operations and gives
+its implementations through the ``catalytic_add_*`` hooks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from catalytic import operations as O
+from catalytic.backends import _common as C
+from catalytic.engine import hookimpl
+
+NAME = "numpy"
+
+
+# -- explicit graphs ------------------------------------------------------------------
+def _adjacency(g):
+    return g.adjacency(dtype=np.int8)
+
+
+def _entering_cost_graph(g):
+    """Directed CSR: edge u -> v carries ``weights[v]`` (explicit zeros stay edges)."""
+    a = g.adjacency(dtype=np.float64)
+    a.data = g.weights.reshape(-1)[a.indices].astype(np.float64)
+    return a
+
+
+def _dist_from(g, sources, *, min_only=True):
+    from scipy.sparse.csgraph import dijkstra
+
+    if g.weights is None:
+        d = dijkstra(_adjacency(g), indices=sources, unweighted=True, min_only=min_only)
+        return np.where(np.isinf(d), -1, d).astype(np.int64)
+    return dijkstra(_entering_cost_graph(g), directed=True, indices=sources, min_only=min_only)
+
+
+def to_networkx(g):
+    import networkx as nx
+
+    G = nx.Graph()
+    open_idx = np.arange(g.n_points) if g.mask is None else np.flatnonzero(g.open_flat)
+    coords = np.stack(np.unravel_index(open_idx, g.shape), axis=1)
+    if g.weights is None:
+        G.add_nodes_from((int(i), {"coords": tuple(int(x) for x in c)}) for i, c in zip(open_idx, coords))
+    else:
+        w = g.weights.reshape(-1)
+        G.add_nodes_from(
+            (int(i), {"coords": tuple(int(x) for x in c), "weight": float(w[i])})
+            for i, c in zip(open_idx, coords)
+        )
+    rows, cols = g.neighbor_pairs()
+    keep = rows < cols
+    G.add_edges_from(zip(rows[keep].tolist(), cols[keep].tolist()))
+    return G
+
+
+# -- paths ------------------------------------------------------------------------------
+def distance_field(lat, sources):
+    g = lat.geometry
+    return _dist_from(g, sources).reshape(g.shape)
+
+
+def shortest_path(lat, start, end):
+    g = lat.geometry
+    dist = _dist_from(g, [start])
+    return O.PathResult(C.walk_back(g, dist, start, end), C.path_distance(g, dist, end))
+
+
+def count_shortest_paths(lat, start, end):
+    g = lat.geometry
+    if g.weights is not None:
+        return _count_weighted(g, start, end)
+    ds = _dist_from(g, [start])
+    if ds[end] < 0:
+        return 0
+    de = _dist_from(g, [end])
+    total = ds[end]
+    on_path = np.flatnonzero((ds >= 0) & (de >= 0) & (ds + de == total))
+    order = on_path[np.argsort(ds[on_path], kind="stable")]
+    count = {start: 1}
+    for v in order[1:]:
+        v = int(v)
+        dv = ds[v]
+        count[v] = sum(count.get(int(u), 0) for u in g.get_neighbors(v) if ds[u] == dv - 1)
+    return int(count[end])
+
+
+def _count_weighted(g, start, end):
+    w = g.weights.reshape(-1)
+    dist = _dist_from(g, [start])
+    if not np.isfinite(dist[end]):
+        return 0
+    if (w == 0).any():
+        raise ValueError(
+            "count_shortest_paths is not defined on lattices with zero-weight sites: "
+            "zero-cost cycles make the number of minimum-cost paths infinite"
+        )
+    cand = np.flatnonzero(dist <= dist[end])
+    order = cand[np.argsort(dist[cand], kind="stable")]
+    count = {start: 1}
+    for v in order:
+        v = int(v)
+        if v == start:
+            continue
+        count[v] = sum(
+            count.get(int(u), 0) for u in g.get_neighbors(v) if dist[u] + w[v] == dist[v]
+        )
+    return int(count[end])
+
+
+def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT):
+    g = lat.geometry
+    cutoff = g.n_open - 1 if max_length is None else max_length
+    if start == end:
+        return [np.array([start], dtype=np.int64)]
+    nbrs: dict[int, list[int]] = {}
+
+    def neighbours(v):
+        if v not in nbrs:
+            nbrs[v] = g.get_neighbors(v).tolist()
+        return nbrs[v]
+
+    out = []
+    path = [start]
+    on_path = {start}
+    stack = [iter(neighbours(start))]
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            on_path.discard(path.pop())
+            continue
+        if nxt in on_path:
+            continue
+        if nxt == end:
+            if len(path) > cutoff:  # one more step would exceed max_length (max_length=0)
+                continue
+            out.append(np.array(path + [end], dtype=np.int64))
+            if len(out) > limit:
+                raise ValueError(
+                    f"more than limit={limit} paths from {start} to {end}; pass a smaller "
+                    "max_length or a larger limit"
+                )
+            continue
+        if len(path) < cutoff:
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(neighbours(nxt)))
+    return out
+
+
+def path_catalytic(lat, start, end, aux):
+    """Level-synchronous BFS whose whole state (1 + dist mod 3, 0 = unseen) lives in
+    borrowed memory; the walk-back reads the mod-3 marks."""
+    from catalytic.catalysis import borrowed_scratch
+
+    g = lat.geometry
+    with borrowed_scratch(lat, aux, g.n_points) as (state, record):
+        state[:] = 0
+        state[start] = 1
+        frontier = np.array([start], dtype=np.int64)
+        level = 0
+        rows_by_site = None
+        while frontier.size and state[end] == 0:
+            level += 1
+            nb = _expand(g, frontier)
+            nb = np.unique(nb[state[nb] == 0])
+            state[nb] = 1 + level % 3
+            frontier = nb
+        lat._last_borrow = record
+        if state[end] == 0:
+            return O.PathResult(np.zeros(0, dtype=np.int64), -1 if g.weights is None else np.inf)
+        path = [end]
+        v = end
+        for lev in range(level, 0, -1):
+            want = 1 + (lev - 1) % 3
+            nbrs = np.sort(g.get_neighbors(v))
+            v = int(nbrs[np.argmax(state[nbrs] == want)])
+            path.append(v)
+        del rows_by_site
+        return O.PathResult(np.array(path[::-1], dtype=np.int64), level)
+
+
+def _expand(g, frontier):
+    coords = np.stack(np.unravel_index(frontier, g.shape), axis=1)
+    out = []
+    for off in g.offsets:
+        nb = coords + off
+        keep = np.ones(len(frontier), dtype=bool)
+        for a in range(g.dimensions):
+            if g.periodic[a]:
+                nb[:, a] %= g.shape[a]
+            else:
+                keep &= (nb[:, a] >= 0) & (nb[:, a] < g.shape[a])
+        j = nb[keep] @ g.strides
+        if g.mask is not None:
+            j = j[g.open_flat[j] == 1]
+        out.append(j)
+    return np.concatenate(out)
+
+
+# -- components and structure ------------------------------------------------------------
+def connected_components(lat):
+    from scipy.sparse.csgraph import connected_components as cc
+
+    g = lat.geometry
+    _, raw = cc(_adjacency(g), directed=False)
+    labels, count = C.canonical_labels(raw, g.open_flat, g.shape)
+    return O.Components(labels, count, C.component_sizes(labels, count))
+
+
+def percolates(lat, *, axis=0):
+    return C.spans(connected_components(lat).labels, axis)
+
+
+def degree(lat):
+    return lat.geometry.degree()
+
+
+def analyze_structure(lat, *, max_diameter_sites=20_000):
+    from scipy.sparse.csgraph import connected_components as cc
+
+    g = lat.geometry
+    a = _adjacency(g)
+    deg = np.diff(a.indptr)
+    open_idx = np.arange(g.n_points) if g.mask is None else np.flatnonzero(g.open_flat)
+    v = len(open_idx)
+    e = int(a.nnz // 2)
+    n_comp = 0
+    largest = 0
+    if v:
+        _, raw = cc(a, directed=False)
+        sizes = np.bincount(raw[open_idx])
+        sizes = sizes[sizes > 0]
+        n_comp, largest = len(sizes), int(sizes.max())
+    a64 = a.astype(np.int64)
+    tri = np.asarray((a64 @ a64).multiply(a64).sum(axis=1)).reshape(-1)[open_idx] / 2
+    d_open = deg[open_idx].astype(np.float64)
+    pairs = d_open * (d_open - 1) / 2
+    local = np.divide(tri, pairs, out=np.zeros_like(tri, dtype=np.float64), where=pairs > 0)
+    diameter, how = _diameter(g, a, open_idx, max_diameter_sites, n_comp)
+    return {
+        "shape": g.shape,
+        "dimensions": g.dimensions,
+        "periodic": g.periodic,
+        "stencil": g.stencil,
+        "vertices": v,
+        "blocked": g.n_points - v,
+        "edges": e,
+        "is_connected": n_comp == 1,
+        "n_components": n_comp,
+        "largest_component": largest,
+        "diameter": diameter,
+        "diameter_method": how,
+        "avg_degree": float(d_open.mean()) if v else 0.0,
+        "min_degree": int(d_open.min()) if v else 0,
+        "max_degree": int(d_open.max()) if v else 0,
+        "density": 2.0 * e / (v * (v - 1)) if v > 1 else 0.0,
+        "clustering_coefficient": float(local.mean()) if v else 0.0,
+        "triangles": int(tri.sum() // 3),
+    }
+
+
+def _diameter(g, a, open_idx, max_sites, n_comp):
+    """Largest finite hop distance between two sites (max over components)."""
+    if g.mask is None and g.stencil in ("von_neumann", "moore") and not g.dedupe:
+        reach = [(s // 2 if p else s - 1) for s, p in zip(g.shape, g.periodic)]
+        d = sum(reach) if g.stencil == "von_neumann" else max(reach)
+        return int(d), "closed form (full lattice)"
+    if len(open_idx) > max_sites:
+        return None, (
+            f"skipped: {len(open_idx)} sites > max_diameter_sites={max_sites} "
+            "(exact diameter is all-pairs BFS, O(V E))"
+        )
+    if len(open_idx) == 0:
+        return 0, "empty"
+    from scipy.sparse.csgraph import dijkstra
+
+    best = 0
+    for chunk in np.array_split(open_idx, max(1, len(open_idx) // 256)):
+        d = dijkstra(a, indices=chunk, unweighted=True)
+        d = d[np.isfinite(d)]
+        best = max(best, int(d.max()))
+    return best, "all-pairs BFS"
+
+
+# -- centrality and communities -----------------------------------------------------------
+def centrality(lat, *, method="degree"):
+    g = lat.geometry
+    open_idx = np.arange(g.n_points) if g.mask is None else np.flatnonzero(g.open_flat)
+    out = np.full(g.n_points, np.nan)
+    v = len(open_idx)
+    if method == "degree":
+        deg = np.diff(_adjacency(g).indptr)
+        out[open_idx] = deg[open_idx] / (v - 1) if v > 1 else 1.0
+    elif method == "closeness":
+        out[open_idx] = _closeness(g, open_idx)
+    elif method == "betweenness":
+        import networkx as nx
+
+        bc = nx.betweenness_centrality(to_networkx(g))
+        out[open_idx] = [bc[int(i)] for i in open_idx]
+    elif method == "eigenvector":
+        out[open_idx] = _eigenvector(g, open_idx)
+    return out.reshape(g.shape)
+
+
+def _closeness(g, open_idx):
+    """NetworkX closeness (wf_improved=True) from BFS distances, in chunks of sources."""
+    from scipy.sparse.csgraph import dijkstra
+
+    a = _adjacency(g)
+    v = len(open_idx)
+    res = np.zeros(v)
+    for chunk_ids in np.array_split(np.arange(v), max(1, v // 256)):
+        d = dijkstra(a, indices=open_idx[chunk_ids], unweighted=True)
+        finite = np.isfinite(d)
+        tot = np.where(finite, d, 0).sum(axis=1)
+        r = finite.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where((tot > 0) & (v > 1), (r - 1) / tot * (r - 1) / max(v - 1, 1), 0.0)
+        res[chunk_ids] = c
+    return res
+
+
+def _eigenvector(g, open_idx):
+    """Leading eigenvector of the adjacency (unit Euclidean norm, non-negative), as
+    ``networkx.eigenvector_centrality_numpy`` normalises it."""
+    from scipy.sparse.linalg import eigsh
+
+    a = _adjacency(g).astype(np.float64)[open_idx][:, open_idx]
+    v = len(open_idx)
+    if v == 1:
+        return np.array([1.0])
+    if v < 3 or a.nnz == 0:
+        w, vec = np.linalg.eigh(a.toarray())
+        x = vec[:, -1]
+    else:
+        _, vec = eigsh(a, k=1, which="LA", v0=np.ones(v))
+        x = vec[:, 0]
+    x = np.abs(x) if x.sum() >= 0 else -x
+    x = np.abs(x)
+    return x / np.linalg.norm(x)
+
+
+def communities(lat, *, method="louvain", seed=0):
+    import networkx as nx
+    from networkx.algorithms import community as nxc
+
+    g = lat.geometry
+    if method == "edge_betweenness" and g.n_open > 2000:
+        raise ValueError(
+            f"edge_betweenness (Girvan-Newman) is O(E^2 V); {g.n_open} sites is too many "
+            "(limit 2000): use method='louvain'"
+        )
+    G = to_networkx(g)
+    if G.number_of_nodes() == 0:
+        return O.Communities(np.full(g.shape, -1, dtype=np.int64), 0, 0.0)
+    if method == "louvain":
+        parts = nxc.louvain_communities(G, seed=seed)
+    elif method == "label_propagation":
+        parts = list(nxc.asyn_lpa_communities(G, seed=seed))
+    else:
+        if G.number_of_edges() == 0:
+            parts = [{n} for n in G.nodes]
+        else:
+            parts = list(next(nxc.girvan_newman(G)))
+    labels = np.full(g.n_points, -1, dtype=np.int64)
+    parts = sorted((sorted(p) for p in parts), key=lambda p: p[0])
+    for k, p in enumerate(parts):
+        labels[np.asarray(p, dtype=np.int64)] = k
+    q = nxc.modularity(G, [set(p) for p in parts]) if G.number_of_edges() else 0.0
+    return O.Communities(labels.reshape(g.shape), len(parts), float(q))
+
+
+# -- fields -------------------------------------------------------------------------------
+def _laplacian_matrix(g):
+    from scipy.sparse.csgraph import laplacian as csl
+
+    return csl(_adjacency(g).astype(np.float64))
+
+
+def laplacian(lat, field):
+    g = lat.geometry
+    return (_laplacian_matrix(g) @ field.reshape(-1).astype(np.float64)).reshape(g.shape)
+
+
+def diffuse(lat, field, *, steps=1, alpha=0.1):
+    g = lat.geometry
+    L = _laplacian_matrix(g)
+    f = field.reshape(-1).astype(np.float64)
+    for _ in range(steps):
+        f = f - alpha * (L @ f)
+    return f.reshape(g.shape)
+
+
+# -- transforms and array ops ---------------------------------------------------------------
+def xor_transform(lat, data, key=None):
+    src = np.ascontiguousarray(data).reshape(data.shape)  # keeps 0-d arrays 0-d
+    if key is None:
+        raw = src.reshape(-1).view(np.uint8)
+        k = lat._aux_bytes
+        if raw.size <= k.size:
+            out = raw ^ k[: raw.size]
+        else:
+            out = raw ^ np.resize(k, raw.size)
+        return out.view(src.dtype).reshape(src.shape)
+    flat = src.reshape(-1)
+    kk = key if key.size >= flat.size else np.resize(key, flat.size)
+    return (flat ^ kk[: flat.size]).reshape(src.shape)
+
+
+def normalize(data):
+    x = data.astype(np.float64)
+    if x.size == 0:
+        return x
+    lo, hi = x.min(), x.max()
+    if hi == lo:
+        return np.zeros_like(x)
+    return (x - lo) / (hi - lo)
+
+
+def scale(data, *, factor=1.0):
+    return data.astype(np.float64) * factor
+
+
+def matmul(a, b):
+    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+
+
+def reduce(x, op):
+    if op == "sum":
+        return x.sum(dtype=np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64)
+    if op == "mean":
+        return float(np.mean(x, dtype=np.float64))
+    return getattr(np, op)(x)
+
+
+_UFUNC = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "max": np.maximum, "min": np.minimum, "pow": np.power, "neg": np.negative,
+    "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos,
+}
+
+
+def elementwise(op, a, b=None):
+    a = a.astype(np.float64)
+    if b is None:
+        return _UFUNC[op](a)
+    return _UFUNC[op](a, b.astype(np.float64))
+
+
+def random(shape, seed, distribution):
+    from catalytic.kernels.random import random_numpy
+
+    return random_numpy(shape, seed, distribution)
+
+
+# -- registration ---------------------------------------------------------------------------
+def _data_work(data, *_, **__):
+    return float(np.asarray(data).size)
+
+
+def _xor_work(lat, data, key=None):
+    return float(data.nbytes)
+
+
+def _xor_borrows(lat, data, key=None):
+    return lat._aux if key is None else None
+
+
+OPERATIONS = [
+    # name, implementation, validate, work, memory, extra
+    ("distance_field", distance_field, O.v_sources, O.sites_work, O.mem_sites(16), {}),
+    ("shortest_path", shortest_path, O.v_pair, O.sites_work, O.mem_sites(16), {}),
+    ("count_shortest_paths", count_shortest_paths, O.v_pair, O.sites_work, O.mem_sites(24), {}),
+    ("all_paths", all_paths, O.v_all_paths, O.sites_work, None, {}),
+    ("path_catalytic", path_catalytic, O.v_catalytic, O.sites_work, O.mem_sites(2),
+     {"borrows": lambda lat, s, e, aux: aux}),
+    ("connected_components", connected_components, O.v_none, O.sites_work, O.mem_sites(12), {}),
+    ("percolates", percolates, O.v_percolates, O.sites_work, O.mem_sites(12), {}),
+    ("degree", degree, O.v_none, O.sites_work, O.mem_sites(8), {}),
+    ("analyze_structure", analyze_structure, O.v_structure, O.sites_work, O.mem_graph, {}),
+    ("centrality", centrality, O.v_centrality, O.sites_work, O.mem_graph, {}),
+    ("communities", communities, O.v_communities, O.sites_work, O.mem_graph, {}),
+    ("laplacian", laplacian, O.v_field, O.sites_work, O.mem_sites(16), {}),
+    ("diffuse", diffuse, O.v_diffuse, O.sites_work, O.mem_sites(24), {}),
+    ("xor_transform", xor_transform, O.v_xor, _xor_work, None, {"borrows": _xor_borrows}),
+    ("normalize", normalize, O.v_data, _data_work, O.mem_data, {}),
+    ("scale", scale, O.v_scale, _data_work, O.mem_data, {}),
+    ("matmul", matmul, O.v_matmul, lambda a, b: float(a.shape[0]) * a.shape[1] * b.shape[1],
+     lambda a, b: 8 * (a.size + b.size + a.shape[0] * b.shape[1]), {}),
+    ("reduce", reduce, O.v_reduce, _data_work, None, {}),
+    ("elementwise", elementwise, O.v_elementwise,
+     lambda op, a, b=None: float(max(a.size, 0 if b is None else b.size)),
+     lambda op, a, b=None: 16 * max(a.size, 0 if b is None else b.size), {}),
+    ("random", random, O.v_random, lambda shape, seed, dist: float(np.prod(shape)),
+     lambda shape, seed, dist: 16 * int(np.prod(shape)), {}),
+]
+
+#: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
+DEFAULT_COST = (20e-6, 2e7)
+
+
+@hookimpl
+def catalytic_add_backends(registry):
+    registry.add_backend(
+        NAME, available=(True, "NumPy/SciPy/NetworkX are dependencies"), device="cpu",
+        description="NumPy / SciPy / NetworkX reference implementations",
+    )
+
+
+@hookimpl
+def catalytic_add_operations(registry):
+    for name, func, validate, work, memory, extra in OPERATIONS:
+        registry.add_operation(
+            name, work=work, memory=memory, validate=validate, doc=func.__doc__ or "", **extra
+        )
+        registry.add_implementation(name, NAME, func, cost=DEFAULT_COST)

@@ -1,0 +1,189 @@
+"""Measure the router's cost model on this machine: ``catalytic calibrate``.
+
+For every operation with more than one backend, each available backend runs the
+operation at several sizes (after a warm-up call, so JIT compilation is not counted;
+best of ``repeat`` timings). A fit of ``seconds = overhead_s + work / throughput``
+minimising *relative* error (non-negative least squares) gives the two parameters.
+The samples are stored with the fit, so the file shows what was measured.
+
+Run ``python -m catalytic.calibrate --output PATH`` (default: the user's config file,
+which the router prefers over the shipped one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _lattice(shape, p_open=0.7, weighted=False, seed=1):
+    import catalytic as cat
+
+    rng = np.random.default_rng(seed)
+    mask = rng.random(shape) < p_open
+    flat = mask.reshape(-1)
+    flat[0] = flat[-1] = True
+    weights = rng.uniform(0.5, 2.0, shape) if weighted else None
+    return cat.UnifiedCatalyticLattice(shape=shape, mask=mask, weights=weights, seed=seed)
+
+
+def _cases(quick: bool):
+    """(operation, label, make_args) triples, small to large."""
+    sizes2d = [(8, 8), (32, 32), (128, 128), (512, 512)]
+    sizes3d = [(6, 6, 6), (20, 20, 20), (60, 60, 60)]
+    if quick:
+        sizes2d, sizes3d = sizes2d[:3], sizes3d[:2]
+    lattices = [_lattice(s) for s in sizes2d + sizes3d]
+    weighted = [_lattice(s, weighted=True) for s in sizes2d]
+    full = [_lattice(s, p_open=1.1) for s in sizes2d + sizes3d]
+    n_data = [10, 1_000, 100_000, 3_000_000] if not quick else [10, 1_000, 100_000]
+    rng = np.random.default_rng(0)
+    cases = []
+    for L in lattices:
+        cases += [
+            ("distance_field", L, lambda L=L: ((L, np.array([0])), {})),
+            ("shortest_path", L, lambda L=L: ((L, 0, L.n_points - 1), {})),
+            ("count_shortest_paths", L, lambda L=L: ((L, 0, L.n_points - 1), {})),
+            ("connected_components", L, lambda L=L: ((L,), {})),
+            ("percolates", L, lambda L=L: ((L,), {"axis": 0})),
+            ("degree", L, lambda L=L: ((L,), {})),
+            ("laplacian", L, lambda L=L: ((L, np.ones(L.shape)), {})),
+            ("diffuse", L, lambda L=L: ((L, np.ones(L.shape)), {"steps": 4, "alpha": 0.1})),
+            ("path_catalytic", L, lambda L=L: ((L, 0, L.n_points - 1, L._aux), {})),
+        ]
+        if L.n_points <= 5000:
+            cases.append(("centrality", L, lambda L=L: ((L,), {"method": "closeness"})))
+        cases.append(("centrality", L, lambda L=L: ((L,), {"method": "degree"})))
+    for L in weighted:
+        cases.append(("distance_field", L, lambda L=L: ((L, np.array([0])), {})))
+        cases.append(("shortest_path", L, lambda L=L: ((L, 0, L.n_points - 1), {})))
+    for L in full:
+        cases.append(("distance_field", L, lambda L=L: ((L, np.array([0])), {})))
+        cases.append(("connected_components", L, lambda L=L: ((L,), {})))
+    for n in n_data:
+        ints = rng.integers(0, 2**31, n)
+        floats = rng.random(n)
+        L = lattices[0]
+        cases += [
+            ("xor_transform", L, lambda d=ints, L=L: ((L, d, None), {})),
+            ("normalize", None, lambda d=floats: ((d,), {})),
+            ("scale", None, lambda d=floats: ((d,), {"factor": 2.0})),
+            ("reduce", None, lambda d=floats: ((d, "sum"), {})),
+            ("elementwise", None, lambda d=floats: (("mul", d, d), {})),
+            ("random", None, lambda n=n: (((n,), 1, "uniform"), {})),
+        ]
+    for m in ([4, 32, 128, 384] if not quick else [4, 32, 128]):
+        a = rng.random((m, m))
+        cases.append(("matmul", None, lambda a=a: ((a, a), {})))
+    return cases
+
+
+def _time(func, args, kwargs, repeat):
+    func(*args, **kwargs)  # warm-up: JIT compile, caches
+    best = np.inf
+    total = 0.0
+    runs = 0
+    while runs < repeat or (total < 0.05 and runs < 200):
+        t0 = time.perf_counter()
+        func(*args, **kwargs)
+        dt = time.perf_counter() - t0
+        best = min(best, dt)
+        total += dt
+        runs += 1
+    return best
+
+
+def fit(samples):
+    """Fit ``t = a + w / throughput`` to ``[(work, seconds), ...]`` minimising relative
+    error with a, 1/throughput >= 0; returns ``(overhead_s, throughput)``."""
+    from scipy.optimize import nnls
+
+    w = np.array([s[0] for s in samples], dtype=np.float64)
+    t = np.array([s[1] for s in samples], dtype=np.float64)
+    A = np.stack([1.0 / t, w / t], axis=1)
+    (a, b), _ = nnls(A, np.ones_like(t))
+    throughput = 1.0 / b if b > 0 else 1e15
+    return float(a), float(throughput)
+
+
+def calibrate(*, quick=False, repeat=3, verbose=True):
+    """Measure every multi-backend operation on every available backend; return the
+    calibration document (not yet written)."""
+    import numba
+
+    import catalytic as cat
+
+    eng = cat.get_engine()
+    reg = eng.registry
+    samples: dict = {}
+    for op, L, make in _cases(quick):
+        impls = reg.implementations.get(op, {})
+        if len(impls) < 2:
+            continue
+        args, kwargs = make()
+        spec = reg.operation(op)
+        work = float(spec.work(*args, **kwargs))
+        for backend, impl in impls.items():
+            ok, _ = reg.backends[backend].status()
+            if not ok or reg.backends[backend].device != "cpu":
+                continue
+            if impl.supports is not None and impl.supports(*args, **kwargs) is not None:
+                continue
+            t = _time(impl.func, args, kwargs, repeat)
+            samples.setdefault(op, {}).setdefault(backend, []).append([work, t])
+            if verbose:
+                print(f"  {op:<22} {backend:<10} work={work:>12.4g}  {t * 1e3:10.4f} ms", flush=True)
+    entries = {}
+    for op, per in samples.items():
+        for backend, s in per.items():
+            overhead, throughput = fit(s)
+            entries.setdefault(op, {})[backend] = {
+                "overhead_s": overhead,
+                "throughput": throughput,
+                "samples": s,
+            }
+    return {
+        "version": 1,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "numba": numba.__version__,
+            "numba_threads": numba.get_num_threads(),
+        },
+        "model": "seconds = overhead_s + work / throughput (work units: see each operation)",
+        "entries": entries,
+    }
+
+
+def main(argv=None):
+    from catalytic.router import user_calibration_path
+
+    ap = argparse.ArgumentParser(prog="catalytic calibrate", description=__doc__.splitlines()[0])
+    ap.add_argument("--output", "-o", type=Path, default=None,
+                    help=f"where to write (default {user_calibration_path()})")
+    ap.add_argument("--quick", action="store_true", help="fewer, smaller sizes")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    out = args.output or user_calibration_path()
+    print(f"calibrating on this machine (JIT warm-up not counted); writing {out}")
+    doc = calibrate(quick=args.quick, repeat=args.repeat)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    print(f"wrote {sum(len(v) for v in doc['entries'].values())} (operation, backend) fits to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""Settings from keyword arguments and ``CATALYTIC_*`` environment variables.
+
+Keyword arguments win over the environment; the environment wins over defaults.
+
+=================================  ========================================  =======
+variable                           meaning                                   default
+=================================  ========================================  =======
+``CATALYTIC_BACKEND``              force one backend for every operation     unset
+``CATALYTIC_FALLBACK``             ``0`` turns the CPU fallback off          ``1``
+``CATALYTIC_MEMORY_THRESHOLD``     device-memory cleanup threshold (0, 1]    ``0.85``
+``CATALYTIC_DISABLE_PLUGIN_AUTOLOAD``  ``1`` skips entry-point plugins       ``0``
+``CATALYTIC_CALIBRATION``          path of a calibration JSON to use         shipped
+=================================  ========================================  =======
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Engine settings. Build with :func:`load_settings`.
+
+    Examples
+    --------
+    >>> from catalytic.config import load_settings
+    >>> load_settings(fallback=False).fallback
+    False
+    """
+
+    backend: str | None = None
+    fallback: bool = True
+    memory_threshold: float = 0.85
+    disable_plugin_autoload: bool = False
+    calibration_path: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not 0.0 < self.memory_threshold <= 1.0:
+            raise ValueError(
+                f"memory_threshold must be in (0, 1], got {self.memory_threshold!r}"
+            )
+
+
+def load_settings(**overrides) -> Settings:
+    """Settings from the environment, then ``overrides`` (keyword arguments win)."""
+    env = {
+        "backend": os.environ.get("CATALYTIC_BACKEND") or None,
+        "fallback": _env_bool("CATALYTIC_FALLBACK", True),
+        "disable_plugin_autoload": _env_bool("CATALYTIC_DISABLE_PLUGIN_AUTOLOAD", False),
+        "calibration_path": os.environ.get("CATALYTIC_CALIBRATION") or None,
+    }
+    raw = os.environ.get("CATALYTIC_MEMORY_THRESHOLD")
+    if raw is not None:
+        try:
+            env["memory_threshold"] = float(raw)
+        except ValueError as err:
+            raise ValueError(f"CATALYTIC_MEMORY_THRESHOLD={raw!r} is not a number") from err
+    known = {f.name for f in fields(Settings)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise TypeError(f"unknown setting(s): {sorted(unknown)}; known: {sorted(known)}")
+    settings = Settings(**env)
+    return replace(settings, **{k: v for k, v in overrides.items()})

@@ -1,0 +1,296 @@
+"""The engine: plugin manager + registry + router + policy around every call.
+
+``Engine.run(op, *args, backend=None, **kwargs)`` is the one road every operation takes:
+
+1. validate and normalise the arguments (the operation's ``validate``), before any work;
+2. check host memory for what the call will allocate (``InsufficientMemoryError``);
+3. ask the router which backend runs it (and why);
+4. if the call borrows auxiliary memory, take its digest;
+5. run, timing it; a failure on a non-CPU backend is retried once and then falls back
+   to the best CPU backend, with the reason recorded (unless fallback is off);
+6. verify the borrowed memory came back bit-identical, also when the call raised;
+7. record the measured time next to the router's prediction.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+import zlib
+from importlib import metadata
+
+import numpy as np
+import pluggy
+
+from catalytic import hookspecs
+from catalytic.config import Settings, load_settings
+from catalytic.errors import CatalyticViolation, InsufficientMemoryError, PluginError
+from catalytic.registry import Registry
+from catalytic.router import Decision, Router
+
+hookimpl = pluggy.HookimplMarker("catalytic")
+
+#: below this many bytes the host-memory check is skipped (psutil costs ~30 us a call)
+MEMORY_CHECK_MIN_BYTES = 32 * 2**20
+_USER_ERRORS = (ValueError, TypeError, IndexError, KeyError, MemoryError)
+_REGISTRATION_HOOKS = ("catalytic_add_backends", "catalytic_add_operations")
+
+
+def available_memory() -> int:
+    """Bytes of host memory available now (psutil)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def check_host_memory(what: str, needed: int) -> None:
+    """Raise :class:`InsufficientMemoryError` if ``needed`` bytes are not available."""
+    if needed < MEMORY_CHECK_MIN_BYTES:
+        return
+    avail = available_memory()
+    if needed > avail:
+        raise InsufficientMemoryError(what, needed, avail)
+
+
+def buffer_digest(buf) -> tuple[int, int]:
+    """``(nbytes, crc32)`` of a buffer's raw bytes (any contiguous array or memmap)."""
+    arr = np.asarray(buf)
+    if not arr.flags.c_contiguous:
+        raise ValueError("auxiliary memory must be a C-contiguous array")
+    return arr.nbytes, zlib.crc32(arr.reshape(-1).view(np.uint8))
+
+
+class Engine:
+    """Plugin manager, registry, router and call policy. Use :func:`get_engine`.
+
+    Parameters
+    ----------
+    settings : Settings, optional
+    **overrides
+        Setting names (``backend``, ``fallback``, ``memory_threshold``,
+        ``disable_plugin_autoload``, ``calibration_path``) overriding the environment.
+    """
+
+    def __init__(self, settings: Settings | None = None, **overrides):
+        self.settings = settings if settings is not None else load_settings(**overrides)
+        self.pm = pluggy.PluginManager("catalytic")
+        self.pm.add_hookspecs(hookspecs)
+        self.registry = Registry()
+        self.router = Router(self.registry, self.settings)
+        self.plugin_errors: dict[str, str] = {}
+        self.fallbacks: list[dict] = []
+        self._local = threading.local()
+        self._register_builtins()
+        if not self.settings.disable_plugin_autoload:
+            self._load_entrypoints()
+
+    # -- plugins ------------------------------------------------------------------------
+    def _register_builtins(self):
+        from catalytic.backends import numba_cpu, numpy_backend
+
+        self.register_plugin(numpy_backend, "numpy")
+        self.register_plugin(numba_cpu, "numba-cpu")
+        try:
+            from catalytic.backends import cuda_backend
+        except ImportError:
+            return
+        self.register_plugin(cuda_backend, "cuda")
+
+    def _load_entrypoints(self):
+        for ep in metadata.entry_points(group="catalytic"):
+            if self.pm.get_plugin(ep.name) is not None or self.pm.is_blocked(ep.name):
+                continue
+            try:
+                plugin = ep.load()
+                self.register_plugin(plugin, ep.name)
+            except Exception as err:  # a broken plugin must not take the engine down
+                msg = f"plugin {ep.name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}"
+                self.plugin_errors[ep.name] = msg
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
+
+    def register_plugin(self, plugin, name: str | None = None) -> str:
+        """Register a plugin and run its registration hooks.
+
+        All or nothing: if a hook raises, everything the plugin added is removed and a
+        :class:`PluginError` naming the plugin and the hook is raised.
+        """
+        name = self.pm.register(plugin, name)
+        if name is None:
+            raise PluginError(f"plugin {plugin!r} is blocked or already registered")
+        for hook_name in _REGISTRATION_HOOKS:
+            caller = getattr(self.pm.hook, hook_name)
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                self.registry._current_plugin = name
+                try:
+                    impl.function(registry=self.registry)
+                except Exception as err:
+                    self.registry.remove_plugin(name)
+                    self.pm.unregister(plugin)
+                    if isinstance(err, PluginError):
+                        raise PluginError(f"plugin {name!r}, hook {hook_name}: {err}") from err
+                    raise PluginError(
+                        f"plugin {name!r} failed in hook {hook_name}: {type(err).__name__}: {err}"
+                    ) from err
+                finally:
+                    self.registry._current_plugin = ""
+        return name
+
+    def unregister_plugin(self, name: str) -> None:
+        """Remove a plugin and everything it added."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is None:
+            raise ValueError(f"no plugin named {name!r}; registered: {self.plugin_names()}")
+        self.registry.remove_plugin(name)
+        self.pm.unregister(plugin)
+
+    def plugin_names(self) -> list[str]:
+        return sorted(n for n, _ in self.pm.list_name_plugin())
+
+    # -- calls --------------------------------------------------------------------------
+    def _prepare(self, op, args, kwargs):
+        spec = self.registry.operation(op)
+        if spec.validate is not None:
+            args, kwargs = spec.validate(*args, **kwargs)
+        return spec, args, kwargs
+
+    @staticmethod
+    def _policy(args):
+        lat = args[0] if args else None
+        policy = getattr(lat, "_routing_policy", None)
+        if policy is None:
+            return None, False
+        return policy()
+
+    def explain(self, op: str, *args, backend: str | None = None, **kwargs) -> Decision:
+        """The router's decision for this call, without running it."""
+        spec, args, kwargs = self._prepare(op, args, kwargs)
+        allowed, reference_only = self._policy(args)
+        return self.router.decide(
+            op, args, kwargs, backend=backend, allowed=allowed, reference_only=reference_only
+        )
+
+    @property
+    def last_decision(self) -> Decision | None:
+        """The decision of the last call made from this thread."""
+        return getattr(self._local, "decision", None)
+
+    def run(self, op: str, *args, backend: str | None = None, **kwargs):
+        """Run a registered operation on the backend the router picks (or ``backend``)."""
+        spec, args, kwargs = self._prepare(op, args, kwargs)
+        if spec.memory is not None:
+            check_host_memory(f"operation {op!r}", int(spec.memory(*args, **kwargs)))
+        allowed, reference_only = self._policy(args)
+        decision = self.router.decide(
+            op, args, kwargs, backend=backend, allowed=allowed, reference_only=reference_only
+        )
+        self._local.decision = decision
+        borrowed = spec.borrows(*args, **kwargs) if spec.borrows is not None else None
+        if borrowed is None:
+            return self._call(spec, decision, args, kwargs)
+        before = buffer_digest(borrowed)
+        try:
+            result = self._call(spec, decision, args, kwargs)
+        except BaseException as err:
+            if buffer_digest(borrowed) != before:
+                raise CatalyticViolation(
+                    f"operation {op!r} on {decision.backend!r} raised and did not restore "
+                    "its auxiliary memory"
+                ) from err
+            raise
+        if buffer_digest(borrowed) != before:
+            raise CatalyticViolation(
+                f"operation {op!r} on {decision.backend!r} did not restore its auxiliary "
+                "memory bit-identically"
+            )
+        return result
+
+    def _call(self, spec, decision, args, kwargs):
+        impls = self.registry.implementations[spec.name]
+        backend = self.registry.backends[decision.backend]
+        impl = impls[decision.backend]
+        t0 = time.perf_counter()
+        try:
+            result = impl.func(*args, **kwargs)
+        except _USER_ERRORS:
+            raise
+        except Exception as err:
+            if backend.device == "cpu":
+                raise
+            return self._recover(spec, decision, args, kwargs, err)
+        self.router.record(decision, decision.backend, time.perf_counter() - t0)
+        return result
+
+    def _recover(self, spec, decision, args, kwargs, err):
+        """A non-CPU backend failed: clean up, retry once, then fall back to the CPU."""
+        impls = self.registry.implementations[spec.name]
+        backend = self.registry.backends[decision.backend]
+        self._cleanup_backend(backend.name)
+        t0 = time.perf_counter()
+        try:
+            result = impls[decision.backend].func(*args, **kwargs)
+        except Exception as err2:
+            if not self.settings.fallback:
+                raise err2 from err
+            cpu = {
+                n: i for n, i in impls.items()
+                if self.registry.backends.get(n) is not None
+                and self.registry.backends[n].device == "cpu"
+                and self.registry.backends[n].status()[0]
+            }
+            if not cpu:
+                raise err2 from err
+            target = min(cpu, key=lambda b: self.router.predict(spec.name, b, decision.work))
+            why = f"{decision.backend} failed twice ({type(err2).__name__}: {err2}); fell back to {target}"
+            self.fallbacks.append({"op": spec.name, "from": decision.backend, "to": target, "reason": why})
+            fallback = Decision(
+                spec.name, target, why, decision.predictions, decision.rejected,
+                decision.sources, decision.work, decision.forced,
+            )
+            self._local.decision = fallback
+            t0 = time.perf_counter()
+            result = cpu[target].func(*args, **kwargs)
+            self.router.record(fallback, target, time.perf_counter() - t0, decision.backend)
+            return result
+        self.router.record(decision, decision.backend, time.perf_counter() - t0)
+        return result
+
+    def _cleanup_backend(self, name: str) -> None:
+        cleanup = getattr(self.pm.get_plugin(name), "cleanup", None)
+        if callable(cleanup):
+            try:
+                cleanup()
+            except Exception as err:  # cleanup must never hide the original failure
+                warnings.warn(f"cleanup of backend {name!r} failed: {err}", RuntimeWarning)
+
+    # -- introspection -------------------------------------------------------------------
+    def backends(self) -> dict[str, tuple[bool, str]]:
+        """Every registered backend and its ``(available, reason)``."""
+        return {n: b.status() for n, b in self.registry.backends.items()}
+
+    def operations(self) -> list[str]:
+        return sorted(self.registry.operations)
+
+
+_engine: Engine | None = None
+_engine_lock = threading.Lock()
+
+
+def get_engine() -> Engine:
+    """The process-wide engine, created on first use from the environment."""
+    global _engine
+    if _engine is None:
+        with _engine_lock:
+            if _engine is None:
+                _engine = Engine()
+    return _engine
+
+
+def reset_engine(**overrides) -> Engine:
+    """Replace the process-wide engine with a new one (settings from env + overrides)."""
+    global _engine
+    with _engine_lock:
+        _engine = Engine(**overrides)
+    return _engine

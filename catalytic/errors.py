@@ -1,0 +1,45 @@
+"""Exceptions raised by catalytic."""
+
+from __future__ import annotations
+
+
+class CatalyticError(Exception):
+    """Base class for catalytic-specific errors."""
+
+
+class InsufficientMemoryError(MemoryError, CatalyticError):
+    """A lattice or operation would not fit in memory; raised before allocating.
+
+    Attributes
+    ----------
+    needed, available : int
+        Bytes the work needs and bytes available when it was checked.
+    """
+
+    def __init__(self, what: str, needed: int, available: int):
+        self.needed = int(needed)
+        self.available = int(available)
+        super().__init__(
+            f"{what} needs {_fmt(needed)} ({needed} bytes) but only {_fmt(available)} "
+            f"({available} bytes) are available"
+        )
+
+
+class CatalyticViolation(CatalyticError):
+    """Auxiliary memory lent to an operation did not come back bit-identical."""
+
+
+class PluginError(CatalyticError):
+    """A plugin failed while registering or running; the message names plugin and hook."""
+
+
+class NoBackendError(CatalyticError, RuntimeError):
+    """No registered backend can run an operation; the message says how to fix it."""
+
+
+def _fmt(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,415 @@
+"""Pure lattice geometry: shape, periodic axes, stencil, mask, weights.
+
+Nothing here stores an edge. Neighbours come from index arithmetic; the only arrays held
+are the ones the user gave (mask, weights) and the tiny stencil table.
+
+The neighbour set of a site ``i`` is: for each stencil offset, the displaced coordinates,
+wrapped on periodic axes, dropped when they leave an open axis or land on a blocked
+site; then duplicates and ``i`` itself removed (this only happens when a periodic axis
+is shorter than twice the stencil's reach). Every backend uses this definition.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+
+from catalytic.kernels.cpu._lattice import c_strides
+
+_INT64_MAX = np.iinfo(np.int64).max
+STENCILS = ("von_neumann", "moore")
+
+
+def _as_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        items = list(shape)
+    except TypeError:
+        raise ValueError(f"shape must be a sequence of positive integers, got {shape!r}") from None
+    if len(items) == 0:
+        raise ValueError("shape must have at least one axis, got ()")
+    out = []
+    for s in items:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (numbers.Integral, np.integer)):
+            if isinstance(s, (float, np.floating)) and float(s).is_integer() and s > 0:
+                raise ValueError(
+                    f"shape sizes must be integers, got {s!r} in {tuple(items)!r}; "
+                    f"use {int(s)}"
+                )
+            raise ValueError(f"shape sizes must be positive integers, got {s!r} in {tuple(items)!r}")
+        if s <= 0:
+            raise ValueError(f"shape sizes must be positive, got {int(s)} in {tuple(items)!r}")
+        out.append(int(s))
+    n = math.prod(out)
+    if n > _INT64_MAX:
+        raise ValueError(
+            f"shape {tuple(out)} has {n} sites, more than int64 can index ({_INT64_MAX})"
+        )
+    return tuple(out)
+
+
+def _as_periodic(periodic, d: int) -> tuple[bool, ...]:
+    if isinstance(periodic, (bool, np.bool_)):
+        return (bool(periodic),) * d
+    try:
+        items = list(periodic)
+    except TypeError:
+        raise ValueError(
+            f"periodic must be a bool or a sequence of {d} bools, got {periodic!r}"
+        ) from None
+    if len(items) != d:
+        raise ValueError(f"periodic has {len(items)} entries for a {d}-D lattice: {periodic!r}")
+    for p in items:
+        if not isinstance(p, (bool, np.bool_)):
+            raise ValueError(f"periodic entries must be bools, got {p!r} in {periodic!r}")
+    return tuple(bool(p) for p in items)
+
+
+def stencil_offsets(stencil, d: int) -> tuple[str, np.ndarray]:
+    """Return ``(name, offsets)`` for a stencil name or a user array of integer offsets.
+
+    Examples
+    --------
+    >>> name, off = stencil_offsets("von_neumann", 2)
+    >>> off.tolist()
+    [[-1, 0], [1, 0], [0, -1], [0, 1]]
+    >>> stencil_offsets("moore", 3)[1].shape
+    (26, 3)
+    """
+    if isinstance(stencil, str):
+        if stencil == "von_neumann":
+            off = np.zeros((2 * d, d), dtype=np.int64)
+            for a in range(d):
+                off[2 * a, a] = -1
+                off[2 * a + 1, a] = 1
+            return stencil, off
+        if stencil == "moore":
+            rows = [r for r in itertools.product((-1, 0, 1), repeat=d) if any(r)]
+            return stencil, np.array(rows, dtype=np.int64).reshape(-1, d)
+        raise ValueError(f"unknown stencil {stencil!r}; use one of {STENCILS} or an array of offsets")
+    arr = np.asarray(stencil)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"stencil offsets must be integers, got dtype {arr.dtype}")
+    if arr.ndim == 1 and d == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2 or arr.shape[1] != d or arr.shape[0] == 0:
+        raise ValueError(
+            f"stencil offsets must have shape (k, {d}) with k >= 1 for a {d}-D lattice, "
+            f"got {arr.shape}"
+        )
+    arr = arr.astype(np.int64)
+    if np.any(np.all(arr == 0, axis=1)):
+        raise ValueError("stencil offsets must not contain the zero offset")
+    rows = {tuple(r) for r in arr.tolist()}
+    if len(rows) != arr.shape[0]:
+        raise ValueError("stencil offsets contain duplicate rows")
+    missing = [r for r in rows if tuple(-x for x in r) not in rows]
+    if missing:
+        raise ValueError(
+            f"stencil must be symmetric (neighbourhood is undirected): offset(s) "
+            f"{sorted(missing)[:3]} lack their negation; add them"
+        )
+    return "custom", arr.copy()
+
+
+class Geometry:
+    """Validated description of an n-D lattice. Pure: no algorithm lives here.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        Sites per axis, each >= 1.
+    periodic : bool or sequence of bool
+        Whether each axis wraps.
+    stencil : {"von_neumann", "moore"} or array_like of shape (k, d)
+        Neighbour offsets. A user array must be integer, symmetric and free of zero rows.
+    mask : bool ndarray of ``shape``, optional
+        True where a site exists. Copied.
+    weights : real ndarray of ``shape``, optional
+        Cost of entering each site; finite and >= 0. Copied as float64.
+
+    Examples
+    --------
+    >>> g = Geometry((3, 4), periodic=(True, False))
+    >>> g.n_points, g.coords_to_index((1, 2)), g.index_to_coords(6).tolist()
+    (12, 6, [1, 2])
+    >>> sorted(g.get_neighbors(0).tolist())
+    [1, 4, 8]
+    """
+
+    def __init__(self, shape, periodic=False, stencil="von_neumann", mask=None, weights=None):
+        self.shape = _as_shape(shape)
+        d = len(self.shape)
+        self.dimensions = d
+        self.n_points = math.prod(self.shape)
+        self.periodic = _as_periodic(periodic, d)
+        self.stencil, self.offsets = stencil_offsets(stencil, d)
+        self.strides = c_strides(self.shape)
+        self.shape_arr = np.asarray(self.shape, dtype=np.int64)
+        self.periodic_arr = np.asarray(self.periodic, dtype=np.uint8)
+        reach = np.abs(self.offsets).max(axis=0)
+        # a periodic axis shorter than 2*reach+1 can fold two offsets (or one and the
+        # site itself) onto the same site; kernels then de-duplicate
+        self.dedupe = bool(
+            any(p and self.shape[a] < 2 * reach[a] + 1 for a, p in enumerate(self.periodic))
+        )
+        self.mask = self._check_mask(mask)
+        self.weights = self._check_weights(weights)
+        if self.mask is None:
+            self.open_flat = np.zeros(0, dtype=np.uint8)
+        else:
+            self.open_flat = self.mask.reshape(-1).view(np.uint8)
+
+    # -- validation -------------------------------------------------------------------
+    def _check_mask(self, mask):
+        if mask is None:
+            return None
+        arr = np.asarray(mask)
+        if arr.dtype != np.bool_:
+            raise TypeError(f"mask must be a boolean array, got dtype {arr.dtype}")
+        if arr.shape != self.shape:
+            raise ValueError(f"mask has shape {arr.shape}, lattice has shape {self.shape}")
+        return np.array(arr, dtype=np.bool_, order="C", copy=True)
+
+    def _check_weights(self, weights):
+        if weights is None:
+            return None
+        arr = np.asarray(weights)
+        if arr.dtype == np.bool_ or not (
+            np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+        ):
+            raise TypeError(f"weights must be a real numeric array, got dtype {arr.dtype}")
+        if arr.shape != self.shape:
+            raise ValueError(f"weights have shape {arr.shape}, lattice has shape {self.shape}")
+        out = np.array(arr, dtype=np.float64, order="C", copy=True)
+        if np.isnan(out).any():
+            raise ValueError(f"weights contain NaN at {np.argwhere(np.isnan(out))[0].tolist()}")
+        if np.isinf(out).any():
+            raise ValueError(
+                f"weights contain inf at {np.argwhere(np.isinf(out))[0].tolist()}; "
+                "block the site with mask instead"
+            )
+        if (out < 0).any():
+            where = np.argwhere(out < 0)[0]
+            raise ValueError(
+                f"weights must be >= 0, got {out[tuple(where)]} at {where.tolist()}"
+            )
+        return out
+
+    # -- indexing -----------------------------------------------------------------------
+    def coords_to_index(self, coords):
+        """Flat C-order index of ``coords`` (shape (d,) -> int, (k, d) -> (k,) int64).
+
+        Raises ``IndexError`` for coordinates outside the lattice (no wrapping).
+        """
+        arr = np.asarray(coords)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"coordinates must be integers, got dtype {arr.dtype}")
+        d = self.dimensions
+        if arr.shape[-1:] != (d,) or arr.ndim > 2:
+            raise ValueError(f"coordinates must have shape ({d},) or (k, {d}), got {arr.shape}")
+        arr = arr.astype(np.int64, copy=False)
+        bad = (arr < 0) | (arr >= self.shape_arr)
+        if bad.any():
+            row = arr if arr.ndim == 1 else arr[np.nonzero(bad.any(axis=1))[0][0]]
+            raise IndexError(f"coordinates {row.tolist()} out of range for shape {self.shape}")
+        flat = arr @ self.strides
+        return int(flat) if arr.ndim == 1 else flat
+
+    def index_to_coords(self, index):
+        """Coordinates of a flat index (int -> (d,), (k,) -> (k, d)); IndexError if out of range."""
+        arr = np.asarray(index)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"indices must be integers, got dtype {arr.dtype}")
+        if arr.ndim > 1:
+            raise ValueError(f"indices must be a scalar or 1-D, got shape {arr.shape}")
+        arr = arr.astype(np.int64, copy=False)
+        bad = (arr < 0) | (arr >= self.n_points)
+        if np.any(bad):
+            v = arr if arr.ndim == 0 else arr[np.nonzero(bad)[0][0]]
+            raise IndexError(f"index {int(v)} out of range for {self.n_points} sites")
+        coords = np.stack(np.unravel_index(arr, self.shape), axis=-1).astype(np.int64)
+        return coords
+
+    def site(self, site, what: str = "site") -> int:
+        """Validate one site given as flat index or coordinates; return its flat index.
+
+        Raises ``IndexError`` when out of range or blocked.
+        """
+        if isinstance(site, (numbers.Integral, np.integer)) and not isinstance(site, bool):
+            i = int(site)
+            if not 0 <= i < self.n_points:
+                raise IndexError(f"{what} index {i} out of range for {self.n_points} sites")
+        else:
+            arr = np.asarray(site)
+            if arr.ndim != 1:
+                raise ValueError(
+                    f"{what} must be a flat index or a coordinate tuple of length "
+                    f"{self.dimensions}, got {site!r}"
+                )
+            i = self.coords_to_index(arr)
+        if self.mask is not None and not self.open_flat[i]:
+            raise IndexError(f"{what} {self._describe(i)} is blocked by the mask")
+        return i
+
+    def sites(self, sites, what: str = "sources") -> np.ndarray:
+        """Validate many sites (flat indices, coordinate rows, or one site); int64 array."""
+        if isinstance(sites, (numbers.Integral, np.integer)) and not isinstance(sites, bool):
+            return np.array([self.site(sites, what)], dtype=np.int64)
+        arr = np.asarray(sites)
+        if arr.size == 0:
+            raise ValueError(f"{what} must name at least one site")
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{what} must be integer indices or coordinates, got dtype {arr.dtype}")
+        if arr.ndim == 1 and self.dimensions > 1 and arr.shape[0] == self.dimensions and isinstance(sites, tuple):
+            return np.array([self.site(arr, what)], dtype=np.int64)
+        if arr.ndim == 2:
+            flat = self.coords_to_index(arr)
+        elif arr.ndim <= 1:
+            flat = arr.reshape(-1).astype(np.int64)
+            bad = (flat < 0) | (flat >= self.n_points)
+            if bad.any():
+                raise IndexError(
+                    f"{what} index {int(flat[bad][0])} out of range for {self.n_points} sites"
+                )
+        else:
+            raise ValueError(f"{what} must be indices (k,) or coordinates (k, d), got {arr.shape}")
+        if self.mask is not None:
+            blocked = self.open_flat[flat] == 0
+            if blocked.any():
+                raise IndexError(f"{what} {self._describe(int(flat[blocked][0]))} is blocked by the mask")
+        return np.unique(flat)
+
+    def _describe(self, i: int) -> str:
+        return f"{i} (coords {self.index_to_coords(i).tolist()})"
+
+    def is_open(self, i: int) -> bool:
+        return self.mask is None or bool(self.open_flat[i])
+
+    # -- neighbours -------------------------------------------------------------------
+    def get_neighbors(self, index) -> np.ndarray:
+        """Neighbour set of one site (flat index or coordinates), in stencil order.
+
+        A blocked site has no neighbours.
+        """
+        i = self.site(index) if self.is_open_index(index) else None
+        if i is None:
+            return np.zeros(0, dtype=np.int64)
+        c = np.asarray(np.unravel_index(i, self.shape), dtype=np.int64)
+        nb = c[None, :] + self.offsets
+        keep = np.ones(len(nb), dtype=bool)
+        for a in range(self.dimensions):
+            if self.periodic[a]:
+                nb[:, a] %= self.shape[a]
+            else:
+                keep &= (nb[:, a] >= 0) & (nb[:, a] < self.shape[a])
+        flat = nb[keep] @ self.strides
+        if self.mask is not None:
+            flat = flat[self.open_flat[flat] == 1]
+        if self.dedupe:
+            _, first = np.unique(flat, return_index=True)
+            flat = flat[np.sort(first)]
+            flat = flat[flat != i]
+        return flat.astype(np.int64)
+
+    def is_open_index(self, index) -> bool:
+        """True if ``index`` names an existing site; IndexError if out of range."""
+        if isinstance(index, (numbers.Integral, np.integer)) and not isinstance(index, bool):
+            i = int(index)
+            if not 0 <= i < self.n_points:
+                raise IndexError(f"index {i} out of range for {self.n_points} sites")
+        else:
+            i = self.coords_to_index(np.asarray(index))
+        return self.is_open(i)
+
+    def neighbor_pairs(self):
+        """All directed neighbour pairs ``(rows, cols)`` as int64 arrays (vectorised).
+
+        Memory is O(k n); used to build explicit graphs (reference backend, exports).
+        """
+        n = self.n_points
+        idx = np.arange(n, dtype=np.int64)
+        if self.mask is not None:
+            idx = idx[self.open_flat == 1]
+        coords = np.stack(np.unravel_index(idx, self.shape), axis=1).astype(np.int64)
+        rows, cols = [], []
+        for off in self.offsets:
+            nb = coords + off
+            keep = np.ones(len(idx), dtype=bool)
+            for a in range(self.dimensions):
+                if self.periodic[a]:
+                    nb[:, a] %= self.shape[a]
+                else:
+                    keep &= (nb[:, a] >= 0) & (nb[:, a] < self.shape[a])
+            j = nb[keep] @ self.strides
+            i = idx[keep]
+            if self.mask is not None:
+                ok = self.open_flat[j] == 1
+                i, j = i[ok], j[ok]
+            rows.append(i)
+            cols.append(j)
+        rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        cols = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+        if self.dedupe:
+            keep = rows != cols
+            rows, cols = rows[keep], cols[keep]
+        return rows, cols
+
+    def adjacency(self, dtype=np.int8):
+        """Symmetric adjacency as ``scipy.sparse.csr_array`` (0/1 entries, no self-loops)."""
+        import scipy.sparse as sp
+
+        rows, cols = self.neighbor_pairs()
+        n = self.n_points
+        a = sp.coo_array((np.ones(len(rows), dtype=dtype), (rows, cols)), shape=(n, n)).tocsr()
+        a.sum_duplicates()
+        if self.dedupe:
+            a.data[:] = 1
+        return a
+
+    def degree(self) -> np.ndarray:
+        """Number of neighbours of every site (0 for blocked), shape ``self.shape``."""
+        rows, _ = self.neighbor_pairs()
+        if self.dedupe:
+            a = self.adjacency()
+            deg = np.diff(a.indptr)
+        else:
+            deg = np.bincount(rows, minlength=self.n_points)
+        return deg.astype(np.int64).reshape(self.shape)
+
+    # -- sizes --------------------------------------------------------------------------
+    @property
+    def n_open(self) -> int:
+        return self.n_points if self.mask is None else int(np.count_nonzero(self.open_flat))
+
+    def kernel_args(self):
+        """The plain arrays every kernel takes: shape, periodic, offsets, open_, dedupe."""
+        return self.shape_arr, self.periodic_arr, self.offsets, self.open_flat, self.dedupe
+
+    def nbytes(self) -> int:
+        """Bytes held by this geometry (stencil table, plus the user's mask and weights)."""
+        total = self.offsets.nbytes + self.strides.nbytes + self.shape_arr.nbytes
+        if self.mask is not None:
+            total += self.mask.nbytes
+        if self.weights is not None:
+            total += self.weights.nbytes
+        return int(total)
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.mask is not None:
+            extra += f", mask={self.n_open}/{self.n_points} open"
+        if self.weights is not None:
+            extra += ", weighted"
+        return (
+            f"Geometry(shape={self.shape}, periodic={self.periodic}, "
+            f"stencil={self.stencil!r}{extra})"
+        )

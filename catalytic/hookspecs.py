@@ -1,0 +1,38 @@
+"""Hook specifications for catalytic plugins.
+
+A plugin is any object or module with functions marked ``@catalytic.hookimpl``. Register
+one with ``catalytic.get_engine().register_plugin(obj, name)`` or expose it under the
+``catalytic`` entry-point group. The engine calls a plugin's registration hooks when the
+plugin is registered, so a plugin registered after start-up gets the same calls as the
+built-in backends (which are plugins like any other).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from catalytic.registry import Registry
+
+hookspec = pluggy.HookspecMarker("catalytic")
+
+
+@hookspec
+def catalytic_add_backends(registry: Registry) -> None:
+    """Called once when the plugin is registered, before its operations are added.
+
+    Add backends with ``registry.add_backend(name, available=..., device=...)``.
+    Returns nothing.
+    """
+
+
+@hookspec
+def catalytic_add_operations(registry: Registry) -> None:
+    """Called once when the plugin is registered, after its backends are added.
+
+    Declare operations with ``registry.add_operation(name, ...)`` and give
+    implementations with ``registry.add_implementation(op, backend, func, ...)``.
+    A name that another plugin already declared is an error. Returns nothing.
+    """

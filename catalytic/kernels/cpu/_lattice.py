@@ -1,0 +1,77 @@
+"""Scalar lattice arithmetic shared by the CPU kernels (and, later, their CUDA twins).
+
+Every kernel sees the implicit lattice as plain arrays:
+
+``shape``      int64[d]    sites per axis
+``strides``    int64[d]    C-order strides in sites (last axis fastest, stride 1)
+``periodic``   uint8[d]    1 where the axis wraps
+``offsets``    int64[k, d] the stencil: integer displacement of each neighbour
+``open_``      uint8[n]    1 where the site exists; length-0 array means "all sites exist"
+``dedupe``     bool        True when a small periodic axis can make two offsets land on
+                           the same site (or on the site itself); the kernels then drop
+                           duplicates and self-loops, so the neighbour *set* is the same
+                           on every backend.
+
+The neighbour set of site ``i`` is: for each offset, the displaced coordinates, wrapped on
+periodic axes, dropped when they leave an open axis or land on a blocked site; then
+duplicates and ``i`` itself removed. Order is the stencil order (first occurrence wins).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True, inline="always")
+def neighbor(i, k, shape, strides, periodic, offsets, open_):
+    """Flat index of the k-th stencil neighbour of site ``i``, or -1 if there is none."""
+    d = shape.shape[0]
+    j = 0
+    rem = i
+    for a in range(d):
+        c = rem // strides[a]
+        rem -= c * strides[a]
+        c += offsets[k, a]
+        n_a = shape[a]
+        if c < 0 or c >= n_a:
+            if periodic[a]:
+                c %= n_a
+            else:
+                return -1
+        j += c * strides[a]
+    if open_.shape[0] != 0 and open_[j] == 0:
+        return -1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def neighbors_into(i, shape, strides, periodic, offsets, open_, dedupe, out):
+    """Write the neighbour set of site ``i`` into ``out`` (length >= k); return the count."""
+    m = 0
+    for k in range(offsets.shape[0]):
+        j = neighbor(i, k, shape, strides, periodic, offsets, open_)
+        if j < 0:
+            continue
+        if dedupe:
+            if j == i:
+                continue
+            seen = False
+            for q in range(m):
+                if out[q] == j:
+                    seen = True
+                    break
+            if seen:
+                continue
+        out[m] = j
+        m += 1
+    return m
+
+
+def c_strides(shape) -> np.ndarray:
+    """C-order strides, in sites, of ``shape`` as an int64 array."""
+    shape = np.asarray(shape, dtype=np.int64)
+    strides = np.ones(shape.shape[0], dtype=np.int64)
+    for a in range(shape.shape[0] - 2, -1, -1):
+        strides[a] = strides[a + 1] * shape[a + 1]
+    return strides

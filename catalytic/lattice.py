@@ -1,0 +1,431 @@
+"""``UnifiedCatalyticLattice``: the user's handle on an implicit n-D lattice.
+
+It holds geometry and thin methods; every algorithm runs through ``engine.run()``, which
+routes to a backend and explains its choice (``lattice.last_decision``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from catalytic.engine import check_host_memory, get_engine
+from catalytic.geometry import Geometry
+from catalytic.operations import Communities, Components, PathResult
+
+__all__ = ["UnifiedCatalyticLattice", "Lattice", "LatticeMetrics"]
+
+
+@dataclass
+class LatticeMetrics:
+    """Measured facts about a lattice: sizes and the bytes it really holds.
+
+    Every byte figure is the ``nbytes`` of an array the lattice holds; ``process_rss``
+    is the resident set size of this process (psutil) when the metrics were taken.
+    """
+
+    shape: tuple
+    n_points: int
+    n_open: int
+    n_blocked: int
+    structure_bytes: int
+    mask_bytes: int
+    weights_bytes: int
+    aux_bytes: int
+    total_bytes: int
+    bytes_per_site: float
+    process_rss: int
+    last_decision: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class UnifiedCatalyticLattice:
+    """An implicit n-dimensional lattice with routed operations.
+
+    Parameters
+    ----------
+    dimensions : int, optional
+        Number of axes; with ``size`` this gives shape ``(size,) * dimensions``.
+    size : int or sequence of int, optional
+        Sites per axis (older API). A sequence is taken as the shape.
+    shape : sequence of int, optional
+        Sites per axis; use instead of ``dimensions``/``size``.
+    periodic : bool or sequence of bool, default False
+        Whether each axis wraps around.
+    stencil : {"von_neumann", "moore"} or array_like (k, d), default "von_neumann"
+        Neighbour offsets: 2d nearest neighbours, all 3^d - 1 surrounding sites, or
+        your own symmetric integer offsets.
+    mask : bool ndarray of ``shape``, optional
+        True where a site exists (blocked sites are not part of the graph). Copied.
+    weights : real ndarray of ``shape``, optional
+        Cost of *entering* each site (finite, >= 0): path lengths become the sum of the
+        weights of the sites entered after the start (Dijkstra). Copied.
+    seed : int, default 0
+        Seed of the lattice's catalytic key (``xor_transform``) and of random methods.
+    aux_memory_size : int, default 1000
+        Bytes of the lattice's own catalyst buffer, which holds the catalytic key and is
+        lent to operations such as ``find_path_catalytic`` (always restored).
+    enable_gpu : bool, default True
+        False keeps every operation on CPU backends.
+    enable_smart_routing : bool, default True
+        False runs every operation on the reference ``numpy`` backend unless a call
+        names a backend.
+
+    Examples
+    --------
+    >>> import catalytic as cat
+    >>> L = cat.UnifiedCatalyticLattice(dimensions=2, size=5)
+    >>> L.shape, L.n_points
+    ((5, 5), 25)
+    >>> int(L.distance_field((0, 0))[4, 4])
+    8
+    >>> L.find_shortest_path((0, 0), (0, 2)).distance
+    2
+    >>> L.count_shortest_paths((0, 0), (2, 2))
+    6
+    """
+
+    def __init__(
+        self,
+        dimensions=None,
+        size=None,
+        *,
+        shape=None,
+        periodic=False,
+        stencil="von_neumann",
+        mask=None,
+        weights=None,
+        seed=0,
+        aux_memory_size=1000,
+        enable_gpu=True,
+        enable_smart_routing=True,
+        engine=None,
+    ):
+        shape = _resolve_shape(dimensions, size, shape)
+        self.seed = _check_seed(seed)
+        if isinstance(aux_memory_size, bool) or not isinstance(
+            aux_memory_size, (numbers.Integral, np.integer)
+        ):
+            raise TypeError(f"aux_memory_size must be an integer, got {aux_memory_size!r}")
+        if aux_memory_size < 1:
+            raise ValueError(f"aux_memory_size must be >= 1 byte, got {aux_memory_size}")
+        n = math.prod(shape) if all(isinstance(s, int) and s > 0 for s in shape) else 0
+        held = int(aux_memory_size) + (n if mask is not None else 0)
+        held += 8 * n if weights is not None else 0
+        check_host_memory("lattice (mask, weights and aux buffer copies)", held)
+        self.geometry = Geometry(shape, periodic, stencil, mask, weights)
+        self.enable_gpu = bool(enable_gpu)
+        self.enable_smart_routing = bool(enable_smart_routing)
+        self._engine = engine
+        self._aux = np.empty(int(aux_memory_size), dtype=np.uint8)
+        self._fill_key(self._aux, 0)
+        self._last_borrow = None
+        self._built = False
+
+    # -- catalytic key ---------------------------------------------------------------------
+    def _fill_key(self, region: np.ndarray, start: int) -> None:
+        """Write key bytes ``[start, start + len(region))`` of this lattice's key stream."""
+        from catalytic.kernels.random import random_numpy
+
+        words = (start + region.size + 7) // 8
+        stream = random_numpy((words,), self.seed, "integers").view(np.uint8)
+        region[:] = stream[start : start + region.size]
+
+    @property
+    def _aux_bytes(self) -> np.ndarray:
+        return self._aux
+
+    # -- geometry (no routing: index arithmetic) ---------------------------------------------
+    shape = property(lambda self: self.geometry.shape)
+    dimensions = property(lambda self: self.geometry.dimensions)
+    n_points = property(lambda self: self.geometry.n_points)
+    periodic = property(lambda self: self.geometry.periodic)
+    stencil = property(lambda self: self.geometry.stencil)
+    offsets = property(lambda self: self.geometry.offsets.copy())
+    mask = property(lambda self: None if self.geometry.mask is None else self.geometry.mask.copy())
+    weights = property(
+        lambda self: None if self.geometry.weights is None else self.geometry.weights.copy()
+    )
+
+    @property
+    def n_open(self) -> int:
+        """Number of sites that exist (not blocked by the mask)."""
+        return self.geometry.n_open
+
+    def coords_to_index(self, coords):
+        """Flat C-order index of coordinates: ``(d,) -> int``, ``(k, d) -> (k,)``."""
+        return self.geometry.coords_to_index(coords)
+
+    def index_to_coords(self, index):
+        """Coordinates of flat indices: ``int -> (d,)``, ``(k,) -> (k, d)``."""
+        return self.geometry.index_to_coords(index)
+
+    def get_neighbors(self, index) -> np.ndarray:
+        """Flat indices of the neighbours of one site (mask, periodic and stencil aware).
+
+        Raises ``IndexError`` for a site out of range or blocked.
+        """
+        self.geometry.site(index)
+        return self.geometry.get_neighbors(index)
+
+    def degree(self) -> np.ndarray:
+        """Number of neighbours of each site (0 on blocked sites), shape ``self.shape``."""
+        return self._run("degree")
+
+    def get_adjacency_matrix(self, dense: bool = False):
+        """Adjacency matrix (``scipy.sparse.csr_array`` of 0/1, or dense ndarray).
+
+        Rows/columns are flat site indices; blocked sites have empty rows.
+        """
+        if dense:
+            check_host_memory("dense adjacency matrix", self.n_points**2)
+            return self.geometry.adjacency().toarray()
+        check_host_memory("sparse adjacency matrix", 40 * self.n_points * len(self.geometry.offsets))
+        return self.geometry.adjacency()
+
+    def to_networkx(self):
+        """``networkx.Graph`` of the open sites; node = flat index, attribute ``coords``
+        (and ``weight`` on weighted lattices)."""
+        from catalytic.backends.numpy_backend import to_networkx
+
+        return to_networkx(self.geometry)
+
+    def build_lattice(self):
+        """Prepare backend state (validates geometry, counts open sites); returns self.
+
+        The lattice is implicit, so nothing per-edge is built.
+        """
+        _ = self.geometry.n_open
+        self._built = True
+        return self
+
+    # -- routed operations -----------------------------------------------------------------
+    @property
+    def engine(self):
+        return self._engine if self._engine is not None else get_engine()
+
+    def _run(self, op, *args, backend=None, **kwargs):
+        return self.engine.run(op, self, *args, backend=backend, **kwargs)
+
+    def _routing_policy(self):
+        allowed = None if self.enable_gpu else (lambda b: b.device == "cpu")
+        return allowed, not self.enable_smart_routing
+
+    def run(self, op: str, *args, backend: str | None = None, **kwargs):
+        """Run any registered lattice operation (plugins included) on this lattice.
+
+        The lattice is passed as the operation's first argument.
+        """
+        return self._run(op, *args, backend=backend, **kwargs)
+
+    @property
+    def last_decision(self):
+        """The router's :class:`~catalytic.router.Decision` for this thread's last call."""
+        return self.engine.last_decision
+
+    def distance_field(self, sources, *, backend=None) -> np.ndarray:
+        """Distance from the nearest source to every site, shape ``self.shape``.
+
+        Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices; the
+        summed cost of entering sites (float64, ``inf`` where unreachable) on weighted ones.
+        ``sources`` is a flat index, a coordinate tuple, or many of either.
+
+        Notes
+        -----
+        BFS, O(n k) for n sites and k stencil offsets; Dijkstra O(n k log n) when weighted.
+        """
+        return self._run("distance_field", sources, backend=backend)
+
+    def find_shortest_path(self, start, end, *, backend=None) -> PathResult:
+        """A shortest path and its length as :class:`PathResult` (flat indices).
+
+        Ties are broken the same way on every backend: walking back from ``end``, the
+        neighbour with the smallest flat index that lies on a shortest path.
+        """
+        return self._run("shortest_path", start, end, backend=backend)
+
+    def count_shortest_paths(self, start, end, *, backend=None) -> int:
+        """Exact number of distinct shortest paths (Python int, never overflows)."""
+        return self._run("count_shortest_paths", start, end, backend=backend)
+
+    def find_all_paths(self, start, end, max_length=None, *, limit=100_000, backend=None):
+        """All simple paths start -> end with at most ``max_length`` steps.
+
+        Returns a list of flat-index arrays. Raises ``ValueError`` when more than
+        ``limit`` paths exist (their number grows exponentially with length).
+        """
+        return self._run(
+            "all_paths", start, end, max_length=max_length, limit=limit, backend=backend
+        )
+
+    def find_path_catalytic(self, start, end, auxiliary_memory=None, *, backend=None) -> PathResult:
+        """Hop-count shortest path whose search state lives in borrowed memory.
+
+        The BFS marks (one byte per site) are written into ``auxiliary_memory`` (an array
+        or ``numpy.memmap`` you lend; default: the lattice's own buffer) when it can be
+        restored exactly; see :mod:`catalytic.catalysis`. The buffer comes back
+        bit-identical (verified by digest), also if the call raises. The result equals
+        ``find_shortest_path`` on an unweighted lattice. ``self.last_borrow`` says how
+        the memory was used.
+        """
+        if self.geometry.weights is not None:
+            raise ValueError(
+                "find_path_catalytic finds hop-count paths; this lattice is weighted "
+                "(use find_shortest_path)"
+            )
+        return self._run("path_catalytic", start, end, auxiliary_memory, backend=backend)
+
+    @property
+    def last_borrow(self):
+        """:class:`~catalytic.catalysis.BorrowRecord` of the last catalytic path search."""
+        return self._last_borrow
+
+    def connected_components(self, *, backend=None) -> Components:
+        """Connected components of the open sites (see :class:`Components`)."""
+        return self._run("connected_components", backend=backend)
+
+    def percolates(self, axis: int = 0, *, backend=None) -> bool:
+        """True if one cluster touches both faces (first and last layer) of ``axis``."""
+        return self._run("percolates", axis=axis, backend=backend)
+
+    def analyze_structure(self, *, max_diameter_sites=20_000, backend=None) -> dict:
+        """Graph statistics: vertices, edges, components, diameter, degrees, density,
+        clustering coefficient, triangles. The diameter is exact (closed form on full
+        lattices, all-pairs BFS up to ``max_diameter_sites`` sites) or ``None`` with
+        ``diameter_method`` saying why."""
+        return self._run("analyze_structure", max_diameter_sites=max_diameter_sites, backend=backend)
+
+    def calculate_centrality(self, method: str = "degree", *, backend=None) -> np.ndarray:
+        """Centrality of every site (NaN on blocked sites), NetworkX's definitions:
+        degree, closeness (wf_improved), betweenness (normalised), eigenvector (unit norm)."""
+        return self._run("centrality", method=method, backend=backend)
+
+    def find_communities(self, method: str = "louvain", *, seed=None, backend=None) -> Communities:
+        """Community partition: louvain, label_propagation (seeded) or edge_betweenness
+        (first Girvan-Newman split). ``seed`` defaults to the lattice's seed."""
+        return self._run("communities", method=method, seed=seed, backend=backend)
+
+    def laplacian(self, field, *, backend=None) -> np.ndarray:
+        """Graph Laplacian ``(L f)_i = deg_i f_i - sum_{j ~ i} f_j`` (the positive
+        semi-definite convention of ``scipy.sparse.csgraph.laplacian``), float64."""
+        return self._run("laplacian", field, backend=backend)
+
+    def diffuse(self, field, steps: int = 1, alpha: float = 0.1, *, backend=None) -> np.ndarray:
+        """``steps`` explicit diffusion steps ``f <- f - alpha L f`` (stable for
+        ``alpha < 2 / max eigenvalue``, e.g. ``alpha <= 1 / (2 max degree)``)."""
+        return self._run("diffuse", field, steps=steps, alpha=alpha, backend=backend)
+
+    def xor_transform(self, data, key=None, *, backend=None) -> np.ndarray:
+        """XOR integer ``data`` with a key; applying it twice returns the input.
+
+        ``key=None`` uses the lattice's catalytic key (its aux buffer, derived from
+        ``seed``) on the raw bytes of ``data``, repeated; an integer array ``key`` is
+        applied elementwise, repeated. Returns a new array; ``data`` is not modified.
+        Float data raises ``TypeError``.
+        """
+        return self._run("xor_transform", data, key, backend=backend)
+
+    def apply_transformation(self, data, transformation: str = "xor", *, backend=None, **kwargs):
+        """Apply ``"xor"``, ``"normalize"`` (min-max to [0, 1]), ``"scale"``
+        (``factor=``) or any registered operation that takes ``data`` first."""
+        if transformation == "xor":
+            return self.xor_transform(data, kwargs.pop("key", None), backend=backend)
+        return self.engine.run(transformation, data, backend=backend, **kwargs)
+
+    # -- metrics ----------------------------------------------------------------------------
+    def estimate_memory_usage(self) -> dict:
+        """Bytes this lattice holds (measured ``nbytes``), and the bytes the memory model
+        predicts for common operations (labelled ``predicted_*``)."""
+        g = self.geometry
+        structure = g.offsets.nbytes + g.strides.nbytes + g.shape_arr.nbytes
+        mask = 0 if g.mask is None else g.mask.nbytes
+        weights = 0 if g.weights is None else g.weights.nbytes
+        held = structure + mask + weights + self._aux.nbytes
+        k = len(g.offsets)
+        return {
+            "structure": int(structure),
+            "mask": int(mask),
+            "weights": int(weights),
+            "aux": int(self._aux.nbytes),
+            "total_held": int(held),
+            "predicted_distance_field": int(g.n_points * 16),
+            "predicted_explicit_graph": int(g.n_points * k * 40),
+        }
+
+    def get_metrics(self) -> LatticeMetrics:
+        """Measured sizes and memory (see :class:`LatticeMetrics`)."""
+        import psutil
+
+        mem = self.estimate_memory_usage()
+        dec = self.engine.last_decision
+        return LatticeMetrics(
+            shape=self.shape,
+            n_points=self.n_points,
+            n_open=self.n_open,
+            n_blocked=self.n_points - self.n_open,
+            structure_bytes=mem["structure"],
+            mask_bytes=mem["mask"],
+            weights_bytes=mem["weights"],
+            aux_bytes=mem["aux"],
+            total_bytes=mem["total_held"],
+            bytes_per_site=mem["total_held"] / self.n_points,
+            process_rss=int(psutil.Process().memory_info().rss),
+            last_decision=None if dec is None else str(dec).splitlines()[0],
+        )
+
+    def cleanup(self) -> None:
+        """Release backend state held for this lattice (caches, device copies)."""
+        self._last_borrow = None
+        self._built = False
+
+    def __enter__(self):
+        return self.build_lattice()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    def __repr__(self) -> str:
+        g = self.geometry
+        return (
+            f"UnifiedCatalyticLattice(shape={g.shape}, periodic={g.periodic}, "
+            f"stencil={g.stencil!r}, open={g.n_open}/{g.n_points}"
+            f"{', weighted' if g.weights is not None else ''})"
+        )
+
+
+Lattice = UnifiedCatalyticLattice
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (numbers.Integral, np.integer)):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    return int(seed)
+
+
+def _resolve_shape(dimensions, size, shape):
+    if shape is not None:
+        if dimensions is not None or size is not None:
+            raise ValueError("give either shape= or dimensions/size, not both")
+        return shape
+    if size is None:
+        raise ValueError("give shape=, or dimensions and size")
+    if isinstance(size, (numbers.Integral, np.integer)) and not isinstance(size, bool):
+        if dimensions is None:
+            raise ValueError("size as a single int needs dimensions")
+        if isinstance(dimensions, bool) or not isinstance(dimensions, (numbers.Integral, np.integer)):
+            raise ValueError(f"dimensions must be a positive integer, got {dimensions!r}")
+        if dimensions < 1:
+            raise ValueError(f"dimensions must be >= 1, got {dimensions}")
+        return (size,) * int(dimensions)
+    if isinstance(size, (float, np.floating, bool)):
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+    size = tuple(size)
+    if dimensions is not None and dimensions != len(size):
+        raise ValueError(f"dimensions={dimensions} but size has {len(size)} entries: {size}")
+    return size

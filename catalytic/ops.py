@@ -1,0 +1,57 @@
+"""Array operations that need no lattice, routed like every other operation.
+
+Examples
+--------
+>>> import numpy as np, catalytic as cat
+>>> cat.ops.reduce(np.arange(10), "sum")
+45
+>>> cat.ops.matmul(np.eye(2), np.ones((2, 3))).shape
+(2, 3)
+>>> a = cat.ops.random((4,), seed=7)
+>>> bool(np.array_equal(a, cat.ops.random((4,), seed=7)))   # reproducible
+True
+"""
+
+from __future__ import annotations
+
+from catalytic.engine import get_engine
+
+__all__ = ["matmul", "reduce", "elementwise", "random", "normalize", "scale"]
+
+
+def matmul(a, b, *, backend=None):
+    """Matrix product of two 2-D arrays, float64."""
+    return get_engine().run("matmul", a, b, backend=backend)
+
+
+def reduce(x, op="sum", *, backend=None):
+    """Reduce all elements with ``op`` in sum, min, max, mean.
+
+    Integer sums are exact in int64 (wrapping on overflow, as NumPy's); mean is float64.
+    """
+    return get_engine().run("reduce", x, op, backend=backend)
+
+
+def elementwise(op, a, b=None, *, backend=None):
+    """Elementwise ``op`` in float64: add, sub, mul, div, max, min, pow (binary,
+    broadcasting) or neg, abs, sqrt, exp, log, sin, cos (unary)."""
+    return get_engine().run("elementwise", op, a, b, backend=backend)
+
+
+def random(shape, seed=0, distribution="uniform", *, backend=None):
+    """Seeded counter-based random numbers, identical on every backend and run.
+
+    ``distribution`` is "uniform" (float64 in [0, 1)), "normal" (float64) or
+    "integers" (raw uint64).
+    """
+    return get_engine().run("random", shape, seed, distribution, backend=backend)
+
+
+def normalize(data, *, backend=None):
+    """Min-max scale to [0, 1] in float64 (a constant array gives zeros)."""
+    return get_engine().run("normalize", data, backend=backend)
+
+
+def scale(data, factor=1.0, *, backend=None):
+    """``data * factor`` in float64."""
+    return get_engine().run("scale", data, factor=factor, backend=backend)

@@ -1,0 +1,203 @@
+"""Operation specs, backends, and per-backend implementations.
+
+Plugins fill the registry through the hooks in :mod:`catalytic.hookspecs`.
+
+Examples
+--------
+A plugin adding an operation with two backends:
+
+>>> import numpy as np, catalytic as cat
+>>> class Twice:
+...     @cat.hookimpl
+...     def catalytic_add_operations(self, registry):
+...         registry.add_operation("twice_doc_example", work=lambda x: x.size)
+...         registry.add_implementation("twice_doc_example", "numpy", lambda x: 2 * x)
+...         registry.add_implementation("twice_doc_example", "numba-cpu", lambda x: x + x)
+>>> eng = cat.get_engine()
+>>> eng.register_plugin(Twice(), "twice-doc-example")
+>>> eng.run("twice_doc_example", np.arange(3)).tolist()
+[0, 2, 4]
+>>> eng.unregister_plugin("twice-doc-example")
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from catalytic.errors import PluginError
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+@dataclass
+class Backend:
+    """A place operations run: ``numpy``, ``numba-cpu``, ``cuda``, or a plugin's own.
+
+    ``available`` is a callable returning ``(ok, reason)``; it is asked once and cached
+    (``Registry.refresh()`` asks again).
+    """
+
+    name: str
+    available: Callable[[], tuple[bool, str]]
+    device: str = "cpu"
+    plugin: str = ""
+    description: str = ""
+    _status: tuple[bool, str] | None = field(default=None, repr=False)
+
+    def status(self) -> tuple[bool, str]:
+        if self._status is None:
+            try:
+                ok, reason = self.available()
+            except Exception as err:  # a probe that crashes means "not available"
+                ok, reason = False, f"availability check raised {type(err).__name__}: {err}"
+            self._status = (bool(ok), str(reason))
+        return self._status
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What an operation is, independent of where it runs.
+
+    Parameters
+    ----------
+    name : str
+    work : callable(*args, **kwargs) -> float
+        Work units of a call (sites x stencil size, elements, ...); the cost model's
+        ``overhead + work / throughput`` uses it. Must be cheap.
+    memory : callable(*args, **kwargs) -> int, optional
+        Host bytes the call will allocate; checked against free memory before running.
+    validate : callable(*args, **kwargs) -> (args, kwargs), optional
+        Normalises and checks arguments before routing (clear errors, no work).
+    borrows : callable(*args, **kwargs) -> ndarray or None, optional
+        The auxiliary buffer the call borrows; the engine verifies it comes back
+        bit-identical.
+    """
+
+    name: str
+    work: Callable[..., float]
+    memory: Callable[..., int] | None = None
+    validate: Callable[..., tuple[tuple, dict]] | None = None
+    borrows: Callable[..., Any] | None = None
+    doc: str = ""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One backend's implementation of one operation.
+
+    ``supports(*args, **kwargs)`` returns ``None`` when this implementation can run the
+    call, or a reason string when it cannot (dtype, option, size). ``cost`` optionally
+    gives a default ``(overhead_s, throughput)`` used until calibration measures one.
+    """
+
+    op: str
+    backend: str
+    func: Callable
+    supports: Callable[..., str | None] | None = None
+    cost: tuple[float, float] | None = None
+    plugin: str = ""
+
+
+class Registry:
+    """Backends, operations and implementations, with the plugin that added each."""
+
+    def __init__(self):
+        self.backends: dict[str, Backend] = {}
+        self.operations: dict[str, Operation] = {}
+        self.implementations: dict[str, dict[str, Implementation]] = {}
+        self._current_plugin = ""
+
+    # -- adding ------------------------------------------------------------------------
+    def add_backend(self, name: str, *, available=None, device: str = "cpu", description: str = ""):
+        """Add a backend. ``available`` is ``bool``, ``(bool, reason)`` or a callable of it."""
+        _check_name(name, "backend")
+        if name in self.backends:
+            raise PluginError(
+                f"backend {name!r} is already registered by plugin "
+                f"{self.backends[name].plugin!r}"
+            )
+        if available is None:
+            probe = lambda: (True, "always available")  # noqa: E731
+        elif callable(available):
+            probe = available
+        else:
+            ok = available if isinstance(available, bool) else available[0]
+            why = "" if isinstance(available, bool) else available[1]
+            probe = lambda: (ok, why)  # noqa: E731
+        self.backends[name] = Backend(name, probe, device, self._current_plugin, description)
+
+    def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc=""):
+        """Declare an operation; a name already declared by any plugin is an error."""
+        _check_name(name, "operation")
+        if name in self.operations:
+            raise PluginError(
+                f"operation {name!r} is already registered by plugin "
+                f"{self.operations[name].plugin!r}; plugin {self._current_plugin!r} "
+                "cannot register it again (choose another name)"
+            )
+        if not callable(work):
+            raise TypeError(f"work for operation {name!r} must be callable, got {work!r}")
+        self.operations[name] = Operation(
+            name, work, memory, validate, borrows, doc, self._current_plugin
+        )
+        self.implementations.setdefault(name, {})
+
+    def add_implementation(self, op: str, backend: str, func, *, supports=None, cost=None):
+        """Give ``backend``'s implementation of ``op`` (the op may be declared later)."""
+        if not callable(func):
+            raise TypeError(f"implementation of {op!r} on {backend!r} must be callable")
+        impls = self.implementations.setdefault(op, {})
+        if backend in impls:
+            raise PluginError(
+                f"operation {op!r} already has a {backend!r} implementation from plugin "
+                f"{impls[backend].plugin!r}"
+            )
+        if cost is not None:
+            overhead, throughput = cost
+            if overhead < 0 or throughput <= 0:
+                raise ValueError(f"cost must be (overhead >= 0, throughput > 0), got {cost!r}")
+        impls[backend] = Implementation(op, backend, func, supports, cost, self._current_plugin)
+
+    # -- removing ------------------------------------------------------------------------
+    def remove_plugin(self, plugin: str) -> None:
+        """Forget everything ``plugin`` added."""
+        self.backends = {k: v for k, v in self.backends.items() if v.plugin != plugin}
+        self.operations = {k: v for k, v in self.operations.items() if v.plugin != plugin}
+        for op in list(self.implementations):
+            impls = {k: v for k, v in self.implementations[op].items() if v.plugin != plugin}
+            if impls or op in self.operations:
+                self.implementations[op] = impls
+            else:
+                del self.implementations[op]
+
+    def refresh(self) -> None:
+        """Ask every backend's availability probe again."""
+        for b in self.backends.values():
+            b._status = None
+
+    # -- lookup --------------------------------------------------------------------------
+    def operation(self, name: str) -> Operation:
+        try:
+            return self.operations[name]
+        except KeyError:
+            close = [n for n in self.operations if name.lower() in n.lower()]
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"unknown operation {name!r}{hint} (registered: {', '.join(sorted(self.operations))})"
+            ) from None
+
+    def backend(self, name: str) -> Backend:
+        try:
+            return self.backends[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown backend {name!r}; registered: {', '.join(sorted(self.backends))}"
+            ) from None
+
+
+def _check_name(name, kind):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{kind} name must be an identifier-like string, got {name!r}")

@@ -1,0 +1,262 @@
+"""The router: which backend runs a call, and why.
+
+Two separate questions, each answered with a reason:
+
+1. *Can* a backend run this call? (registered implementation, backend available,
+   implementation supports these arguments: dtype, options, size.)
+2. Is it *worth it*? Among those that can, the one with the lowest predicted cost
+   ``overhead_s + work / throughput``, where ``(overhead_s, throughput)`` per
+   (operation, backend) comes from calibration measured on this machine
+   (``catalytic calibrate``), or from the implementation's default until calibrated.
+
+``explain()`` returns the :class:`Decision` with every backend's prediction and every
+rejection's reason. ``stats()`` counts decisions and keeps measured times next to the
+predictions so the model can be checked against reality.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from catalytic.errors import NoBackendError
+
+#: cost used for an implementation with neither calibration nor a default
+GENERIC_COST = (50e-6, 1e7)
+#: order of preference when predictions tie exactly
+_PREFERENCE = ("numpy", "numba-cpu", "cuda")
+
+
+@dataclass
+class Decision:
+    """The router's answer for one call.
+
+    Attributes
+    ----------
+    op, backend : str
+    reason : str
+        Why this backend, in words.
+    predictions : dict
+        backend -> predicted seconds, for every backend that can run the call.
+    rejected : dict
+        backend -> reason it cannot run the call.
+    work : float
+        Work units of the call, as the operation's work function counts them.
+    forced : bool
+        True when ``backend=`` or ``CATALYTIC_BACKEND`` chose the backend.
+    """
+
+    op: str
+    backend: str
+    reason: str
+    predictions: dict = field(default_factory=dict)
+    rejected: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+    work: float = 0.0
+    forced: bool = False
+
+    def __str__(self) -> str:
+        lines = [f"{self.op} -> {self.backend}: {self.reason}"]
+        for b, t in sorted(self.predictions.items(), key=lambda kv: kv[1]):
+            lines.append(f"  {b:<10} predicted {_fmt_s(t):>10}  ({self.sources.get(b, '')})")
+        for b, why in self.rejected.items():
+            lines.append(f"  {b:<10} cannot run: {why}")
+        return "\n".join(lines)
+
+
+def _fmt_s(t: float) -> str:
+    if t < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    if t < 1:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t:.2f} s"
+
+
+def shipped_calibration_path() -> Path:
+    return Path(str(resources.files("catalytic").joinpath("data/calibration.json")))
+
+
+def user_calibration_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "catalytic" / "calibration.json"
+
+
+def load_calibration(path: str | os.PathLike | None = None) -> tuple[dict, str]:
+    """Calibration entries and where they came from.
+
+    Order: ``path`` (or ``CATALYTIC_CALIBRATION``), the user's file written by
+    ``catalytic calibrate``, then the file shipped with the package.
+    """
+    candidates = [path] if path else [user_calibration_path(), shipped_calibration_path()]
+    for p in candidates:
+        p = Path(p)
+        if p.is_file():
+            with open(p) as fh:
+                data = json.load(fh)
+            return data.get("entries", {}), str(p)
+        if path:
+            raise FileNotFoundError(f"calibration file {str(p)!r} does not exist")
+    return {}, "none"
+
+
+class Router:
+    """Per-call backend choice with reasons; see the module docstring."""
+
+    def __init__(self, registry, settings, calibration_path=None):
+        self.registry = registry
+        self.settings = settings
+        self.calibration, self.calibration_source = load_calibration(
+            calibration_path or settings.calibration_path
+        )
+        self._lock = threading.Lock()
+        self._stats: dict = {}
+
+    # -- cost model ---------------------------------------------------------------------
+    def cost_params(self, op: str, backend: str) -> tuple[float, float, str]:
+        """``(overhead_s, throughput, source)`` for (op, backend)."""
+        entry = self.calibration.get(op, {}).get(backend)
+        if entry:
+            return entry["overhead_s"], entry["throughput"], "calibrated"
+        impl = self.registry.implementations.get(op, {}).get(backend)
+        if impl is not None and impl.cost is not None:
+            return impl.cost[0], impl.cost[1], "plugin default, uncalibrated"
+        return GENERIC_COST[0], GENERIC_COST[1], "generic default, uncalibrated"
+
+    def predict(self, op: str, backend: str, work: float) -> float:
+        overhead, throughput, _ = self.cost_params(op, backend)
+        return overhead + work / throughput
+
+    # -- decisions ----------------------------------------------------------------------
+    def decide(self, op, args, kwargs, *, backend=None, allowed=None, reference_only=False):
+        """Decide where ``op(*args, **kwargs)`` runs (arguments already validated)."""
+        spec = self.registry.operation(op)
+        impls = self.registry.implementations.get(op, {})
+        work = float(spec.work(*args, **kwargs))
+        forced = backend or self.settings.backend
+        if forced:
+            return self._forced(op, impls, forced, args, kwargs, work, explicit=bool(backend))
+        predictions, rejected, sources = {}, {}, {}
+        for name, impl in impls.items():
+            why = self._cannot(name, impl, args, kwargs, allowed)
+            if why is None and reference_only and name != "numpy":
+                why = "smart routing is off for this lattice (reference backend only)"
+            if why is not None:
+                rejected[name] = why
+                continue
+            overhead, throughput, src = self.cost_params(op, name)
+            predictions[name] = overhead + work / throughput
+            sources[name] = src
+        if not predictions:
+            raise NoBackendError(self._no_backend_message(op, impls, rejected))
+        best = min(predictions, key=lambda b: (predictions[b], _rank(b)))
+        if len(predictions) == 1:
+            reason = "only backend that can run it"
+        else:
+            runner_up = min((t for b, t in predictions.items() if b != best), default=None)
+            reason = (
+                f"lowest predicted cost for work={work:.3g} "
+                f"({_fmt_s(predictions[best])} vs next {_fmt_s(runner_up)})"
+            )
+        return Decision(op, best, reason, predictions, rejected, sources, work, False)
+
+    def _forced(self, op, impls, name, args, kwargs, work, explicit):
+        via = "backend= argument" if explicit else "CATALYTIC_BACKEND"
+        if name not in self.registry.backends:
+            raise ValueError(
+                f"{via} names unknown backend {name!r}; registered: "
+                f"{', '.join(sorted(self.registry.backends))}"
+            )
+        impl = impls.get(name)
+        if impl is None:
+            raise NoBackendError(
+                f"operation {op!r} has no {name!r} implementation (forced by {via}); "
+                f"implementations: {', '.join(sorted(impls)) or 'none'}"
+            )
+        why = self._cannot(name, impl, args, kwargs, None)
+        if why is not None:
+            raise NoBackendError(f"backend {name!r} (forced by {via}) cannot run {op!r}: {why}")
+        overhead, throughput, src = self.cost_params(op, name)
+        pred = {name: overhead + work / throughput}
+        return Decision(op, name, f"forced by {via}", pred, {}, {name: src}, work, True)
+
+    def _cannot(self, name, impl, args, kwargs, allowed):
+        backend = self.registry.backends.get(name)
+        if backend is None:
+            return f"backend {name!r} is not registered (implementation from plugin {impl.plugin!r})"
+        if allowed is not None and not allowed(backend):
+            return f"disabled for this lattice ({backend.device} backends off)"
+        ok, why = backend.status()
+        if not ok:
+            return f"backend unavailable: {why}"
+        if impl.supports is not None:
+            return impl.supports(*args, **kwargs)
+        return None
+
+    def _no_backend_message(self, op, impls, rejected):
+        if not impls:
+            return (
+                f"operation {op!r} has no implementation; install or register the plugin "
+                "that provides one"
+            )
+        reasons = "; ".join(f"{b}: {w}" for b, w in rejected.items())
+        return (
+            f"no backend can run {op!r} ({reasons}). Fix: install the missing extra "
+            '(e.g. pip install "catalytic[cuda]"), force another backend with backend= '
+            "or CATALYTIC_BACKEND, or free memory"
+        )
+
+    # -- statistics ---------------------------------------------------------------------
+    def record(self, decision: Decision, backend: str, seconds: float, fallback_from=None):
+        """Count a finished call and its measured time next to its prediction."""
+        with self._lock:
+            per_op = self._stats.setdefault(decision.op, {})
+            s = per_op.get(backend)
+            if s is None:
+                # the first call of a process pays JIT compilation or cache loading: keep
+                # it apart so it does not skew the model check
+                per_op[backend] = {
+                    "calls": 1, "forced": int(decision.forced),
+                    "fallbacks": int(fallback_from is not None), "first_call_s": seconds,
+                    "measured_s": 0.0, "predicted_s": 0.0, "timed_calls": 0,
+                }
+                return
+            s["calls"] += 1
+            s["forced"] += decision.forced
+            s["fallbacks"] += fallback_from is not None
+            pred = decision.predictions.get(backend)
+            if pred is not None:
+                s["timed_calls"] += 1
+                s["measured_s"] += seconds
+                s["predicted_s"] += pred
+
+    def stats(self) -> dict:
+        """Per operation and backend: ``calls``, ``forced``, ``fallbacks``,
+        ``first_call_s`` (the first call, which includes JIT compilation or cache loading),
+        and over the later calls (``timed_calls``): total ``measured_s`` and
+        ``predicted_s``, ``mean_measured_s`` and ``measured_over_predicted`` (1.0 is a
+        perfect model; None until a second call)."""
+        with self._lock:
+            out = {}
+            for op, per in self._stats.items():
+                out[op] = {}
+                for b, s in per.items():
+                    row = dict(s)
+                    timed = s["timed_calls"]
+                    row["mean_measured_s"] = s["measured_s"] / timed if timed else None
+                    row["measured_over_predicted"] = (
+                        s["measured_s"] / s["predicted_s"] if timed and s["predicted_s"] > 0 else None
+                    )
+                    out[op][b] = row
+            return out
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._stats.clear()
+
+
+def _rank(backend: str) -> int:
+    return _PREFERENCE.index(backend) if backend in _PREFERENCE else len(_PREFERENCE)
