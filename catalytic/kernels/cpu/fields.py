@@ -1,0 +1,363 @@
+"""Lattice field kernels: graph Laplacian and explicit diffusion.
+
+Conventions (``shape``, ``strides``, ``periodic``, ``offsets``, ``open_``, ``dedupe``) are
+those of :mod:`catalytic.kernels.cpu._lattice`. A field is a flat, C-ordered float64 array
+with one value per site (``n = prod(shape)``).
+
+The Laplacian is the combinatorial graph Laplacian of the neighbour relation
+
+    (L f)_i = deg_i * f_i - sum_{j in N(i)} f_j,
+
+where ``N(i)`` is the neighbour set of site ``i`` and ``deg_i = |N(i)|``; it is 0 at
+blocked sites. For an asymmetric stencil the relation is directed and ``deg_i`` is the
+out-degree (``scipy.sparse.csgraph.laplacian(A, use_out_degree=True)``).
+
+Two kernels compute it, with the same result bit for bit (each site sums its neighbours
+in stencil order, starting from 0.0, then forms ``deg * f_i - acc``):
+
+* ``_rows_kernel``: used when ``dedupe`` is False (every stencil offset reaches a distinct
+  site other than ``i``). It walks the lattice row by row along the last axis and
+  resolves the displacement of every other axis once per row. Without a mask, the
+  row interior (where no last-axis displacement leaves the row) is summed offset by
+  offset with ``out`` as the accumulator, a contiguous loop that vectorises; the row
+  ends, and every site of a masked lattice, take the per-site path with wrap, bounds
+  and mask checks. It handles any stencil, periodic axes and masks.
+* ``_generic_kernel``: calls :func:`neighbors_into` per site; used when ``dedupe`` is
+  True, where duplicates and self-loops must be dropped.
+
+Both run ``prange`` over chunks of the lattice; each site's output depends only on the
+input field, so the result is deterministic for any number of threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from catalytic.kernels.cpu._lattice import c_strides, neighbors_into
+
+__all__ = ["laplacian", "diffuse"]
+
+#: Sites per ``prange`` chunk; below this a single chunk is used.
+_CHUNK_SITES = 1 << 14
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _generic_kernel(
+    shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler, nbr, chunk
+):
+    """Laplacian (``euler`` False) or one Euler step (True) via ``neighbors_into``.
+
+    ``nbr`` is int64[nchunks, k] scratch, one row per chunk; chunk ``c`` covers sites
+    ``[c * chunk, min(n, (c + 1) * chunk))``.
+    """
+    n = field.shape[0]
+    has_mask = open_.shape[0] != 0
+    for c in prange(nbr.shape[0]):
+        buf = nbr[c]
+        lo = c * chunk
+        hi = min(n, lo + chunk)
+        for i in range(lo, hi):
+            fi = field[i]
+            if has_mask and open_[i] == 0:
+                lap = 0.0
+            else:
+                m = neighbors_into(i, shape, strides, periodic, offsets, open_, dedupe, buf)
+                acc = 0.0
+                for q in range(m):
+                    acc += field[buf[q]]
+                lap = m * fi - acc
+            if euler:
+                out[i] = fi - alpha * lap
+            else:
+                out[i] = lap
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask, field, out, alpha,
+               euler):
+    """One site of ``_rows_kernel`` with full last-axis wrap/bounds and mask checks."""
+    i = row0 + x
+    fi = field[i]
+    if has_mask and open_[i] == 0:
+        lap = 0.0
+    else:
+        acc = 0.0
+        m = 0
+        for q in range(k):
+            b = rb[q]
+            if b < 0:
+                continue
+            cx = x + offsets[q, d - 1]
+            if cx < 0 or cx >= w:
+                if wrap_last:
+                    cx %= w
+                else:
+                    continue
+            j = b + cx
+            if has_mask and open_[j] == 0:
+                continue
+            acc += field[j]
+            m += 1
+        lap = m * fi - acc
+    if euler:
+        out[i] = fi - alpha * lap
+    else:
+        out[i] = lap
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler, base, rows):
+    """Laplacian or one Euler step, row by row along the last axis (no dedupe).
+
+    ``base`` is int64[nchunks, k] scratch: per stencil offset, the flat index of the
+    displaced row start (or -1 when the displacement leaves an open axis). Chunk ``c``
+    covers rows ``[c * rows, min(nrows, (c + 1) * rows))``.
+    """
+    d = shape.shape[0]
+    k = offsets.shape[0]
+    w = shape[d - 1]
+    wrap_last = periodic[d - 1] != 0
+    has_mask = open_.shape[0] != 0
+    nrows = field.shape[0] // w
+    for c in prange(base.shape[0]):
+        rb = base[c]
+        r_lo = c * rows
+        r_hi = min(nrows, r_lo + rows)
+        for r in range(r_lo, r_hi):
+            row0 = r * w
+            # Resolve every axis but the last once for this row.
+            for q in range(k):
+                b = 0
+                rem = row0
+                for a in range(d - 1):
+                    cc = rem // strides[a]
+                    rem -= cc * strides[a]
+                    cc += offsets[q, a]
+                    if cc < 0 or cc >= shape[a]:
+                        if periodic[a]:
+                            cc %= shape[a]
+                        else:
+                            b = -1
+                            break
+                    b += cc * strides[a]
+                rb[q] = b
+            # Interior [xlo, xhi): every last-axis displacement stays inside the row, so
+            # (without a mask) the degree is constant and the sums vectorise; ``out``
+            # is the accumulator, filled in stencil order exactly like the scalar path.
+            xlo = 0
+            xhi = w
+            m_in = 0
+            for q in range(k):
+                if rb[q] < 0:
+                    continue
+                m_in += 1
+                ol = offsets[q, d - 1]
+                xlo = max(xlo, -ol)
+                xhi = min(xhi, w - ol)
+            if has_mask or xhi <= xlo:
+                xlo = 0
+                xhi = 0
+            cnt = xhi - xlo
+            acc = out[row0 + xlo : row0 + xhi]
+            own = field[row0 + xlo : row0 + xhi]
+            for x in range(cnt):
+                acc[x] = 0.0
+            for q in range(k):
+                if rb[q] < 0:
+                    continue
+                src = rb[q] + offsets[q, d - 1] + xlo
+                nb = field[src : src + cnt]
+                for x in range(cnt):
+                    acc[x] += nb[x]
+            if euler:
+                for x in range(cnt):
+                    acc[x] = own[x] - alpha * (m_in * own[x] - acc[x])
+            else:
+                for x in range(cnt):
+                    acc[x] = m_in * own[x] - acc[x]
+            # Edges (and every site when there is a mask): per-site checks.
+            for x in range(0, xlo):
+                _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask,
+                           field, out, alpha, euler)
+            for x in range(xhi, w):
+                _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask,
+                           field, out, alpha, euler)
+
+
+# --------------------------------------------------------------------------- host side
+
+
+def _prepare(shape, periodic, offsets, open_):
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    if d == 0 or np.any(shape < 0):
+        raise ValueError(f"shape must be a non-empty sequence of sizes >= 0, got {shape.tolist()}")
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(-1)
+    if periodic.shape[0] != d:
+        raise ValueError(f"periodic has {periodic.shape[0]} entries for a {d}-d shape")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if offsets.ndim != 2 or offsets.shape[1] != d:
+        raise ValueError(f"offsets must have shape (k, {d}), got {offsets.shape}")
+    n = int(np.prod(shape))
+    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    if open_.shape[0] not in (0, n):
+        raise ValueError(f"open_ must have length 0 or {n}, got {open_.shape[0]}")
+    return shape, c_strides(shape), periodic, offsets, open_, n
+
+
+def _check_field(name, a, n):
+    if not isinstance(a, np.ndarray) or a.dtype != np.float64:
+        raise TypeError(f"{name} must be a float64 ndarray, got {getattr(a, 'dtype', type(a))}")
+    if a.ndim != 1 or a.shape[0] != n or not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be a contiguous 1-d array of length {n}, got shape {a.shape}")
+
+
+def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler):
+    """Pick the kernel and the chunking, allocate the per-chunk scratch, run one pass."""
+    n = field.shape[0]
+    k = max(offsets.shape[0], 1)
+    if n == 0:
+        return
+    if dedupe:
+        chunk = max(_CHUNK_SITES, -(-n // (8 * get_num_threads())))
+        nchunks = -(-n // chunk)
+        nbr = np.empty((nchunks, k), dtype=np.int64)
+        _generic_kernel(
+            shape, strides, periodic, offsets, open_, bool(dedupe), field, out,
+            float(alpha), euler, nbr, chunk,
+        )
+    else:
+        w = int(shape[-1])
+        nrows = n // w
+        rows = max(1, _CHUNK_SITES // w, -(-nrows // (8 * get_num_threads())))
+        nchunks = -(-nrows // rows)
+        base = np.empty((nchunks, k), dtype=np.int64)
+        _rows_kernel(
+            shape, strides, periodic, offsets, open_, field, out, float(alpha), euler, base, rows
+        )
+
+
+def laplacian(shape, periodic, offsets, open_, dedupe, field, out):
+    """Graph Laplacian of a site field over the lattice neighbour set.
+
+    Parameters
+    ----------
+    shape : array_like of int, (d,)
+        Sites per axis.
+    periodic : array_like of bool, (d,)
+        True where the axis wraps.
+    offsets : array_like of int, (k, d)
+        Stencil displacements, in stencil order.
+    open_ : array_like of uint8, (n,) or (0,)
+        1 where the site exists; an empty array means every site exists.
+    dedupe : bool
+        True when offsets can coincide (small periodic axes) or reach the site itself;
+        duplicates and self-loops are then dropped. With False the caller asserts there
+        are none, and the faster row kernel is used.
+    field : ndarray of float64, (n,)
+        Input values, flat C order.
+    out : ndarray of float64, (n,)
+        Output buffer, must not overlap ``field``.
+
+    Returns
+    -------
+    out : ndarray of float64, (n,)
+        ``(L f)_i = deg_i f_i - sum_{j in N(i)} f_j``, 0 at blocked sites.
+
+    Raises
+    ------
+    TypeError
+        If ``field`` or ``out`` is not float64.
+    ValueError
+        If the geometry arrays are inconsistent, the fields have the wrong length, or
+        ``out`` overlaps ``field``.
+
+    Notes
+    -----
+    O(n k d) work (O(n k) plus O(n/w k d) on the row kernel, w the last-axis size) and
+    O(threads k) scratch. Each site sums its neighbours in stencil order, so the result
+    does not depend on the thread count, and both kernels agree bit for bit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = np.array([0.0, 1.0, 0.0])
+    >>> laplacian((3,), (False,), [[-1], [1]], np.zeros(0, np.uint8), False, f, np.empty(3))
+    array([-1.,  2., -1.])
+    """
+    shape, strides, periodic, offsets, open_, n = _prepare(shape, periodic, offsets, open_)
+    _check_field("field", field, n)
+    _check_field("out", out, n)
+    if np.shares_memory(field, out):
+        raise ValueError("out must not overlap field")
+    _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, 0.0, False)
+    return out
+
+
+def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out):
+    """Explicit-Euler diffusion ``f <- f - alpha * L f``, repeated ``steps`` times.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`laplacian`.
+    field : ndarray of float64, (n,)
+        Initial values; not modified.
+    steps : int
+        Number of Euler steps, >= 0.
+    alpha : float
+        Step size. The scheme is stable for ``0 <= alpha <= 1 / max_deg`` (symmetric
+        stencils); it is not checked.
+    out : ndarray of float64, (n,)
+        Output buffer, must not overlap ``field``.
+
+    Returns
+    -------
+    out : ndarray of float64, (n,)
+        The field after ``steps`` steps; blocked sites keep their initial value.
+
+    Raises
+    ------
+    TypeError
+        If ``field`` or ``out`` is not float64.
+    ValueError
+        If ``steps`` is negative, the geometry is inconsistent or the buffers overlap.
+
+    Notes
+    -----
+    O(steps n k) work. One scratch field (n float64) is allocated; the steps ping-pong
+    between it and ``out`` so that the last one lands in ``out``. Each step computes
+    ``f_i - alpha * (deg_i f_i - acc_i)`` with the same summation order as
+    :func:`laplacian`; against repeated sparse mat-vecs ``f - alpha * (L @ f)`` it agrees
+    to rounding (relative error ~ ``steps * k * eps``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = np.array([0.0, 1.0, 0.0])
+    >>> diffuse((3,), (False,), [[-1], [1]], np.zeros(0, np.uint8), False, f, 1, 0.25,
+    ...         np.empty(3))
+    array([0.25, 0.5 , 0.25])
+    """
+    shape, strides, periodic, offsets, open_, n = _prepare(shape, periodic, offsets, open_)
+    _check_field("field", field, n)
+    _check_field("out", out, n)
+    steps = int(steps)
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    if np.shares_memory(field, out):
+        raise ValueError("out must not overlap field")
+    if steps == 0:
+        out[:] = field
+        return out
+    scratch = np.empty(n, dtype=np.float64) if steps > 1 else out
+    src = field
+    for s in range(steps):
+        dst = out if (steps - 1 - s) % 2 == 0 else scratch
+        _launch(shape, strides, periodic, offsets, open_, dedupe, src, dst, alpha, True)
+        src = dst
+    return out
