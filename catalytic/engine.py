@@ -166,11 +166,7 @@ class Engine:
 
     def explain(self, op: str, *args, backend: str | None = None, **kwargs) -> Decision:
         """The router's decision for this call, without running it."""
-        spec, args, kwargs = self._prepare(op, args, kwargs)
-        allowed, reference_only = self._policy(args)
-        return self.router.decide(
-            op, args, kwargs, backend=backend, allowed=allowed, reference_only=reference_only
-        )
+        return self.router.explain(op, *args, backend=backend, **kwargs)
 
     @property
     def last_decision(self) -> Decision | None:
@@ -258,7 +254,9 @@ class Engine:
         return result
 
     def _cleanup_backend(self, name: str) -> None:
-        cleanup = getattr(self.pm.get_plugin(name), "cleanup", None)
+        backend = self.registry.backends.get(name)
+        plugin = self.pm.get_plugin(backend.plugin) if backend is not None else None
+        cleanup = getattr(plugin, "cleanup", None)
         if callable(cleanup):
             try:
                 cleanup()

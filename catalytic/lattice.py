@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from catalytic.engine import check_host_memory, get_engine
-from catalytic.geometry import Geometry
+from catalytic.geometry import Geometry, _as_shape
 from catalytic.operations import Communities, Components, PathResult
 
 __all__ = ["UnifiedCatalyticLattice", "Lattice", "LatticeMetrics"]
@@ -104,7 +104,7 @@ class UnifiedCatalyticLattice:
         enable_smart_routing=True,
         engine=None,
     ):
-        shape = _resolve_shape(dimensions, size, shape)
+        shape = _as_shape(_resolve_shape(dimensions, size, shape))
         self.seed = _check_seed(seed)
         if isinstance(aux_memory_size, bool) or not isinstance(
             aux_memory_size, (numbers.Integral, np.integer)
@@ -112,7 +112,7 @@ class UnifiedCatalyticLattice:
             raise TypeError(f"aux_memory_size must be an integer, got {aux_memory_size!r}")
         if aux_memory_size < 1:
             raise ValueError(f"aux_memory_size must be >= 1 byte, got {aux_memory_size}")
-        n = math.prod(shape) if all(isinstance(s, int) and s > 0 for s in shape) else 0
+        n = math.prod(shape)
         held = int(aux_memory_size) + (n if mask is not None else 0)
         held += 8 * n if weights is not None else 0
         check_host_memory("lattice (mask, weights and aux buffer copies)", held)
@@ -171,9 +171,9 @@ class UnifiedCatalyticLattice:
         self.geometry.site(index)
         return self.geometry.get_neighbors(index)
 
-    def degree(self) -> np.ndarray:
+    def degree(self, *, backend=None) -> np.ndarray:
         """Number of neighbours of each site (0 on blocked sites), shape ``self.shape``."""
-        return self._run("degree")
+        return self._run("degree", backend=backend)
 
     def get_adjacency_matrix(self, dense: bool = False):
         """Adjacency matrix (``scipy.sparse.csr_array`` of 0/1, or dense ndarray).

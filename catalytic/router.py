@@ -131,6 +131,29 @@ class Router:
         return overhead + work / throughput
 
     # -- decisions ----------------------------------------------------------------------
+    def explain(self, op: str, *args, backend: str | None = None, **kwargs) -> Decision:
+        """The decision for ``op(*args, **kwargs)`` without running it.
+
+        Arguments are validated as ``run`` would.
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> L = cat.Lattice(shape=(8, 8))
+        >>> d = cat.get_engine().router.explain("distance_field", L, 0)
+        >>> d.backend in d.predictions
+        True
+        """
+        spec = self.registry.operation(op)
+        if spec.validate is not None:
+            args, kwargs = spec.validate(*args, **kwargs)
+        lat = args[0] if args else None
+        policy = getattr(lat, "_routing_policy", None)
+        allowed, reference_only = policy() if policy is not None else (None, False)
+        return self.decide(
+            op, args, kwargs, backend=backend, allowed=allowed, reference_only=reference_only
+        )
+
     def decide(self, op, args, kwargs, *, backend=None, allowed=None, reference_only=False):
         """Decide where ``op(*args, **kwargs)`` runs (arguments already validated)."""
         spec = self.registry.operation(op)

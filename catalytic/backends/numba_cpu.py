@@ -190,7 +190,9 @@ def matmul(a, b):
 def reduce(x, op):
     arr = np.ascontiguousarray(x)
     if np.issubdtype(arr.dtype, np.integer):
-        arr = arr.astype(np.int64, copy=False)
+        # sums are int64, as in the reference; min/max/mean keep the (native) dtype, so
+        # uint64 values >= 2**63 are not wrapped to negative numbers
+        arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
     else:
         arr = arr.astype(np.float64, copy=False)
     return _arrays().reduce(arr.reshape(-1), op)

@@ -1,0 +1,76 @@
+"""Shared fixtures: the ``backend`` parametrisation and the hypothesis profile.
+
+The oracles and strategies live in ``lattice_oracles.py`` (importable by name).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import catalytic as cat
+import catalytic.engine as engine_mod
+
+settings.register_profile(
+    "catalytic",
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "catalytic-thorough",
+    parent=settings.get_profile("catalytic"),
+    max_examples=300,
+)
+settings.load_profile(os.environ.get("CATALYTIC_HYPOTHESIS_PROFILE", "catalytic"))
+
+
+def _backends() -> list[str]:
+    names = [n for n, (ok, _) in cat.get_engine().backends().items() if ok]
+    return sorted(names, key=lambda n: (n != "numpy", n))
+
+
+BACKENDS = _backends()
+
+
+@pytest.fixture(params=BACKENDS, scope="session")
+def backend(request) -> str:
+    """Every available backend name (``numpy`` is the reference)."""
+    return request.param
+
+
+@pytest.fixture
+def restore_engine(monkeypatch):
+    """Let a test replace the process-wide engine (``cat.reset_engine``); the engine
+    that was there before comes back afterwards."""
+    monkeypatch.setattr(engine_mod, "_engine", engine_mod.get_engine())
+    yield
+    # monkeypatch puts the saved engine back
+
+
+def run_on(backend, method, *args, **kwargs):
+    """Call a lattice method on ``backend``; skip (with the router's reason) when that
+    backend declines this case. The reference backend must never decline."""
+    try:
+        return method(*args, backend=backend, **kwargs)
+    except cat.NoBackendError as err:
+        if backend == "numpy":
+            raise
+        pytest.skip(f"{backend} does not run this case: {err}")
+
+
+@pytest.fixture(scope="session")
+def on_backend(backend):
+    """``on_backend(L.method, *args)`` runs the method on the parametrised backend and
+    checks the router really sent it there."""
+
+    def call(method, *args, **kwargs):
+        result = run_on(backend, method, *args, **kwargs)
+        dec = cat.get_engine().last_decision
+        assert dec is not None and dec.backend == backend and dec.forced
+        return result
+
+    return call
