@@ -1,0 +1,1779 @@
+"""Graph kernels on implicit lattices: distances, paths, components, closeness, degree.
+
+Every host function here takes the lattice as plain arrays (see ``_lattice.py`` for the
+conventions: ``shape``, ``periodic``, ``offsets``, ``open_``, ``dedupe``) and returns plain
+arrays. The engine has validated the input; the host functions only choose array sizes
+and dtypes, allocate, and call the ``@njit`` kernels beside them.
+
+Padded index space
+------------------
+The traversal kernels (BFS, Dijkstra, path counting, closeness, shortest paths) work in a
+*padded* copy of the lattice: every axis gets a halo of ``r_a = max |offsets[:, a]|``
+cells on both sides, so a stencil step is a single addition ``q = p + flat_offset[k]``
+with no division and no bounds test. Halo cells hold ``WALL`` (the step left an open
+axis) or ``PORTAL`` (the step left only periodic axes); only when a portal is hit is the
+wrapped site computed from coordinates, which happens at the boundary alone. Blocked
+sites hold ``WALL`` too. Padded indices keep the C order of the real indices, so "the
+smallest flat index" means the same in both spaces.
+
+When the halo would more than double the array (many tiny axes) the kernels run on the
+unpadded array instead (``Plan.mode`` 0) and compute every step from coordinates: same
+results, slower steps. Without periodic halos (``Plan.mode`` 1) the hot loops skip the
+portal test.
+
+Numba does not inline a helper ``@njit`` function into code that runs inside a
+``prange`` loop, so the hot loops below spell out what a helper would do.
+
+Threads
+-------
+Every host function runs its kernels on the CPUs that are free at the time of the call
+(:func:`_on_free_cpus`) and on one thread for small lattices. Results never depend on
+the thread count: parallel loops write disjoint outputs, and the one shared structure
+(the BFS distance array) only ever sees the same value written twice.
+
+Graph conventions
+-----------------
+The out-neighbours of site ``i`` are its neighbour set from ``_lattice.py``. Distances
+follow out-neighbours; paths are walked back over *in*-neighbours (the stencil negated),
+which for the usual symmetric stencils is the same set as the neighbour set.
+Connected components treat the neighbour relation as undirected.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import NamedTuple
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from catalytic.kernels.cpu._lattice import c_strides, neighbors_into
+
+__all__ = [
+    "bfs_distance",
+    "dijkstra_distance",
+    "shortest_path",
+    "count_shortest_paths",
+    "connected_components",
+    "closeness",
+    "catalytic_path",
+    "degree",
+]
+
+UNVISITED = -1
+WALL = -2
+PORTAL = -3
+INT64_MAX = np.iinfo(np.int64).max
+_INT32_LIMIT = 2**31 - 1
+
+# ---------------------------------------------------------------------------------------
+# Geometry of the padded index space (host side)
+# ---------------------------------------------------------------------------------------
+
+
+class Plan(NamedTuple):
+    """Lattice geometry as the traversal kernels need it (built by :func:`make_plan`)."""
+
+    shape: np.ndarray  # int64[d]
+    strides: np.ndarray  # int64[d], real C-order strides
+    periodic: np.ndarray  # uint8[d]
+    offs: np.ndarray  # int64[k, d], stencil without offsets that can never land
+    noffs: np.ndarray  # int64[k, d], the same stencil negated (in-neighbours)
+    r: np.ndarray  # int64[d], halo width per axis (0 when not padded)
+    pshape: np.ndarray  # int64[d]
+    pstrides: np.ndarray  # int64[d]
+    foff: np.ndarray  # int64[k], flat padded offset of each stencil entry
+    nfoff: np.ndarray  # int64[k], the same negated
+    n: int  # real number of sites
+    psize: int  # number of padded cells
+    n_open: int
+    padded: bool
+    mode: int  # 0 unpadded, 1 padded without portals, 2 padded with portals
+    itype: type  # np.int32 or np.int64: enough for any padded index or distance
+    open_: np.ndarray  # uint8[n] or length 0
+
+
+def make_plan(shape, periodic, offsets, open_) -> Plan:
+    """Choose the padded index space for a lattice.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_
+        The lattice, as in ``_lattice.py``.
+
+    Returns
+    -------
+    Plan
+        Halo widths, padded shape and strides, flat offsets, index dtype.
+
+    Notes
+    -----
+    O(k d) plus one O(n) pass to count the open sites.
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    n = int(np.prod(shape, dtype=object))
+    # An offset that leaves an open axis from every site never gives a neighbour.
+    never = ((np.abs(offsets) >= shape) & (periodic == 0)).any(axis=1)
+    offs = np.ascontiguousarray(offsets[~never])
+    if offs.shape[0]:
+        r = np.abs(offs).max(axis=0).astype(np.int64)
+    else:
+        r = np.zeros(d, dtype=np.int64)
+    pshape = shape + 2 * r
+    psize = int(np.prod(pshape, dtype=object))
+    padded = psize <= 2 * n + 65536
+    if not padded:
+        r = np.zeros(d, dtype=np.int64)
+        pshape = shape.copy()
+        psize = n
+    pstrides = c_strides(pshape)
+    foff = np.ascontiguousarray(offs @ pstrides, dtype=np.int64)
+    n_open = int(np.count_nonzero(open_)) if open_.shape[0] else n
+    itype = np.int32 if psize <= _INT32_LIMIT else np.int64
+    mode = 0 if not padded else (2 if bool(((periodic != 0) & (r > 0)).any()) else 1)
+    return Plan(
+        shape, c_strides(shape), periodic, offs, np.ascontiguousarray(-offs), r, pshape,
+        pstrides, foff, np.ascontiguousarray(-foff), n, psize, n_open, padded, mode, itype,
+        open_,
+    )
+
+
+def _to_padded(idx, g: Plan) -> np.ndarray:
+    """Padded indices of real flat indices ``idx`` (vectorised, O(len(idx) d))."""
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+    coords = (idx[:, None] // g.strides) % g.shape
+    return ((coords + g.r) * g.pstrides).sum(axis=1).astype(np.int64)
+
+
+def _to_real(pidx, g: Plan) -> np.ndarray:
+    """Real flat indices of interior padded indices ``pidx`` (vectorised)."""
+    pidx = np.asarray(pidx, dtype=np.int64).reshape(-1)
+    coords = (pidx[:, None] // g.pstrides) % g.pshape - g.r
+    return (coords * g.strides).sum(axis=1).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------
+# Padded-space kernels shared by the traversals
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _fill_seg(dst, src_open, src_vals, has_mask, has_vals, open_val, wall_val):
+    """Fill one interior row segment: open cells get ``src_vals[x]`` (or ``open_val``),
+    blocked cells ``wall_val``."""
+    if has_mask:
+        if has_vals:
+            for x in range(dst.shape[0]):
+                dst[x] = src_vals[x] if src_open[x] != 0 else wall_val
+        else:
+            for x in range(dst.shape[0]):
+                dst[x] = open_val if src_open[x] != 0 else wall_val
+    elif has_vals:
+        for x in range(dst.shape[0]):
+            dst[x] = src_vals[x]
+    else:
+        for x in range(dst.shape[0]):
+            dst[x] = open_val
+
+
+@njit(cache=True, nogil=True)
+def _fill_row(out, prow, vals, open_, open_val, wall_val, portal_val, shape, periodic, r,
+              pshape):
+    """Fill padded row ``prow`` (see :func:`_fill_padded`)."""
+    d = shape.shape[0]
+    PL = pshape[d - 1]
+    L = shape[d - 1]
+    rL = r[d - 1]
+    rem = prow
+    wall = False
+    portal = False
+    realrow = 0
+    mult = 1
+    for a in range(d - 2, -1, -1):
+        c = rem % pshape[a]
+        rem //= pshape[a]
+        c -= r[a]
+        if c < 0 or c >= shape[a]:
+            if periodic[a]:
+                portal = True
+            else:
+                wall = True
+        else:
+            realrow += c * mult
+        mult *= shape[a]
+    base = prow * PL
+    row = out[base:base + PL]
+    if wall:
+        row[:] = wall_val
+        return
+    halo_val = portal_val if periodic[d - 1] else wall_val
+    row[:rL] = halo_val
+    row[rL + L:] = halo_val
+    if portal:
+        row[rL:rL + L] = portal_val
+        return
+    ib = realrow * L
+    has_mask = open_.shape[0] != 0
+    has_vals = vals.shape[0] != 0
+    _fill_seg(row[rL:rL + L], open_[ib:ib + L] if has_mask else open_,
+              vals[ib:ib + L] if has_vals else vals, has_mask, has_vals, open_val, wall_val)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _fill_padded(out, vals, open_, open_val, wall_val, portal_val, shape, periodic, r, pshape):
+    """Write the padded cell classes into ``out`` (length prod(pshape)).
+
+    Interior open cells get ``vals[i]`` (or ``open_val`` when ``vals`` is empty), blocked
+    cells and halo cells outside an open axis get ``wall_val``, halo cells outside only
+    periodic axes get ``portal_val``. Parallel over padded rows (last axis). O(psize).
+    """
+    n_prow = out.shape[0] // pshape[shape.shape[0] - 1]
+    for prow in prange(n_prow):
+        _fill_row(out, np.int64(prow), vals, open_, open_val, wall_val, portal_val, shape,
+                  periodic, r, pshape)
+
+
+@njit(cache=True, nogil=True)
+def _copy_seg(dst, src, clip):
+    if clip:
+        for x in range(dst.shape[0]):
+            v = src[x]
+            dst[x] = v if v >= 0 else -1
+    else:
+        for x in range(dst.shape[0]):
+            dst[x] = src[x]
+
+
+@njit(cache=True, nogil=True)
+def _unpad_row(src, dst, row, shape, r, pshape, clip):
+    d = shape.shape[0]
+    L = shape[d - 1]
+    rem = row
+    prow = 0
+    pmult = 1
+    for a in range(d - 2, -1, -1):
+        c = rem % shape[a]
+        rem //= shape[a]
+        prow += (c + r[a]) * pmult
+        pmult *= pshape[a]
+    pb = prow * pshape[d - 1] + r[d - 1]
+    ib = row * L
+    _copy_seg(dst[ib:ib + L], src[pb:pb + L], clip)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _unpad(src, dst, shape, r, pshape, clip):
+    """Copy the interior of padded ``src`` into real-space ``dst``; with ``clip`` every
+    negative value becomes -1. Parallel over rows. O(n)."""
+    L = shape[shape.shape[0] - 1]
+    nrow = dst.shape[0] // L if L > 0 else 0
+    for row in prange(nrow):
+        _unpad_row(src, dst, np.int64(row), shape, r, pshape, clip)
+
+
+@njit(cache=True, nogil=True)
+def _resolve(p, k, offs, r, shape, pstrides, periodic):
+    """Padded index of the k-th stencil neighbour of padded cell ``p`` computed from
+    coordinates (wrapping periodic axes), or -1 when it leaves an open axis.
+    O(d) divisions; used at portals and when the lattice is not padded."""
+    d = shape.shape[0]
+    q = 0
+    rem = p
+    for a in range(d):
+        c = rem // pstrides[a]
+        rem -= c * pstrides[a]
+        c = c - r[a] + offs[k, a]
+        n_a = shape[a]
+        if c < 0 or c >= n_a:
+            if periodic[a]:
+                c %= n_a
+            else:
+                return -1
+        q += (c + r[a]) * pstrides[a]
+    return q
+
+
+@njit(cache=True, nogil=True)
+def _step(cls, p, k, foff, offs, r, shape, pstrides, periodic, mode):
+    """Cell reached from padded cell ``p`` by stencil entry ``k``: a padded index (which
+    may hold ``WALL``) or -1 when the step leaves an open axis. ``cls`` is the array
+    whose halo cells are marked ``PORTAL``; ``mode`` as in :class:`Plan`. For the cold
+    paths (walk-backs); the hot loops spell this out."""
+    if mode != 0:
+        q = p + foff[k]
+        if mode == 2 and cls[q] == PORTAL:
+            q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+        return q
+    return _resolve(p, k, offs, r, shape, pstrides, periodic)
+
+
+@njit(cache=True, nogil=True)
+def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, periodic, mode):
+    """Label every unvisited neighbour of ``src[lo:hi]`` with ``dn`` and append it to
+    ``dst`` from position ``m``; return the new end. O((hi - lo) k).
+
+    Branch-free claim: each neighbour cell is read, written back (unchanged, or ``dn``
+    over ``UNVISITED``), and written to ``dst[m]`` with ``m`` advanced only when it was
+    claimed, so ``dst`` needs one spare slot past the last claim. Cell values only ever
+    go from ``UNVISITED`` to a distance, which makes the write-back safe when two threads
+    expand disjoint frontier slices at once: both may claim one cell (same ``dn``, one
+    duplicate entry in the next frontier), nothing else can happen.
+    """
+    K = foff.shape[0]
+    if mode == 1:  # no portals: one addition per step
+        for h in range(lo, hi):
+            p = src[h]
+            for k in range(K):
+                q = p + foff[k]
+                v = work[q]
+                c = v == UNVISITED
+                work[q] = dn if c else v
+                dst[m] = q
+                m += c
+    elif mode == 2:
+        for h in range(lo, hi):
+            p = src[h]
+            for k in range(K):
+                q = p + foff[k]
+                v = work[q]
+                if v == PORTAL:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                    v = work[q]
+                c = v == UNVISITED
+                work[q] = dn if c else v
+                dst[m] = q
+                m += c
+    else:
+        for h in range(lo, hi):
+            p = src[h]
+            for k in range(K):
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+                v = work[q]
+                c = v == UNVISITED
+                work[q] = dn if c else v
+                dst[m] = q
+                m += c
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _bfs_queue(work, queue, m0, stop, foff, offs, r, shape, pstrides, periodic, mode):
+    """Level-synchronous BFS in one queue: ``queue[:m0]`` holds the sources (labelled 0),
+    each level is appended after the previous one. Stops after the level that labels
+    ``stop`` (-1: never). Returns (number labelled, sum of their distances).
+    ``queue`` needs n_open + 1 slots. O(visited * k)."""
+    lo = 0
+    hi = m0
+    dn = 1
+    tot = 0
+    while lo < hi:
+        t = _expand(work, queue, lo, hi, queue, hi, dn, foff, offs, r, shape, pstrides,
+                    periodic, mode)
+        tot += dn * (t - hi)
+        lo = hi
+        hi = t
+        dn += 1
+        if stop >= 0 and work[stop] != UNVISITED:
+            break
+    return hi, tot
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides, periodic,
+                mode):
+    """Expand ``cur[lo:hi]`` split into one slice per thread, thread t appending to
+    ``bufs[t]`` and leaving its count in ``cnt[t]`` (see :func:`_expand` for why the
+    concurrent claims are safe)."""
+    T = bufs.shape[0]
+    m = hi - lo
+    for tt in prange(T):
+        t = np.int64(tt)
+        a = lo + m * t // T
+        b = lo + m * (t + 1) // T
+        cnt[t] = _expand(work, cur, a, b, bufs[t], 0, dn, foff, offs, r, shape, pstrides,
+                         periodic, mode)
+
+
+@njit(cache=True, nogil=True)
+def _dedupe_level(work, nxt, m, bufs, cnt, dn):
+    """Append the thread buffers to ``nxt[:m]`` dropping repeated cells (all labelled
+    ``dn``), compacting ``nxt[:m]`` too; returns the new length. Only needed when
+    duplicates would overflow ``nxt``. O(entries)."""
+    mark = PORTAL - 1
+    k = 0
+    for h in range(m):
+        q = nxt[h]
+        if work[q] == dn:
+            work[q] = mark
+            nxt[k] = q
+            k += 1
+    for t in range(bufs.shape[0]):
+        for h in range(cnt[t]):
+            q = bufs[t, h]
+            if work[q] == dn:
+                work[q] = mark
+                nxt[k] = q
+                k += 1
+    for h in range(k):
+        work[nxt[h]] = dn
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _bfs_frontiers(work, cur, nxt, m, bufs, cnt, par_min, foff, offs, r, shape, pstrides,
+                   periodic, mode):
+    """Level-synchronous BFS with two frontier arrays (``cur[:m]`` holds the sources).
+
+    Levels of at least ``par_min`` cells are expanded by all threads in rounds of
+    ``bufs.shape[1] // k`` cells per thread; smaller ones by this thread alone. A cell
+    claimed by two threads at once appears twice in the next frontier, which costs one
+    redundant expansion; if such repeats would overflow ``nxt`` the level is de-duplicated.
+    ``cur`` and ``nxt`` need n_open + 1 slots. O(n k / threads) for large frontiers.
+    """
+    T = bufs.shape[0]
+    K = max(foff.shape[0], 1)
+    chunk = max((bufs.shape[1] - 1) // K, 1)
+    cap = nxt.shape[0] - 1
+    dn = 1
+    while m > 0:
+        if T == 1 or m < par_min:
+            m2 = _expand(work, cur, 0, m, nxt, 0, dn, foff, offs, r, shape, pstrides,
+                         periodic, mode)
+        else:
+            m2 = 0
+            for lo in range(0, m, T * chunk):
+                hi = min(m, lo + T * chunk)
+                _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
+                            pstrides, periodic, mode)
+                tot = 0
+                for t in range(T):
+                    tot += cnt[t]
+                if m2 + tot > cap:
+                    m2 = _dedupe_level(work, nxt, m2, bufs, cnt, dn)
+                else:
+                    for t in range(T):
+                        c = cnt[t]
+                        nxt[m2:m2 + c] = bufs[t, :c]
+                        m2 += c
+        cur, nxt = nxt, cur
+        m = m2
+        dn += 1
+
+
+@njit(cache=True, nogil=True)
+def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode, end):
+    """Walk from ``end`` to the source over in-neighbours, each time to the one with the
+    smallest index whose distance is one less. Writes end..start into ``path``
+    (length work[end] + 1). O(D k)."""
+    K = nfoff.shape[0]
+    v = end
+    D = work[end]
+    path[0] = end
+    m = 1
+    while D > 0:
+        best = -1
+        for k in range(K):
+            u = _step(work, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
+            if u < 0:
+                continue
+            if work[u] == D - 1 and (best < 0 or u < best):
+                best = u
+        path[m] = best
+        m += 1
+        v = best
+        D -= 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _count_run(work, cnt, queue, buf, foff, offs, r, shape, pstrides, periodic, mode,
+               dedupe, start, end):
+    """Count shortest hop paths ``start`` -> ``end`` by BFS layer dynamic programming.
+
+    Counts saturate at INT64_MAX; a saturated count means "at least INT64_MAX". Returns
+    the count at ``end`` (0 when unreachable). O(visited * k), plus O(k^2) per site with
+    ``dedupe``.
+    """
+    K = foff.shape[0]
+    work[start] = 0
+    cnt[start] = 1
+    queue[0] = start
+    head = 0
+    tail = 1
+    limit = INT64_MAX
+    while head < tail:
+        p = queue[head]
+        head += 1
+        dp = work[p]
+        if dp >= limit:
+            break
+        c = cnt[p]
+        dn = dp + 1
+        m = 0
+        for k in range(K):
+            if mode != 0:
+                q = p + foff[k]
+                if mode == 2 and work[q] == PORTAL:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+            else:
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+            if dedupe:
+                dup = False
+                for t in range(m):
+                    if buf[t] == q:
+                        dup = True
+                        break
+                if dup:
+                    continue
+                buf[m] = q
+                m += 1
+            v = work[q]
+            if v == UNVISITED:
+                work[q] = dn
+                cnt[q] = c
+                queue[tail] = q
+                tail += 1
+                if q == end:
+                    limit = dn
+            elif v == dn:
+                if cnt[q] > INT64_MAX - c:
+                    cnt[q] = INT64_MAX
+                else:
+                    cnt[q] += c
+    if work[end] < 0:
+        return 0
+    return cnt[end]
+
+
+# ---------------------------------------------------------------------------------------
+# Indexed binary heap and Dijkstra
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _sift_up(hkey, hidx, pos, i):
+    key = hkey[i]
+    idx = hidx[i]
+    while i > 0:
+        par = (i - 1) >> 1
+        if hkey[par] <= key:
+            break
+        hkey[i] = hkey[par]
+        hidx[i] = hidx[par]
+        pos[hidx[i]] = i
+        i = par
+    hkey[i] = key
+    hidx[i] = idx
+    pos[idx] = i
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(hkey, hidx, pos, i, size):
+    key = hkey[i]
+    idx = hidx[i]
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hkey[c + 1] < hkey[c]:
+            c += 1
+        if hkey[c] >= key:
+            break
+        hkey[i] = hkey[c]
+        hidx[i] = hidx[c]
+        pos[hidx[i]] = i
+        i = c
+    hkey[i] = key
+    hidx[i] = idx
+    pos[idx] = i
+
+
+@njit(cache=True, nogil=True)
+def _dijkstra_run(pd, pw, hkey, hidx, pos, size, foff, offs, r, shape, pstrides, periodic,
+                  mode, stop):
+    """Dijkstra with an indexed binary heap (decrease-key) in padded space.
+
+    ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
+    cell (``WALL``/``PORTAL`` negative), ``pos`` each cell's heap slot (-1 never queued,
+    -2 settled). ``hkey/hidx[:size]`` is the seeded heap. With ``stop >= 0`` it stops
+    once every cell with cost <= cost(stop) is settled, so those costs equal a full run's.
+    O((n + e) log n).
+    """
+    K = foff.shape[0]
+    limit = np.inf
+    while size > 0:
+        p = hidx[0]
+        dp = hkey[0]
+        if dp > limit:
+            break
+        size -= 1
+        pos[p] = -2
+        if size > 0:
+            hkey[0] = hkey[size]
+            hidx[0] = hidx[size]
+            pos[hidx[0]] = 0
+            _sift_down(hkey, hidx, pos, 0, size)
+        if p == stop:
+            limit = dp
+        for k in range(K):
+            if mode != 0:
+                q = p + foff[k]
+                w = pw[q]
+                if mode == 2 and w == PORTAL:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                    w = pw[q]
+            else:
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+                w = pw[q]
+            if w < 0:
+                continue
+            nd = dp + w
+            if nd < pd[q]:
+                pd[q] = nd
+                s = pos[q]
+                if s == -1:
+                    hkey[size] = nd
+                    hidx[size] = q
+                    pos[q] = size
+                    size += 1
+                    _sift_up(hkey, hidx, pos, size - 1)
+                else:
+                    hkey[s] = nd
+                    _sift_up(hkey, hidx, pos, s)
+    return size
+
+
+@njit(cache=True, nogil=True)
+def _walk_back_weighted(pd, pw, mark, stack, nfoff, noffs, r, shape, pstrides, periodic,
+                        mode, start, end):
+    """Walk from ``end`` back to ``start`` over tight in-edges (``pd[u] + pw[v] == pd[v]``),
+    always to the smallest-index unmarked candidate; backtrack on a dead end.
+
+    With strictly positive increments this is the plain greedy walk; the marks only
+    matter when zero-cost steps allow cycles. Writes end..start into ``stack`` and
+    returns its length (0 if ``start`` was not reached, which cannot happen after a
+    successful Dijkstra). O(visited * k).
+    """
+    K = nfoff.shape[0]
+    stack[0] = end
+    mark[end] = 1
+    top = 1
+    while top > 0:
+        v = stack[top - 1]
+        if v == start:
+            return top
+        wv = pw[v]
+        dv = pd[v]
+        best = -1
+        for k in range(K):
+            u = _step(pw, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
+            if u < 0 or pw[u] < 0 or mark[u] != 0:
+                continue
+            if pd[u] + wv == dv and (best < 0 or u < best):
+                best = u
+        if best < 0:
+            top -= 1
+        else:
+            mark[best] = 1
+            stack[top] = best
+            top += 1
+    return 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _closeness_run(work_t, queue_t, psrc, out, n_open, foff, offs, r, shape, pstrides,
+                   periodic, mode):
+    """One BFS per source; thread slot t takes sources t, t+T, t+2T, ... and reuses
+    ``work_t[t]`` (reset through its queue after each search) and ``queue_t[t]``.
+    O(len(psrc) * n k / T)."""
+    T = work_t.shape[0]
+    ns = psrc.shape[0]
+    for tt in prange(T):
+        t = np.int64(tt)
+        work = work_t[t]
+        queue = queue_t[t]
+        for s in range(t, ns, T):
+            p0 = psrc[s]
+            work[p0] = 0
+            queue[0] = p0
+            reached, tot = _bfs_queue(work, queue, 1, -1, foff, offs, r, shape, pstrides,
+                                      periodic, mode)
+            for h in range(reached):
+                work[queue[h]] = UNVISITED
+            if tot > 0 and n_open > 1:
+                c = (reached - 1.0) / tot
+                c *= (reached - 1.0) / (n_open - 1)
+            else:
+                c = 0.0
+            out[s] = c
+
+
+# ---------------------------------------------------------------------------------------
+# Real-space kernels: row targets, components, degree, catalytic path
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _row_target(row, o, shape, periodic):
+    """Row (index over all axes but the last) reached from ``row`` by offset ``o``, with
+    periodic wrap, or -1 when it leaves an open axis."""
+    d = shape.shape[0]
+    rem = row
+    t = 0
+    mult = 1
+    for a in range(d - 2, -1, -1):
+        n_a = shape[a]
+        c = rem % n_a
+        rem //= n_a
+        c += o[a]
+        if c < 0 or c >= n_a:
+            if periodic[a]:
+                c %= n_a
+            else:
+                return -1
+        t += c * mult
+        mult *= n_a
+    return t
+
+
+@njit(cache=True, nogil=True)
+def _find(parent, x):
+    """Root of ``x`` with path halving."""
+    while True:
+        p = parent[x]
+        if p == x:
+            return x
+        gp = parent[p]
+        parent[x] = gp
+        x = gp
+
+
+@njit(cache=True, nogil=True)
+def _union(parent, a, b):
+    """Join the sets of ``a`` and ``b``, the larger root under the smaller, so every root
+    stays the smallest index of its set and ``parent[x] <= x`` throughout."""
+    ra = _find(parent, a)
+    rb = _find(parent, b)
+    if ra < rb:
+        parent[rb] = ra
+    elif rb < ra:
+        parent[ra] = rb
+
+
+@njit(cache=True, nogil=True)
+def _relabel(parent):
+    """Turn a forest with ``parent[x] <= x`` into labels in place: entries < 0 become 0,
+    trees are numbered 1..count by their root (= smallest index). When x is reached its
+    parent has already been converted to the label of their common root. Returns count.
+    Branch-free; O(len(parent))."""
+    count = 0
+    for i in range(parent.shape[0]):
+        p = parent[i]
+        isroot = p == i
+        count += isroot
+        lab = parent[max(p, 0)]
+        v = count if isroot else lab
+        parent[i] = v if p >= 0 else 0
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _chunk_bounds(nrow, T, t):
+    return nrow * t // T, nrow * (t + 1) // T
+
+
+# --- components over runs ------------------------------------------------------------
+# A run is a maximal stretch of open sites along the last axis. When the stencil holds
+# the unit step along the last axis (von Neumann, Moore, most user stencils) a run is
+# connected, so union-find over runs instead of sites does the same job with about
+# p(1-p) as many elements and with branch-free scans over the sites.
+
+
+# In the scans below ``(v + 255) >> 8`` is the open bit of a uint8 ``v``: a compare
+# there (or a helper function, which Numba does not inline into code called from a
+# parallel loop) makes them several times slower.
+
+
+@njit(cache=True, nogil=True)
+def _runs_count_row(seg):
+    c = 0
+    prev = 0
+    for x in range(seg.shape[0]):
+        o = (np.int64(seg[x]) + 255) >> 8
+        c += o & (prev ^ 1)
+        prev = o
+    return c
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _runs_count(open_, L, row_cnt, T):
+    """``row_cnt[row]`` = number of runs in each row; parallel over row chunks. O(n)."""
+    nrow = row_cnt.shape[0]
+    for tt in prange(T):
+        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
+        for row in range(lo, hi):
+            row_cnt[row] = _runs_count_row(open_[row * L:(row + 1) * L])
+
+
+@njit(cache=True, nogil=True)
+def _runs_write_row(seg, rs, re, k0, spill):
+    """Write the run starts and ends (x, exclusive end) of one row from slot ``k0``.
+
+    With ``spill`` the scan is branch-free and slot ``k0 + count`` (the next row's first)
+    receives scratch values; without it only the row's own slots are written.
+    """
+    L = seg.shape[0]
+    ks = k0
+    ke = k0
+    prev = 0
+    if spill:
+        for x in range(L):
+            o = (np.int64(seg[x]) + 255) >> 8
+            rs[ks] = x
+            ks += o & (prev ^ 1)
+            re[ke] = x
+            ke += prev & (o ^ 1)
+            prev = o
+    else:
+        for x in range(L):
+            o = (np.int64(seg[x]) + 255) >> 8
+            if o > prev:
+                rs[ks] = x
+                ks += 1
+            elif prev > o:
+                re[ke] = x
+                ke += 1
+            prev = o
+    if prev:
+        re[ke] = L
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _runs_write(open_, L, row_ptr, rs, re, T):
+    """Fill ``rs``/``re`` for all rows: row chunks in parallel, each in ascending order.
+    A row's scratch slot is the first slot of the next row that has runs; the scan may
+    use it only when that row lies in the same chunk (it is then rewritten later by
+    the same thread). O(n)."""
+    nrow = row_ptr.shape[0] - 1
+    for tt in prange(T):
+        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
+        for row in range(lo, hi):
+            _runs_write_row(open_[row * L:(row + 1) * L], rs, re, row_ptr[row],
+                            row_ptr[row + 1] < row_ptr[hi])
+
+
+@njit(cache=True, nogil=True)
+def _first_overlap(rs, re, b0, b1, s):
+    """First run in [b0, b1) whose end is past ``s`` (binary search)."""
+    while b0 < b1:
+        mid = (b0 + b1) >> 1
+        if re[mid] <= s:
+            b0 = mid + 1
+        else:
+            b1 = mid
+    return b0
+
+
+@njit(cache=True, nogil=True)
+def _runs_union_piece(rp, ra, rs, re, b, b1, e):
+    """Join the set of root ``ra`` with runs b, b+1, ... (< b1) that start before ``e``;
+    return the root of the joined set."""
+    while b < b1 and rs[b] < e:
+        rb = b
+        while True:  # find with path halving, spelled out (see the note above)
+            p = rp[rb]
+            if p == rb:
+                break
+            gp = rp[p]
+            rp[rb] = gp
+            rb = gp
+        if rb < ra:
+            rp[ra] = rb
+            ra = rb
+        elif ra < rb:
+            rp[rb] = ra
+        b += 1
+    return ra
+
+
+@njit(cache=True, nogil=True)
+def _runs_union_rows(rp, rs, re, row_ptr, row_lo, row_hi, chunk_lo, chunk_hi, cross, half,
+                     shape, periodic):
+    """Join the runs of rows [row_lo, row_hi) with the runs they touch along each offset
+    of ``half`` (both ends open). With ``cross`` False only target rows inside
+    [chunk_lo, chunk_hi), with ``cross`` True only the others. O(runs * offsets)."""
+    d = shape.shape[0]
+    L = shape[d - 1]
+    per_last = periodic[d - 1] != 0
+    H = half.shape[0]
+    for row in range(row_lo, row_hi):
+        a0 = row_ptr[row]
+        a1 = row_ptr[row + 1]
+        if a0 == a1:
+            continue
+        for h in range(H):
+            rt = _row_target(row, half[h], shape, periodic)
+            if rt < 0:
+                continue
+            inside = rt >= chunk_lo and rt < chunk_hi
+            if inside == cross:
+                continue
+            b0 = row_ptr[rt]
+            b1 = row_ptr[rt + 1]
+            if b0 == b1:
+                continue
+            cl = half[h, d - 1]
+            if rt == row and (cl == 1 or cl == -1):
+                # the unit step joins runs only across the periodic seam
+                if per_last and rs[a0] == 0 and re[a1 - 1] == L:
+                    _union(rp, a0, a1 - 1)
+                continue
+            b = b0
+            for a in range(a0, a1):
+                if per_last:
+                    ln = re[a] - rs[a]
+                    if ln >= L:
+                        s = 0
+                        e = L
+                    else:
+                        s = (rs[a] + cl) % L
+                        e = s + ln
+                    b = _first_overlap(rs, re, b0, b1, s)
+                else:
+                    s = max(rs[a] + cl, 0)
+                    e = min(re[a] + cl, L)
+                    if s >= e:
+                        continue
+                    while b < b1 and re[b] <= s:
+                        b += 1
+                if b < b1 and rs[b] < e:
+                    ra = _runs_union_piece(rp, _find(rp, a), rs, re, b, b1, min(e, L))
+                    rp[a] = ra
+                if e > L:
+                    ra = _runs_union_piece(rp, _find(rp, a), rs, re, b0, b1, e - L)
+                    rp[a] = ra
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _runs_union(rp, rs, re, row_ptr, half, shape, periodic, T):
+    """All run unions: row chunks join their internal pairs in parallel (they touch
+    disjoint run ranges), then the pairs across chunk boundaries are joined in order."""
+    nrow = row_ptr.shape[0] - 1
+    for tt in prange(T):
+        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
+        _runs_union_rows(rp, rs, re, row_ptr, lo, hi, lo, hi, False, half, shape, periodic)
+    if T > 1:
+        for t in range(T):
+            lo, hi = _chunk_bounds(nrow, T, t)
+            _runs_union_rows(rp, rs, re, row_ptr, lo, hi, lo, hi, True, half, shape,
+                             periodic)
+
+
+@njit(cache=True, nogil=True)
+def _runs_label_row(out, seg, lab, a0):
+    """Labels of one row whose first run is ``a0``; ``lab[a + 1]`` is the label of run
+    ``a``. A running count of run starts picks the run, the open bit zeroes the gaps.
+    Branch-free; O(L)."""
+    a = a0
+    prev = 0
+    for x in range(seg.shape[0]):
+        o = (np.int64(seg[x]) + 255) >> 8
+        a += o & (prev ^ 1)
+        prev = o
+        out[x] = lab[a] * o
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _runs_label(out, open_, lab, row_ptr, L, T):
+    nrow = row_ptr.shape[0] - 1
+    for tt in prange(T):
+        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
+        for row in range(lo, hi):
+            if row_ptr[row + 1] == row_ptr[row]:
+                out[row * L:(row + 1) * L] = 0
+            else:
+                _runs_label_row(out[row * L:(row + 1) * L], open_[row * L:(row + 1) * L],
+                                lab, row_ptr[row])
+
+
+# --- components over sites (stencils without the unit last-axis step) ----------------
+
+
+@njit(cache=True, nogil=True)
+def _cc_rows(parent, row_lo, row_hi, chunk_lo, chunk_hi, cross, half, shape, periodic):
+    """Union every open site of rows [row_lo, row_hi) with its neighbour along each offset
+    of ``half``. With ``cross`` False only pairs whose other row lies in
+    [chunk_lo, chunk_hi), with ``cross`` True only the others. O(n k alpha)."""
+    d = shape.shape[0]
+    L = shape[d - 1]
+    per_last = periodic[d - 1] != 0
+    H = half.shape[0]
+    for row in range(row_lo, row_hi):
+        bi = row * L
+        for h in range(H):
+            rt = _row_target(row, half[h], shape, periodic)
+            if rt < 0:
+                continue
+            inside = rt >= chunk_lo and rt < chunk_hi
+            if inside == cross:
+                continue
+            bj = rt * L
+            cl = half[h, d - 1]
+            if per_last:
+                s = cl % L
+                x0 = 0
+                x1 = L
+            else:
+                s = cl
+                x0 = max(0, -cl)
+                x1 = min(L, L - cl)
+            for x in range(x0, x1):
+                i = bi + x
+                if parent[i] < 0:
+                    continue
+                x2 = x + s
+                if x2 >= L:
+                    x2 -= L
+                j = bj + x2
+                if parent[j] < 0:
+                    continue
+                _union(parent, i, j)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _cc_init(parent, open_):
+    has_mask = open_.shape[0] != 0
+    for i in prange(parent.shape[0]):
+        if has_mask and open_[i] == 0:
+            parent[i] = -1
+        else:
+            parent[i] = i
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _cc_union(parent, L, half, shape, periodic, T):
+    """Site unions: row chunks in parallel, then the pairs across chunks in order."""
+    nrow = parent.shape[0] // L
+    for tt in prange(T):
+        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
+        _cc_rows(parent, lo, hi, lo, hi, False, half, shape, periodic)
+    if T > 1:
+        for t in range(T):
+            lo, hi = _chunk_bounds(nrow, T, t)
+            _cc_rows(parent, lo, hi, lo, hi, True, half, shape, periodic)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _degree_rows(deg, open_, offs, shape, periodic):
+    """Degree without duplicates possible: per row, count stencil entries that land on
+    an open site. O(n k)."""
+    d = shape.shape[0]
+    L = shape[d - 1]
+    per_last = periodic[d - 1] != 0
+    has_mask = open_.shape[0] != 0
+    K = offs.shape[0]
+    nrow = deg.shape[0] // L
+    for prow in prange(nrow):
+        row = np.int64(prow)
+        bi = row * L
+        for x in range(L):
+            deg[bi + x] = 0
+        for k in range(K):
+            o = offs[k]
+            rt = _row_target(row, o, shape, periodic)
+            if rt < 0:
+                continue
+            bj = rt * L
+            cl = o[d - 1]
+            if per_last:
+                s = cl % L
+                x0 = 0
+                x1 = L
+            else:
+                s = cl
+                x0 = max(0, -cl)
+                x1 = min(L, L - cl)
+            for x in range(x0, x1):
+                x2 = x + s
+                if x2 >= L:
+                    x2 -= L
+                if has_mask and open_[bj + x2] == 0:
+                    continue
+                deg[bi + x] += 1
+        if has_mask:
+            for x in range(L):
+                if open_[bi + x] == 0:
+                    deg[bi + x] = 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _degree_dedupe(deg, buf_t, open_, offs, shape, strides, periodic):
+    """Degree as the size of the de-duplicated neighbour set (``neighbors_into``), thread
+    slot t taking sites t, t+T, ... with its own buffer. O(n k^2)."""
+    T = buf_t.shape[0]
+    n = deg.shape[0]
+    has_mask = open_.shape[0] != 0
+    for tt in prange(T):
+        t = np.int64(tt)
+        buf = buf_t[t]
+        for i in range(t, n, T):
+            if has_mask and open_[i] == 0:
+                deg[i] = 0
+            else:
+                deg[i] = neighbors_into(i, shape, strides, periodic, offs, open_, True, buf)
+
+
+@njit(cache=True, nogil=True)
+def _coords(p, strides, c):
+    rem = p
+    for a in range(strides.shape[0]):
+        q = rem // strides[a]
+        rem -= q * strides[a]
+        c[a] = q
+
+
+@njit(cache=True, nogil=True)
+def _from_coords(c, k, offs, shape, strides, periodic, open_):
+    """Neighbour of the site at coordinates ``c`` along stencil entry ``k`` (as
+    ``_lattice.neighbor``), or -1."""
+    j = 0
+    for a in range(shape.shape[0]):
+        x = c[a] + offs[k, a]
+        n_a = shape[a]
+        if x < 0 or x >= n_a:
+            if periodic[a]:
+                x %= n_a
+            else:
+                return -1
+        j += x * strides[a]
+    if open_.shape[0] != 0 and open_[j] == 0:
+        return -1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def _catalytic_bfs(state, n, queue, c, start, end, offs, shape, strides, periodic, open_):
+    """BFS whose only per-site state is ``state[i]`` = 0 (unvisited) or 1 + dist mod 3.
+
+    Zeroes ``state[:n]`` first. Returns dist(start, end) or -1. O(visited * k).
+    """
+    for i in range(n):
+        state[i] = 0
+    state[start] = 1
+    if start == end:
+        return 0
+    K = offs.shape[0]
+    queue[0] = start
+    head = 0
+    tail = 1
+    level_end = 1
+    level = 0
+    while head < tail:
+        if head == level_end:
+            level += 1
+            level_end = tail
+        p = queue[head]
+        head += 1
+        nxt = 1 + (level + 1) % 3
+        _coords(p, strides, c)
+        for k in range(K):
+            j = _from_coords(c, k, offs, shape, strides, periodic, open_)
+            if j < 0 or state[j] != 0:
+                continue
+            state[j] = nxt
+            queue[tail] = j
+            tail += 1
+            if j == end:
+                return level + 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _catalytic_walk(state, path, c, D, end, noffs, shape, strides, periodic, open_):
+    """Walk from ``end`` (distance D) back to the source: each time to the smallest-index
+    in-neighbour whose state says distance D-1 (mod 3). Writes end..start. O(D k)."""
+    K = noffs.shape[0]
+    v = end
+    path[0] = end
+    for m in range(1, D + 1):
+        want = 1 + (D - m) % 3
+        _coords(v, strides, c)
+        best = -1
+        for k in range(K):
+            u = _from_coords(c, k, noffs, shape, strides, periodic, open_)
+            if u >= 0 and state[u] == want and (best < 0 or u < best):
+                best = u
+        path[m] = best
+        v = best
+    return D + 1
+
+
+# ---------------------------------------------------------------------------------------
+# Host functions
+# ---------------------------------------------------------------------------------------
+
+
+def _work_array(g: Plan, open_val=UNVISITED) -> np.ndarray:
+    work = np.empty(g.psize, dtype=g.itype)
+    empty = np.empty(0, dtype=g.itype)
+    t = g.itype
+    _fill_padded(work, empty, g.open_, t(open_val), t(WALL), t(PORTAL), g.shape, g.periodic,
+                 g.r, g.pshape)
+    return work
+
+
+def _geo(g: Plan):
+    return (g.foff, g.offs, g.r, g.shape, g.pstrides, g.periodic, g.mode)
+
+
+def _ngeo(g: Plan):
+    return (g.nfoff, g.noffs, g.r, g.shape, g.pstrides, g.periodic, g.mode)
+
+
+def _hop_search(g: Plan, psrc, stop=-1):
+    """Sequential BFS from padded sources ``psrc`` (stopping after ``stop``'s level);
+    returns the padded distance array."""
+    work = _work_array(g)
+    psrc = np.unique(np.asarray(psrc, dtype=np.int64))
+    queue = np.empty(max(g.n_open, psrc.shape[0]) + 1, dtype=g.itype)
+    work[psrc] = 0
+    queue[: psrc.shape[0]] = psrc
+    _bfs_queue(work, queue, psrc.shape[0], stop, *_geo(g))
+    return work
+
+
+# Frontier sizes for the parallel BFS: below _PAR_MIN cells a level is expanded by one
+# thread (a parallel launch costs a few microseconds); _PAR_CHUNK cells per thread per round.
+_PAR_MIN = 1024
+_PAR_CHUNK = 8192
+
+
+def _free_threads() -> int:
+    """Numba's thread count, cut to the CPUs that no other task is running on right now.
+
+    A parallel kernel meets its threads at a barrier after every ``prange``; the BFS does
+    so once per level, hundreds of times per call. When another process keeps a core
+    busy, every barrier waits for a descheduled thread's next time slice: measured on
+    2 cores next to one busy process, a 10 ms search then took up to 1.5 s, and the
+    components 40 ms instead of 15, while one thread is only about 1.5x slower than two
+    on free cores. Linux reports the runnable tasks in ``/proc/loadavg``; this process's
+    own running threads (Numba's workers spin for a while after a parallel loop) are
+    taken off. Elsewhere all threads are used. About 60 us.
+    """
+    T = numba.get_num_threads()
+    if T <= 1:
+        return 1
+    try:
+        ncpu = len(os.sched_getaffinity(0))
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+            own += stat[stat.rindex(")") + 2] == "R"
+    except (AttributeError, OSError, ValueError, IndexError):
+        return T
+    return max(1, min(T, ncpu - max(running - own, 0)))
+
+
+# Below this many sites a call runs on one thread (parallel launches cost more than they
+# save there, and it skips the /proc reads of _free_threads).
+_PAR_SITES = 1 << 16
+
+
+def _on_free_cpus(func):
+    """Run a host function with Numba's thread count set (for this calling thread, as
+    ``numba.set_num_threads`` does) to :func:`_free_threads`, or to 1 on small lattices;
+    results never depend on it."""
+
+    @functools.wraps(func)
+    def wrapper(shape, *args, **kwargs):
+        n = int(np.prod(np.asarray(shape, dtype=np.int64), dtype=object))
+        T = 1 if n < _PAR_SITES else _free_threads()
+        prev = numba.get_num_threads()
+        if T == prev:
+            return func(shape, *args, **kwargs)
+        numba.set_num_threads(T)
+        try:
+            return func(shape, *args, **kwargs)
+        finally:
+            numba.set_num_threads(prev)
+
+    return wrapper
+
+
+@_on_free_cpus
+def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray:
+    """Multi-source hop distances.
+
+    Parameters
+    ----------
+    shape : array_like of int, (d,)
+    periodic : array_like of uint8, (d,)
+    offsets : ndarray of int64, (k, d)
+    open_ : ndarray of uint8, (n,) or (0,)
+    dedupe : bool
+        Unused: duplicate neighbours and self-loops cannot change a BFS distance.
+    sources : array_like of int
+        Flat indices of open source sites (distance 0).
+
+    Returns
+    -------
+    ndarray of int64, (n,)
+        Hops from the nearest source; -1 for unreachable and blocked sites.
+
+    Notes
+    -----
+    Level-synchronous BFS in the padded index space, O(n k) time. Levels of at least
+    ``_PAR_MIN`` cells are split over the threads when the CPUs are free (see
+    :func:`_free_threads`); distances do not depend on it. Memory: the int32 padded work
+    array, two int32 frontier arrays of n_open entries, then the int64 result: at most
+    12 bytes per site at once (int64 work and frontiers past 2**31 padded cells).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> bfs_distance((2, 3), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8), False, [0])
+    array([0, 1, 2, 1, 2, 3])
+    """
+    g = make_plan(shape, periodic, offsets, open_)
+    work = _work_array(g)
+    psrc = np.unique(_to_padded(sources, g))
+    m = psrc.shape[0]
+    cap = max(g.n_open, m) + max(1024, g.n_open >> 8) + 1
+    cur = np.empty(cap, dtype=g.itype)
+    nxt = np.empty(cap, dtype=g.itype)
+    work[psrc] = 0
+    cur[:m] = psrc
+    T = numba.get_num_threads()
+    K = max(g.offs.shape[0], 1)
+    bufs = np.empty((T, K * _PAR_CHUNK + 1) if T > 1 else (1, 1), dtype=g.itype)
+    cnt = np.zeros(bufs.shape[0], dtype=np.int64)
+    _bfs_frontiers(work, cur, nxt, m, bufs, cnt, _PAR_MIN, *_geo(g))
+    del cur, nxt, bufs
+    out = np.empty(g.n, dtype=np.int64)
+    _unpad(work, out, g.shape, g.r, g.pshape, True)
+    return out
+
+
+def _weighted_search(g: Plan, weights, psrc, stop=-1):
+    """Dijkstra from padded sources; returns (padded costs, padded entry weights)."""
+    pw = np.empty(g.psize, dtype=np.float64)
+    _fill_padded(pw, np.ascontiguousarray(weights, dtype=np.float64), g.open_, 0.0,
+                 float(WALL), float(PORTAL), g.shape, g.periodic, g.r, g.pshape)
+    pd = np.full(g.psize, np.inf)
+    pos = np.full(g.psize, -1, dtype=g.itype)
+    cap = max(g.n_open, 1)
+    hkey = np.empty(cap, dtype=np.float64)
+    hidx = np.empty(cap, dtype=g.itype)
+    psrc = np.unique(np.asarray(psrc, dtype=np.int64))
+    m = psrc.shape[0]
+    pd[psrc] = 0.0
+    hkey[:m] = 0.0  # all keys equal: already a heap
+    hidx[:m] = psrc
+    pos[psrc] = np.arange(m)
+    _dijkstra_run(pd, pw, hkey, hidx, pos, m, *_geo(g), stop)
+    return pd, pw
+
+
+@_on_free_cpus
+def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources) -> np.ndarray:
+    """Multi-source weighted distances, where entering site v costs ``weights[v]``.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+    weights : ndarray of float64, (n,)
+        Non-negative cost of entering each site.
+    sources : array_like of int
+        Flat indices of open source sites (cost 0).
+
+    Returns
+    -------
+    ndarray of float64, (n,)
+        Least cost from the nearest source; inf for unreachable and blocked sites.
+
+    Notes
+    -----
+    Dijkstra with an indexed binary heap: O((n + e) log n) time, about 40 bytes per
+    padded cell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1], [1]])
+    >>> dijkstra_distance((4,), np.zeros(1, np.uint8), off, np.zeros(0, np.uint8), False,
+    ...                   np.array([5.0, 1.0, 2.0, 0.5]), [0])
+    array([0. , 1. , 3. , 3.5])
+    """
+    g = make_plan(shape, periodic, offsets, open_)
+    pd, _ = _weighted_search(g, weights, _to_padded(sources, g))
+    out = np.empty(g.n, dtype=np.float64)
+    _unpad(pd, out, g.shape, g.r, g.pshape, False)
+    return out
+
+
+@_on_free_cpus
+def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None) -> np.ndarray:
+    """One shortest path from ``start`` to ``end``, chosen by the project-wide tie rule.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+    start, end : int
+        Flat indices of open sites.
+    weights : ndarray of float64, (n,), optional
+        Cost of entering each site; hop counts when None.
+
+    Returns
+    -------
+    ndarray of int64
+        Flat indices start..end; length 0 when ``end`` is unreachable.
+
+    Notes
+    -----
+    Distances from ``start`` (the search stops once ``end``'s distance is final), then a
+    walk back from ``end``: at site v with distance D it moves to the in-neighbour u of
+    smallest flat index with dist[u] == D - 1 (hops) or dist[u] + weights[v] == dist[v]
+    (weighted). Zero (or below-rounding) weights can make that greedy walk cycle; the
+    weighted walk therefore never revisits a site and backtracks from dead ends, which
+    gives the same path whenever the greedy walk does not revisit. O(n k) hops,
+    O((n + e) log n) weighted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> shortest_path((3, 3), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8), False, 0, 8)
+    array([0, 1, 2, 5, 8])
+    """
+    g = make_plan(shape, periodic, offsets, open_)
+    ps, pe = _to_padded([start, end], g)
+    if weights is None:
+        work = _hop_search(g, [ps], stop=pe)
+        D = int(work[pe])
+        if D < 0:
+            return np.empty(0, dtype=np.int64)
+        path = np.empty(D + 1, dtype=np.int64)
+        _walk_back_hops(work, path, *_ngeo(g), pe)
+        return _to_real(path[::-1], g)
+    pd, pw = _weighted_search(g, weights, [ps], stop=pe)
+    if not np.isfinite(pd[pe]):
+        return np.empty(0, dtype=np.int64)
+    mark = np.zeros(g.psize, dtype=np.uint8)
+    stack = np.empty(max(g.n_open, 1), dtype=np.int64)
+    m = _walk_back_weighted(pd, pw, mark, stack, *_ngeo(g), ps, pe)
+    return _to_real(stack[:m][::-1], g)
+
+
+@_on_free_cpus
+def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
+    """Number of distinct shortest hop paths from ``start`` to ``end``.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance`; ``dedupe`` matters here (a duplicated
+        neighbour must not count twice).
+    start, end : int
+        Flat indices of open sites.
+
+    Returns
+    -------
+    count : int
+        The number of paths (0 when unreachable); meaningless when ``overflowed``.
+    overflowed : bool
+        True when the count at ``end`` reached 2**63 - 1 (counts saturate there, so a
+        large count elsewhere that does not reach ``end`` does not raise it); the caller
+        then recomputes exactly.
+
+    Notes
+    -----
+    BFS layer dynamic programming, stopping after the layer before ``end``:
+    O(n k) time (O(n k^2) with ``dedupe``), int32 distances and int64 counts per cell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> count_shortest_paths((3, 4), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8),
+    ...                      False, 0, 11)
+    (10, False)
+    """
+    if start == end:
+        return 1, False
+    g = make_plan(shape, periodic, offsets, open_)
+    ps, pe = _to_padded([start, end], g)
+    work = _work_array(g)
+    cnt = np.empty(g.psize, dtype=np.int64)
+    queue = np.empty(max(g.n_open, 1), dtype=g.itype)
+    buf = np.empty(max(g.offs.shape[0], 1), dtype=np.int64)
+    c = int(_count_run(work, cnt, queue, buf, *_geo(g), bool(dedupe), ps, pe))
+    if c == INT64_MAX:
+        return c, True
+    return c, False
+
+
+def _half_stencil(offsets) -> np.ndarray:
+    """One representative per {o, -o} pair (the one whose first non-zero entry is
+    negative), zero offsets dropped, duplicates removed."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    rows = set()
+    for o in offsets:
+        nz = np.flatnonzero(o)
+        if nz.shape[0] == 0:
+            continue
+        c = o if o[nz[0]] < 0 else -o
+        rows.add(tuple(int(x) for x in c))
+    d = offsets.shape[1]
+    if not rows:
+        return np.zeros((0, d), dtype=np.int64)
+    return np.array(sorted(rows), dtype=np.int64).reshape(-1, d)
+
+
+@_on_free_cpus
+def connected_components(shape, periodic, offsets, open_, dedupe):
+    """Label the connected components of the open sites.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused). The neighbour
+        relation is taken as undirected, so asymmetric stencils are allowed.
+
+    Returns
+    -------
+    labels : ndarray of int32 (int64 when n >= 2**31), (n,)
+        0 for blocked sites; components numbered 1..count in the order of their lowest
+        flat index (the numbering of ``scipy.ndimage.label``).
+    count : int
+
+    Notes
+    -----
+    Union-find with path halving over one offset of each {o, -o} pair, always linking
+    the larger root under the smaller, so every root is its component's first element
+    and one ordered pass numbers the components. When the stencil holds the unit step
+    along the last axis (von Neumann, Moore) the elements are runs of open sites along
+    that axis: branch-free scans find the runs and write the labels, union-find joins
+    the runs a shifted run overlaps. Otherwise the elements are the sites. Rows are
+    split into one chunk per thread, joined in parallel, then the chunk seams are joined
+    in order. O(n + R k alpha) time for R runs (O(n k alpha) per site); besides the
+    labels, about 12 bytes per run (R <= n/2 + 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> m = np.array([1, 0, 1, 1, 0, 1], np.uint8)
+    >>> connected_components((2, 3), np.zeros(2, np.uint8), off, m, False)
+    (array([1, 0, 2, 1, 0, 2], dtype=int32), 2)
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
+    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    n = int(np.prod(shape, dtype=object))
+    half = _half_stencil(np.asarray(offsets, dtype=np.int64).reshape(-1, d))
+    ltype = np.int32 if n <= _INT32_LIMIT else np.int64
+    if n == 0:
+        return np.empty(0, dtype=ltype), 0
+    L = int(shape[-1])
+    nrow = n // L
+    T = max(1, min(numba.get_num_threads(), nrow))
+    unit = np.zeros(d, dtype=np.int64)
+    unit[-1] = -1
+    if L == 1 or (half == unit).all(axis=1).any():
+        if open_.shape[0] == 0:
+            open_ = np.ones(n, dtype=np.uint8)  # one run per row; O(n) bytes, rarely used
+        row_cnt = np.empty(nrow, dtype=np.int64)
+        _runs_count(open_, L, row_cnt, T)
+        row_ptr = np.zeros(nrow + 1, dtype=np.int64)
+        np.cumsum(row_cnt, out=row_ptr[1:])
+        n_runs = int(row_ptr[-1])
+        xtype = np.int32 if L <= _INT32_LIMIT else np.int64
+        rs = np.empty(n_runs + 1, dtype=xtype)
+        re = np.empty(n_runs + 1, dtype=xtype)
+        _runs_write(open_, L, row_ptr, rs, re, T)
+        # lab[0] = 0 ahead of the run forest rp = lab[1:], so lab[a + 1] labels run a
+        lab = np.arange(-1, n_runs, dtype=np.int32 if n_runs < _INT32_LIMIT else np.int64)
+        rp = lab[1:]
+        _runs_union(rp, rs, re, row_ptr, half, shape, periodic, T)
+        count = int(_relabel(rp))
+        lab[0] = 0
+        labels = np.empty(n, dtype=ltype)
+        _runs_label(labels, open_, lab.astype(ltype, copy=False), row_ptr, L, T)
+        return labels, count
+    parent = np.empty(n, dtype=ltype)
+    _cc_init(parent, open_)
+    _cc_union(parent, L, half, shape, periodic, T)
+    count = int(_relabel(parent))
+    return parent, count
+
+
+@_on_free_cpus
+def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarray:
+    """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``).
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+    sources : array_like of int, optional
+        Open sites to compute; all open sites when None.
+
+    Returns
+    -------
+    ndarray of float64, (n,)
+        For each source with r sites reachable (itself included) at total distance tot,
+        ``(r-1)/tot * (r-1)/(n_open-1)`` (0 when tot == 0 or n_open == 1); nan for every
+        site not computed, blocked sites included.
+
+    Notes
+    -----
+    One BFS per source, the sources spread over the threads, each thread with its own
+    padded work array and queue: O(len(sources) n k / threads) time,
+    O(threads * n) memory. Distances are taken along out-neighbours (NetworkX's directed
+    closeness uses in-distances; the two agree for symmetric stencils).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1], [1]])
+    >>> closeness((3,), np.zeros(1, np.uint8), off, np.zeros(0, np.uint8), False)
+    array([0.66666667, 1.        , 0.66666667])
+    """
+    g = make_plan(shape, periodic, offsets, open_)
+    if sources is None:
+        src = np.flatnonzero(g.open_) if g.open_.shape[0] else np.arange(g.n)
+    else:
+        src = np.asarray(sources, dtype=np.int64).reshape(-1)
+    src = src.astype(np.int64)
+    out = np.full(g.n, np.nan)
+    if src.shape[0] == 0:
+        return out
+    T = max(1, min(numba.get_num_threads(), src.shape[0]))
+    work_t = np.empty((T, g.psize), dtype=g.itype)
+    work_t[0] = _work_array(g)
+    work_t[1:] = work_t[0]
+    queue_t = np.empty((T, g.n_open + 1), dtype=g.itype)
+    vals = np.empty(src.shape[0], dtype=np.float64)
+    _closeness_run(work_t, queue_t, _to_padded(src, g), vals, g.n_open, *_geo(g))
+    out[src] = vals
+    return out
+
+
+@_on_free_cpus
+def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -> np.ndarray:
+    """Shortest hop path whose per-site search state lives in borrowed memory.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+    start, end : int
+        Flat indices of open sites.
+    state : ndarray of uint8, length >= n
+        Borrowed memory: ``state[:n]`` is overwritten (0 unvisited, 1 + dist mod 3
+        visited); the caller restores it. ``state[n:]`` is not touched.
+
+    Returns
+    -------
+    ndarray of int64
+        Flat indices start..end, the same path as :func:`shortest_path` for symmetric
+        stencils; length 0 when unreachable.
+
+    Notes
+    -----
+    BFS with an int32 FIFO queue of n_open entries (int64 past 2**31 sites), stopping
+    when ``end`` is labelled, then a walk back choosing the smallest-index in-neighbour
+    whose state encodes distance D-1. Distances mod 3 identify D-1 because neighbours
+    of a symmetric stencil differ by at most one hop. O(n k) time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> st = np.full(9, 7, np.uint8)
+    >>> catalytic_path((3, 3), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8), False,
+    ...                0, 8, st)
+    array([0, 1, 2, 5, 8])
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
+    offs = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    n = int(np.prod(shape, dtype=object))
+    assert state.dtype == np.uint8 and state.shape[0] >= n
+    n_open = int(np.count_nonzero(open_)) if open_.shape[0] else n
+    queue = np.empty(max(n_open, 1), dtype=np.int32 if n <= _INT32_LIMIT else np.int64)
+    strides = c_strides(shape)
+    c = np.empty(d, dtype=np.int64)
+    D = int(_catalytic_bfs(state, n, queue, c, int(start), int(end), offs, shape, strides,
+                           periodic, open_))
+    if D < 0:
+        return np.empty(0, dtype=np.int64)
+    path = np.empty(D + 1, dtype=np.int64)
+    _catalytic_walk(state, path, c, D, int(end), np.ascontiguousarray(-offs), shape, strides,
+                    periodic, open_)
+    return path[::-1].copy()
+
+
+@_on_free_cpus
+def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
+    """Size of each site's neighbour set.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`bfs_distance`. With ``dedupe`` the duplicates and
+        self-loops that small periodic axes create are not counted.
+
+    Returns
+    -------
+    ndarray of int64, (n,)
+        Degree of each open site; 0 for blocked sites.
+
+    Notes
+    -----
+    Parallel over rows: O(n k) time without ``dedupe``, O(n k^2) with it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1], [1]])
+    >>> degree((4,), np.zeros(1, np.uint8), off, np.zeros(0, np.uint8), False)
+    array([1, 2, 2, 1])
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
+    offs = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    n = int(np.prod(shape, dtype=object))
+    deg = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return deg
+    if dedupe:
+        T = max(1, min(numba.get_num_threads(), n))
+        buf_t = np.empty((T, max(offs.shape[0], 1)), dtype=np.int64)
+        _degree_dedupe(deg, buf_t, open_, offs, shape, c_strides(shape), periodic)
+    else:
+        _degree_rows(deg, open_, offs, shape, periodic)
+    return deg

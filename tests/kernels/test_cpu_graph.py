@@ -1,0 +1,599 @@
+"""Numba CPU graph kernels against SciPy / NetworkX / closed-form oracles.
+
+The oracle graphs are built here from the neighbour definition in
+``catalytic/kernels/cpu/_lattice.py`` (displace, wrap periodic axes, drop off open axes
+and on blocked sites, drop self and duplicates) by a slow pure-Python enumerator that
+shares no code with the kernels.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import networkx as nx
+import numba
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+import scipy.ndimage as ndi
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from catalytic.kernels.cpu import graph as G
+
+
+@pytest.fixture(autouse=True, params=["one-thread", "all-threads"])
+def threads(request, monkeypatch):
+    """Small lattices normally run on one thread; also run every test with the parallel
+    paths forced on (row chunks, seams, per-thread buffers)."""
+    if request.param == "all-threads":
+        monkeypatch.setattr(G, "_PAR_SITES", 1)
+        monkeypatch.setattr(G, "_free_threads", numba.get_num_threads)
+    return request.param
+
+
+# -- oracle side ---------------------------------------------------------------------------
+
+
+def von_neumann(d):
+    rows = []
+    for a in range(d):
+        for s in (-1, 1):
+            r = [0] * d
+            r[a] = s
+            rows.append(r)
+    return np.array(rows, dtype=np.int64)
+
+
+def moore(d):
+    rows = [r for r in itertools.product((-1, 0, 1), repeat=d) if any(r)]
+    return np.array(rows, dtype=np.int64).reshape(-1, d)
+
+
+def neighbours(i, shape, periodic, offsets, open_):
+    """Neighbour set of site i, written from the definition (stencil order)."""
+    coords = []
+    rem = i
+    for n in reversed(shape):
+        coords.append(rem % n)
+        rem //= n
+    coords = coords[::-1]
+    out = []
+    for off in offsets:
+        j = 0
+        for a, n in enumerate(shape):
+            y = coords[a] + int(off[a])
+            if periodic[a]:
+                y %= n
+            elif not 0 <= y < n:
+                break
+            j = j * n + y
+        else:
+            if open_[j] and j != i and j not in out:
+                out.append(j)
+    return out
+
+
+class Case:
+    """A small lattice plus everything the oracles need."""
+
+    def __init__(self, shape, periodic, offsets, p_open, seed):
+        self.shape = tuple(int(s) for s in shape)
+        self.d = len(self.shape)
+        self.n = math.prod(self.shape)
+        self.periodic = np.array(periodic, dtype=np.uint8)
+        self.offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, self.d)
+        rng = np.random.default_rng(seed)
+        self.rng = rng
+        if p_open >= 1.0:
+            self.mask = np.ones(self.n, dtype=bool)
+            self.open_ = np.zeros(0, dtype=np.uint8)  # "all open"
+        else:
+            self.mask = rng.random(self.n) < p_open
+            if not self.mask.any():
+                self.mask[rng.integers(self.n)] = True
+            self.open_ = self.mask.astype(np.uint8)
+        self.nbrs = [
+            neighbours(i, self.shape, self.periodic, self.offsets, self.mask)
+            if self.mask[i] else []
+            for i in range(self.n)
+        ]
+        # would a kernel see duplicates or self-loops? (the engine's rule is conservative)
+        raw = 0
+        for i in range(self.n):
+            if self.mask[i]:
+                raw += sum(
+                    1
+                    for k in range(len(self.offsets))
+                    if self._raw_neighbour(i, k) is not None
+                )
+        self.dedupe = raw != sum(len(x) for x in self.nbrs)
+        self.args = (np.array(self.shape, dtype=np.int64), self.periodic, self.offsets,
+                     self.open_, self.dedupe)
+
+    def _raw_neighbour(self, i, k):
+        coords = np.unravel_index(i, self.shape)
+        j = 0
+        for a, n in enumerate(self.shape):
+            y = int(coords[a]) + int(self.offsets[k, a])
+            if self.periodic[a]:
+                y %= n
+            elif not 0 <= y < n:
+                return None
+            j = j * n + y
+        return j if self.mask[j] else None
+
+    def csr(self, weights=None):
+        rows = [i for i in range(self.n) for _ in self.nbrs[i]]
+        cols = [j for i in range(self.n) for j in self.nbrs[i]]
+        if weights is None:
+            data = np.ones(len(cols))
+        else:
+            data = weights[np.array(cols, dtype=np.int64)] if cols else np.zeros(0)
+        return sp.csr_array((data, (rows, cols)), shape=(self.n, self.n))
+
+    def digraph(self, weights=None):
+        D = nx.DiGraph()
+        D.add_nodes_from(int(i) for i in np.flatnonzero(self.mask))
+        for i in range(self.n):
+            for j in self.nbrs[i]:
+                if weights is None:
+                    D.add_edge(i, j)
+                else:
+                    D.add_edge(i, j, weight=float(weights[j]))
+        return D
+
+    def graph(self):
+        U = nx.Graph()
+        U.add_nodes_from(int(i) for i in np.flatnonzero(self.mask))
+        for i in range(self.n):
+            for j in self.nbrs[i]:
+                U.add_edge(i, j)
+        return U
+
+    def open_sites(self):
+        return np.flatnonzero(self.mask)
+
+    def __repr__(self):
+        per = "".join("P" if p else "o" for p in self.periodic)
+        return f"Case{self.shape}{per}k{len(self.offsets)}"
+
+
+SPECS = [
+    # shape, periodic, stencil, p_open
+    ((7,), (0,), "vn", 1.0),
+    ((9,), (1,), "vn", 0.8),
+    ((1,), (1,), "vn", 1.0),
+    ((2,), (1,), "vn", 1.0),
+    ((13,), (0,), "moore", 0.7),
+    ((5, 7), (0, 0), "vn", 1.0),
+    ((5, 7), (0, 0), "vn", 0.6),
+    ((6, 5), (1, 0), "moore", 0.7),
+    ((4, 5), (1, 1), "vn", 0.75),
+    ((1, 6), (1, 0), "vn", 0.8),
+    ((2, 5), (1, 1), "moore", 0.8),
+    ((2, 2), (1, 1), "moore", 1.0),
+    ((7, 1), (0, 1), "vn", 0.9),
+    ((3, 4, 5), (0, 0, 0), "vn", 1.0),
+    ((3, 4, 5), (0, 0, 0), "vn", 0.65),
+    ((4, 3, 5), (1, 0, 1), "moore", 0.5),
+    ((2, 3, 2), (1, 1, 1), "vn", 0.8),
+    ((5, 1, 4), (0, 1, 0), "moore", 0.7),
+    ((3, 2, 3, 4), (0, 0, 0, 0), "vn", 0.7),
+    ((3, 3, 2, 3), (1, 0, 1, 0), "moore", 0.6),
+    ((2, 2, 2, 2), (1, 1, 1, 1), "moore", 1.0),
+    ((4, 3, 3, 3), (1, 1, 1, 1), "vn", 0.75),
+]
+
+
+def _case(spec, seed):
+    shape, per, kind, p = spec
+    offs = von_neumann(len(shape)) if kind == "vn" else moore(len(shape))
+    return Case(shape, per, offs, p, seed)
+
+
+CASES = [_case(s, 100 + i) for i, s in enumerate(SPECS)]
+
+# Stencils that are not symmetric (directed neighbour relation), or skip the unit step
+# along the last axis (connected components then take the per-site path).
+ASYM = [
+    Case((5, 6), (0, 0), [[0, 1], [1, 0]], 0.8, 1),
+    Case((5, 6), (1, 1), [[0, 1], [1, 0]], 0.8, 2),
+    Case((6, 7), (0, 0), [[1, 2], [2, -1]], 0.9, 3),
+    Case((6, 7), (0, 1), [[1, 1], [-1, 1], [0, 2]], 0.85, 4),
+    Case((4, 5, 3), (1, 0, 1), [[0, 0, 2], [1, -1, 0], [0, 2, 1]], 0.8, 5),
+    Case((9,), (1,), [[3], [-2]], 0.8, 6),
+]
+
+ids = [repr(c) for c in CASES]
+asym_ids = [repr(c) for c in ASYM]
+
+
+def _sources(case, k=2):
+    open_sites = case.open_sites()
+    return np.sort(case.rng.choice(open_sites, size=min(k, open_sites.size), replace=False))
+
+
+def _bfs_oracle(case, sources):
+    d = csgraph.dijkstra(case.csr(), directed=True, indices=sources, unweighted=True,
+                         min_only=True)
+    out = np.where(np.isinf(d), -1, d).astype(np.int64)
+    out[~case.mask] = -1
+    return out
+
+
+# -- BFS -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES + ASYM, ids=ids + asym_ids)
+def test_bfs_distance_matches_scipy(case):
+    for k in (1, 3):
+        src = _sources(case, k)
+        got = G.bfs_distance(*case.args, src)
+        assert got.dtype == np.int64 and got.shape == (case.n,)
+        np.testing.assert_array_equal(got, _bfs_oracle(case, src))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_bfs_dedupe_flag_does_not_change_distances(case):
+    src = _sources(case, 2)
+    a = G.bfs_distance(*case.args[:4], False, src)
+    b = G.bfs_distance(*case.args[:4], True, src)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("par_min", [1, 16])
+def test_bfs_parallel_frontiers(monkeypatch, par_min, threads):
+    """Levels expanded by all threads (tiny chunks: many rounds per level)."""
+    if threads == "one-thread":
+        pytest.skip("needs the parallel paths")
+    monkeypatch.setattr(G, "_PAR_MIN", par_min)
+    monkeypatch.setattr(G, "_PAR_CHUNK", 7)
+    for case in (CASES[14], CASES[15], CASES[21]):
+        src = _sources(case, 2)
+        np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
+
+
+def test_bfs_larger_lattices_against_scipy():
+    rng = np.random.default_rng(7)
+    for shape, per in [((40, 30, 25), (0, 0, 0)), ((40, 30, 25), (1, 0, 1)), ((97, 101), (1, 1))]:
+        d = len(shape)
+        n = math.prod(shape)
+        mask = rng.random(n) < 0.75
+        offs = von_neumann(d)
+        src = np.flatnonzero(mask)[[0, n // 3]]
+        got = G.bfs_distance(np.array(shape), np.array(per, np.uint8), offs,
+                             mask.astype(np.uint8), False, src)
+        # explicit graph from numpy index arithmetic (vectorised, independent of the kernels)
+        idx = np.arange(n)
+        coords = np.stack(np.unravel_index(idx, shape), axis=1)
+        rows, cols = [], []
+        for off in offs:
+            c = coords + off
+            ok = np.ones(n, dtype=bool)
+            for a in range(d):
+                if per[a]:
+                    c[:, a] %= shape[a]
+                else:
+                    ok &= (c[:, a] >= 0) & (c[:, a] < shape[a])
+            j = np.ravel_multi_index(tuple(np.where(ok[:, None], c, 0).T), shape)
+            ok &= mask & mask[j]
+            rows.append(idx[ok])
+            cols.append(j[ok])
+        A = sp.csr_array((np.ones(sum(r.size for r in rows)),
+                          (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+        ref = csgraph.dijkstra(A, indices=src, unweighted=True, min_only=True)
+        ref = np.where(np.isinf(ref), -1, ref).astype(np.int64)
+        ref[~mask] = -1
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_unpadded_geometry_path():
+    """Many tiny axes: the halo would more than double the array, so the kernels run
+    unpadded; results must not change."""
+    case = Case((9000, 2, 2), (0, 1, 0), von_neumann(3), 0.8, 11)
+    g = G.make_plan(*case.args[:4])
+    assert not g.padded and g.mode == 0
+    src = _sources(case, 2)
+    np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
+    w = case.rng.uniform(0.5, 2.0, case.n)
+    ref = csgraph.dijkstra(case.csr(w), directed=True, indices=src, min_only=True)
+    ref[~case.mask] = np.inf
+    np.testing.assert_allclose(G.dijkstra_distance(*case.args, w, src), ref, rtol=1e-12)
+    s, e = int(src[0]), int(case.open_sites()[-1])
+    path = G.shortest_path(*case.args, s, e)
+    np.testing.assert_array_equal(path, _walk_oracle(case, s, e))
+    np.testing.assert_array_equal(G.catalytic_path(*case.args, s, e,
+                                                   np.zeros(case.n, np.uint8)), path)
+    np.testing.assert_array_equal(G.shortest_path(*case.args, s, e, weights=np.ones(case.n)),
+                                  path)
+    s2 = int(case.open_sites()[5])
+    U = case.graph()
+    expect = sum(1 for _ in nx.all_shortest_paths(U, s, s2)) if nx.has_path(U, s, s2) else 0
+    assert G.count_shortest_paths(*case.args, s, s2) == (expect, False)
+    got = G.closeness(*case.args, sources=src)
+    for v in src:
+        assert got[v] == pytest.approx(nx.closeness_centrality(U, u=int(v)), rel=1e-12)
+
+
+def test_dedupe_level_drops_repeats():
+    work = np.full(10, -1, dtype=np.int32)
+    work[[2, 5, 7]] = 3
+    nxt = np.array([2, 5, 2, 0, 0, 0], dtype=np.int32)
+    bufs = np.array([[7, 5, 0], [2, 7, 0]], dtype=np.int32)
+    cnt = np.array([2, 2], dtype=np.int64)
+    k = G._dedupe_level(work, nxt, 3, bufs, cnt, 3)
+    assert k == 3 and sorted(nxt[:k].tolist()) == [2, 5, 7]
+    assert (work[[2, 5, 7]] == 3).all()
+
+
+# -- Dijkstra ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES + ASYM, ids=ids + asym_ids)
+def test_dijkstra_matches_scipy(case):
+    w = case.rng.uniform(0.1, 3.0, case.n)
+    src = _sources(case, 2)
+    ref = csgraph.dijkstra(case.csr(w), directed=True, indices=src, min_only=True)
+    ref[~case.mask] = np.inf
+    got = G.dijkstra_distance(*case.args, w, src)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("case", CASES[::3], ids=ids[::3])
+def test_dijkstra_zero_weights_match_networkx(case):
+    w = case.rng.choice([0.0, 0.0, 1.0, 2.5], size=case.n)
+    src = _sources(case, 2)
+    ref = np.full(case.n, np.inf)
+    for v, dv in nx.multi_source_dijkstra_path_length(case.digraph(w), set(src.tolist())).items():
+        ref[v] = dv
+    np.testing.assert_allclose(G.dijkstra_distance(*case.args, w, src), ref, rtol=1e-12)
+
+
+# -- shortest paths ------------------------------------------------------------------------
+
+
+def _walk_oracle(case, start, end, weights=None):
+    """The project's tie rule, straight from its statement, on oracle distances."""
+    if weights is None:
+        dist = _bfs_oracle(case, np.array([start]))
+        if dist[end] < 0:
+            return np.zeros(0, dtype=np.int64)
+        path = [end]
+        v = end
+        while v != start:
+            v = min(u for u in case.nbrs[v] if dist[u] == dist[v] - 1)
+            path.append(v)
+        return np.array(path[::-1], dtype=np.int64)
+    dist = csgraph.dijkstra(case.csr(weights), directed=True, indices=start)
+    if not np.isfinite(dist[end]):
+        return np.zeros(0, dtype=np.int64)
+    path = [end]
+    v = end
+    while v != start:
+        v = min(u for u in case.nbrs[v] if dist[u] + weights[v] == dist[v])
+        path.append(v)
+        assert len(path) <= case.n
+    return np.array(path[::-1], dtype=np.int64)
+
+
+def _pairs(case, k=4):
+    o = case.open_sites()
+    pairs = [(o[0], o[-1]), (o[-1], o[0]), (o[0], o[0])]
+    for _ in range(k):
+        pairs.append(tuple(case.rng.choice(o, 2)))
+    return pairs
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_shortest_path_hops_tie_rule(case):
+    for s, e in _pairs(case):
+        got = G.shortest_path(*case.args, int(s), int(e))
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, _walk_oracle(case, s, e))
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_shortest_path_weighted_tie_rule(case):
+    # few distinct weights: many equal-cost ties, exactly representable sums
+    w = case.rng.choice([0.5, 1.0, 1.5, 2.0], size=case.n)
+    for s, e in _pairs(case):
+        got = G.shortest_path(*case.args, int(s), int(e), weights=w)
+        np.testing.assert_array_equal(got, _walk_oracle(case, s, e, w))
+
+
+@pytest.mark.parametrize("case", CASES[::2], ids=ids[::2])
+def test_shortest_path_zero_weights_is_a_shortest_simple_path(case):
+    """Zero costs allow cycles of tight steps; the walk must still end at ``start`` with
+    a simple path of least cost."""
+    w = case.rng.choice([0.0, 0.0, 0.0, 1.0], size=case.n)
+    for s, e in _pairs(case):
+        got = G.shortest_path(*case.args, int(s), int(e), weights=w)
+        # networkx, not scipy: scipy reads explicit zeros in a sparse matrix as "no edge"
+        ref = nx.single_source_dijkstra_path_length(case.digraph(w), int(s))
+        if int(e) not in ref:
+            assert got.size == 0
+            continue
+        assert got[0] == s and got[-1] == e
+        assert len(set(got.tolist())) == got.size
+        for u, v in zip(got[:-1], got[1:]):
+            assert v in case.nbrs[u]
+        assert math.isclose(float(w[got[1:]].sum()), ref[int(e)], rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_shortest_path_unreachable_is_empty():
+    mask = np.array([1, 1, 0, 1, 1], dtype=np.uint8)
+    args = (np.array([5]), np.zeros(1, np.uint8), von_neumann(1), mask, False)
+    assert G.shortest_path(*args, 0, 4).size == 0
+    assert G.shortest_path(*args, 0, 4, weights=np.ones(5)).size == 0
+    assert G.catalytic_path(*args, 0, 4, np.zeros(5, np.uint8)).size == 0
+    assert G.count_shortest_paths(*args, 0, 4) == (0, False)
+    np.testing.assert_array_equal(G.shortest_path(*args, 3, 3), [3])
+
+
+# -- counting ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (6,), (2, 7), (4, 4, 4, 2), (1, 5)])
+def test_count_shortest_paths_closed_form(shape):
+    d = len(shape)
+    n = math.prod(shape)
+    args = (np.array(shape), np.zeros(d, np.uint8), von_neumann(d), np.zeros(0, np.uint8), False)
+    steps = [s - 1 for s in shape]
+    expect = math.factorial(sum(steps))
+    for s in steps:
+        expect //= math.factorial(s)
+    assert G.count_shortest_paths(*args, 0, n - 1) == (expect, False)
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_count_shortest_paths_matches_networkx(case):
+    U = case.graph()
+    for s, e in _pairs(case, 3):
+        s, e = int(s), int(e)
+        got = G.count_shortest_paths(*case.args, s, e)
+        if nx.has_path(U, s, e):
+            expect = sum(1 for _ in nx.all_shortest_paths(U, s, e))
+        else:
+            expect = 0
+        assert got == (expect, False)
+
+
+def test_count_shortest_paths_periodic_duplicates_counted_once():
+    # periodic axis of size 2: +1 and -1 reach the same site; one path, not two
+    args = (np.array([2]), np.ones(1, np.uint8), von_neumann(1), np.zeros(0, np.uint8), True)
+    assert G.count_shortest_paths(*args, 0, 1) == (1, False)
+    args = (np.array([2, 3]), np.array([1, 0], np.uint8), von_neumann(2), np.zeros(0, np.uint8),
+            True)
+    assert G.count_shortest_paths(*args, 0, 5) == (3, False)
+
+
+def test_count_shortest_paths_overflow_flag():
+    def count(m):
+        args = (np.array([m, m]), np.zeros(2, np.uint8), von_neumann(2), np.zeros(0, np.uint8),
+                False)
+        return G.count_shortest_paths(*args, 0, m * m - 1)
+
+    assert count(34) == (math.comb(66, 33), False)  # 7.2e18 < 2**63
+    assert count(35)[1] is True  # C(68, 34) = 2.8e19
+    assert count(120)[1] is True
+
+
+# -- connected components ------------------------------------------------------------------
+
+
+def _canonical(case, components):
+    labels = np.zeros(case.n, dtype=np.int64)
+    for k, comp in enumerate(sorted(components, key=min), start=1):
+        labels[list(comp)] = k
+    return labels
+
+
+@pytest.mark.parametrize("case", CASES + ASYM, ids=ids + asym_ids)
+def test_connected_components_match_networkx(case):
+    labels, count = G.connected_components(*case.args)
+    comps = list(nx.connected_components(case.graph()))
+    assert count == len(comps)
+    assert labels.dtype == np.int32
+    np.testing.assert_array_equal(labels, _canonical(case, comps))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+@pytest.mark.parametrize("kind", ["vn", "moore"])
+def test_connected_components_match_ndimage(d, kind):
+    rng = np.random.default_rng(d * 10 + len(kind))
+    shape = {1: (301,), 2: (67, 45), 3: (17, 13, 11), 4: (7, 6, 5, 9)}[d]
+    offs = von_neumann(d) if kind == "vn" else moore(d)
+    structure = ndi.generate_binary_structure(d, 1 if kind == "vn" else d)
+    for p in (0.3, 0.55, 0.8, 1.0):
+        mask = rng.random(shape) < p
+        labels, count = G.connected_components(np.array(shape), np.zeros(d, np.uint8), offs,
+                                               mask.reshape(-1).astype(np.uint8), False)
+        ref, ref_count = ndi.label(mask, structure=structure)
+        assert count == ref_count
+        np.testing.assert_array_equal(labels, ref.reshape(-1))
+
+
+def test_connected_components_percolation_lattice():
+    rng = np.random.default_rng(3)
+    mask = rng.random((300, 257)) < 0.6
+    labels, count = G.connected_components(np.array(mask.shape), np.zeros(2, np.uint8),
+                                           von_neumann(2), mask.reshape(-1).view(np.uint8), False)
+    ref, ref_count = ndi.label(mask)
+    assert count == ref_count
+    np.testing.assert_array_equal(labels, ref.reshape(-1))
+
+
+# -- closeness -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_closeness_matches_networkx(case):
+    ref = nx.closeness_centrality(case.graph(), wf_improved=True)
+    got = G.closeness(*case.args)
+    expect = np.full(case.n, np.nan)
+    for v, c in ref.items():
+        expect[v] = c
+    np.testing.assert_allclose(got, expect, rtol=1e-12, atol=0)
+    src = _sources(case, 2)
+    part = G.closeness(*case.args, sources=src)
+    sel = np.full(case.n, np.nan)
+    sel[src] = expect[src]
+    np.testing.assert_allclose(part, sel, rtol=1e-12)
+
+
+# -- catalytic path ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_catalytic_path_equals_shortest_path(case):
+    rng = np.random.default_rng(5)
+    for s, e in _pairs(case):
+        state = rng.integers(0, 256, case.n + 17, dtype=np.uint8)
+        tail = state[case.n:].copy()
+        got = G.catalytic_path(*case.args, int(s), int(e), state)
+        np.testing.assert_array_equal(got, G.shortest_path(*case.args, int(s), int(e)))
+        np.testing.assert_array_equal(state[case.n:], tail)  # only state[:n] is used
+
+
+# -- degree --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES + ASYM, ids=ids + asym_ids)
+def test_degree_matches_definition(case):
+    expect = np.array([len(x) for x in case.nbrs], dtype=np.int64)
+    got = G.degree(*case.args)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expect)
+    # the de-duplicating path gives the same sets when there is nothing to remove
+    np.testing.assert_array_equal(G.degree(*case.args[:4], True), expect)
+
+
+# -- property test: random lattices --------------------------------------------------------
+
+
+@st.composite
+def lattices(draw):
+    d = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, {1: 12, 2: 6, 3: 4, 4: 3}[d]), min_size=d,
+                                max_size=d)))
+    periodic = tuple(draw(st.lists(st.booleans(), min_size=d, max_size=d)))
+    offs = von_neumann(d) if draw(st.booleans()) else moore(d)
+    p_open = draw(st.sampled_from([1.0, 0.8, 0.5]))
+    return Case(shape, periodic, offs, p_open, draw(st.integers(0, 2**16)))
+
+
+@given(lattices())
+def test_random_lattices_distances_components_degree(case):
+    src = _sources(case, 2)
+    np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
+    labels, count = G.connected_components(*case.args)
+    comps = list(nx.connected_components(case.graph()))
+    assert count == len(comps)
+    np.testing.assert_array_equal(labels, _canonical(case, comps))
+    np.testing.assert_array_equal(G.degree(*case.args), [len(x) for x in case.nbrs])
+    s, e = (int(x) for x in case.rng.choice(case.open_sites(), 2))
+    np.testing.assert_array_equal(G.shortest_path(*case.args, s, e), _walk_oracle(case, s, e))
