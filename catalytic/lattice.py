@@ -134,10 +134,6 @@ class UnifiedCatalyticLattice:
         stream = random_numpy((words,), self.seed, "integers").view(np.uint8)
         region[:] = stream[start : start + region.size]
 
-    @property
-    def _aux_bytes(self) -> np.ndarray:
-        return self._aux
-
     # -- geometry (no routing: index arithmetic) ---------------------------------------------
     shape = property(lambda self: self.geometry.shape)
     dimensions = property(lambda self: self.geometry.dimensions)
@@ -211,8 +207,7 @@ class UnifiedCatalyticLattice:
         return self.engine.run(op, self, *args, backend=backend, **kwargs)
 
     def _routing_policy(self):
-        allowed = None if self.enable_gpu else (lambda b: b.device == "cpu")
-        return allowed, not self.enable_smart_routing
+        return (None if self.enable_gpu else _cpu_only), not self.enable_smart_routing
 
     def run(self, op: str, *args, backend: str | None = None, **kwargs):
         """Run any registered lattice operation (plugins included) on this lattice.
@@ -398,6 +393,11 @@ class UnifiedCatalyticLattice:
 
 
 Lattice = UnifiedCatalyticLattice
+
+
+def _cpu_only(backend) -> bool:
+    """Routing filter of lattices made with ``enable_gpu=False``."""
+    return backend.device == "cpu"
 
 
 def _check_seed(seed) -> int:

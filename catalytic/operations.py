@@ -70,6 +70,17 @@ def sites_work(lat, *_, **__) -> float:
     return float(g.n_points * len(g.offsets))
 
 
+def centrality_work(lat, *, method="degree"):
+    """Degree is one pass; closeness and betweenness are one BFS per site; eigenvector
+    is an iterative eigensolver (counted as 100 passes)."""
+    base = sites_work(lat)
+    if method in ("closeness", "betweenness"):
+        return base * lat.geometry.n_open
+    if method == "eigenvector":
+        return base * 100
+    return base
+
+
 def _lattice_field(lat, field, name="field") -> np.ndarray:
     arr = np.asarray(field)
     if arr.dtype == np.bool_ or not (

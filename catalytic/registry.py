@@ -109,6 +109,8 @@ class Registry:
         self.operations: dict[str, Operation] = {}
         self.implementations: dict[str, dict[str, Implementation]] = {}
         self._current_plugin = ""
+        #: bumped on every change, so caches built from the registry know they are stale
+        self.version = 0
 
     # -- adding ------------------------------------------------------------------------
     def add_backend(self, name: str, *, available=None, device: str = "cpu", description: str = ""):
@@ -128,6 +130,7 @@ class Registry:
             why = "" if isinstance(available, bool) else available[1]
             probe = lambda: (ok, why)  # noqa: E731
         self.backends[name] = Backend(name, probe, device, self._current_plugin, description)
+        self.version += 1
 
     def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc=""):
         """Declare an operation; a name already declared by any plugin is an error."""
@@ -144,6 +147,7 @@ class Registry:
             name, work, memory, validate, borrows, doc, self._current_plugin
         )
         self.implementations.setdefault(name, {})
+        self.version += 1
 
     def add_implementation(self, op: str, backend: str, func, *, supports=None, cost=None):
         """Give ``backend``'s implementation of ``op`` (the op may be declared later)."""
@@ -160,6 +164,7 @@ class Registry:
             if overhead < 0 or throughput <= 0:
                 raise ValueError(f"cost must be (overhead >= 0, throughput > 0), got {cost!r}")
         impls[backend] = Implementation(op, backend, func, supports, cost, self._current_plugin)
+        self.version += 1
 
     # -- removing ------------------------------------------------------------------------
     def remove_plugin(self, plugin: str) -> None:
@@ -172,11 +177,13 @@ class Registry:
                 self.implementations[op] = impls
             else:
                 del self.implementations[op]
+        self.version += 1
 
     def refresh(self) -> None:
         """Ask every backend's availability probe again."""
         for b in self.backends.values():
             b._status = None
+        self.version += 1
 
     # -- lookup --------------------------------------------------------------------------
     def operation(self, name: str) -> Operation:

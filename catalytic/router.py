@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -31,7 +30,6 @@ GENERIC_COST = (50e-6, 1e7)
 _PREFERENCE = ("numpy", "numba-cpu", "cuda")
 
 
-@dataclass
 class Decision:
     """The router's answer for one call.
 
@@ -44,20 +42,45 @@ class Decision:
         backend -> predicted seconds, for every backend that can run the call.
     rejected : dict
         backend -> reason it cannot run the call.
+    sources : dict
+        backend -> where its cost parameters came from (calibrated, plugin default).
     work : float
         Work units of the call, as the operation's work function counts them.
     forced : bool
         True when ``backend=`` or ``CATALYTIC_BACKEND`` chose the backend.
     """
 
-    op: str
-    backend: str
-    reason: str
-    predictions: dict = field(default_factory=dict)
-    rejected: dict = field(default_factory=dict)
-    sources: dict = field(default_factory=dict)
-    work: float = 0.0
-    forced: bool = False
+    __slots__ = ("op", "backend", "_reason", "predictions", "rejected", "sources", "work", "forced")
+
+    def __init__(self, op, backend, reason, predictions=None, rejected=None, sources=None,
+                 work=0.0, forced=False):
+        self.op = op
+        self.backend = backend
+        self._reason = reason  # None: "lowest predicted cost", worded on first access
+        self.predictions = {} if predictions is None else predictions
+        self.rejected = {} if rejected is None else rejected
+        self.sources = {} if sources is None else sources
+        self.work = work
+        self.forced = forced
+
+    @property
+    def reason(self) -> str:
+        if self._reason is None:
+            if len(self.predictions) == 1:
+                self._reason = "only backend that can run it"
+            else:
+                best = self.predictions[self.backend]
+                runner_up = min(t for b, t in self.predictions.items() if b != self.backend)
+                self._reason = (
+                    f"lowest predicted cost for work={self.work:.3g} "
+                    f"({_fmt_s(best)} vs next {_fmt_s(runner_up)})"
+                )
+        return self._reason
+
+    def __repr__(self) -> str:
+        return (f"Decision(op={self.op!r}, backend={self.backend!r}, reason={self.reason!r}, "
+                f"predictions={self.predictions!r}, rejected={self.rejected!r}, "
+                f"work={self.work!r}, forced={self.forced!r})")
 
     def __str__(self) -> str:
         lines = [f"{self.op} -> {self.backend}: {self.reason}"]
@@ -114,6 +137,7 @@ class Router:
         )
         self._lock = threading.Lock()
         self._stats: dict = {}
+        self._plans: dict = {}
 
     # -- cost model ---------------------------------------------------------------------
     def cost_params(self, op: str, backend: str) -> tuple[float, float, str]:
@@ -162,29 +186,47 @@ class Router:
         forced = backend or self.settings.backend
         if forced:
             return self._forced(op, impls, forced, args, kwargs, work, explicit=bool(backend))
-        predictions, rejected, sources = {}, {}, {}
-        for name, impl in impls.items():
-            why = self._cannot(name, impl, args, kwargs, allowed)
+        candidates, static_rejected = self._plan(op, impls, allowed, reference_only)
+        predictions, sources = {}, {}
+        rejected = dict(static_rejected)
+        best, best_t = None, None
+        for name, impl, overhead, throughput, src in candidates:
+            if impl.supports is not None:
+                why = impl.supports(*args, **kwargs)
+                if why is not None:
+                    rejected[name] = why
+                    continue
+            t = overhead + work / throughput
+            predictions[name] = t
+            sources[name] = src
+            if best is None or t < best_t:  # candidates are in preference order
+                best, best_t = name, t
+        if best is None:
+            raise NoBackendError(self._no_backend_message(op, impls, rejected))
+        return Decision(op, best, None, predictions, rejected, sources, work, False)
+
+    def _plan(self, op, impls, allowed, reference_only):
+        """What does not depend on the call's arguments, cached until the registry
+        changes: candidate backends in preference order with their cost parameters,
+        and the backends ruled out (with reasons)."""
+        key = (op, allowed, reference_only)
+        version = self.registry.version
+        hit = self._plans.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1], hit[2]
+        candidates, rejected = [], {}
+        for name in sorted(impls, key=_rank):
+            impl = impls[name]
+            why = self._cannot(name, impl, (), {}, allowed, check_supports=False)
             if why is None and reference_only and name != "numpy":
                 why = "smart routing is off for this lattice (reference backend only)"
             if why is not None:
                 rejected[name] = why
                 continue
             overhead, throughput, src = self.cost_params(op, name)
-            predictions[name] = overhead + work / throughput
-            sources[name] = src
-        if not predictions:
-            raise NoBackendError(self._no_backend_message(op, impls, rejected))
-        best = min(predictions, key=lambda b: (predictions[b], _rank(b)))
-        if len(predictions) == 1:
-            reason = "only backend that can run it"
-        else:
-            runner_up = min((t for b, t in predictions.items() if b != best), default=None)
-            reason = (
-                f"lowest predicted cost for work={work:.3g} "
-                f"({_fmt_s(predictions[best])} vs next {_fmt_s(runner_up)})"
-            )
-        return Decision(op, best, reason, predictions, rejected, sources, work, False)
+            candidates.append((name, impl, overhead, throughput, src))
+        self._plans[key] = (version, candidates, rejected)
+        return candidates, rejected
 
     def _forced(self, op, impls, name, args, kwargs, work, explicit):
         via = "backend= argument" if explicit else "CATALYTIC_BACKEND"
@@ -206,7 +248,7 @@ class Router:
         pred = {name: overhead + work / throughput}
         return Decision(op, name, f"forced by {via}", pred, {}, {name: src}, work, True)
 
-    def _cannot(self, name, impl, args, kwargs, allowed):
+    def _cannot(self, name, impl, args, kwargs, allowed, check_supports=True):
         backend = self.registry.backends.get(name)
         if backend is None:
             return f"backend {name!r} is not registered (implementation from plugin {impl.plugin!r})"
@@ -215,7 +257,7 @@ class Router:
         ok, why = backend.status()
         if not ok:
             return f"backend unavailable: {why}"
-        if impl.supports is not None:
+        if check_supports and impl.supports is not None:
             return impl.supports(*args, **kwargs)
         return None
 

@@ -439,7 +439,9 @@ def test_explain_on_lattice_operations_lists_every_backend():
     for b in available_backends():
         assert b in dec.predictions or b in dec.rejected
     assert all(isinstance(r, str) and r for r in dec.rejected.values())
-    assert dec.work == 81 * 4
+    # betweenness is one BFS per site: work = sites x stencil x sources
+    assert dec.work == 81 * 4 * 81
+    assert eng.explain("centrality", L, method="degree").work == 81 * 4
     text = str(dec)
     assert text.splitlines()[0].startswith("centrality -> numpy")
 

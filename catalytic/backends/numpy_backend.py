@@ -402,18 +402,18 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
 
 # -- transforms and array ops ---------------------------------------------------------------
 def xor_transform(lat, data, key=None):
-    src = np.ascontiguousarray(data).reshape(data.shape)  # keeps 0-d arrays 0-d
+    src = np.ascontiguousarray(data)
     if key is None:
         raw = src.reshape(-1).view(np.uint8)
-        k = lat._aux_bytes
+        k = lat._aux
         if raw.size <= k.size:
             out = raw ^ k[: raw.size]
         else:
             out = raw ^ np.resize(k, raw.size)
-        return out.view(src.dtype).reshape(src.shape)
+        return out.view(src.dtype).reshape(np.shape(data))
     flat = src.reshape(-1)
     kk = key if key.size >= flat.size else np.resize(key, flat.size)
-    return (flat ^ kk[: flat.size]).reshape(src.shape)
+    return (flat ^ kk[: flat.size]).reshape(np.shape(data))
 
 
 def normalize(data):
@@ -487,7 +487,7 @@ OPERATIONS = [
     ("percolates", percolates, O.v_percolates, O.sites_work, O.mem_sites(12), {}),
     ("degree", degree, O.v_none, O.sites_work, O.mem_sites(8), {}),
     ("analyze_structure", analyze_structure, O.v_structure, O.sites_work, O.mem_graph, {}),
-    ("centrality", centrality, O.v_centrality, O.sites_work, O.mem_graph, {}),
+    ("centrality", centrality, O.v_centrality, O.centrality_work, O.mem_graph, {}),
     ("communities", communities, O.v_communities, O.sites_work, O.mem_graph, {}),
     ("laplacian", laplacian, O.v_field, O.sites_work, O.mem_sites(16), {}),
     ("diffuse", diffuse, O.v_diffuse, O.sites_work, O.mem_sites(24), {}),
