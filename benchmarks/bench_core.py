@@ -26,14 +26,24 @@ import numpy as np
 import catalytic as cat
 
 
-def best_of(func, repeat):
+MEDIANS = {}
+
+
+def best_of(func, repeat, label=None):
+    """Best of ``repeat`` timed calls after a warm-up; the median is kept in MEDIANS."""
     func()  # warm-up (JIT, caches)
-    best = np.inf
+    times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         func()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    if label:
+        MEDIANS[label] = float(np.median(times))
+    return min(times)
+
+
+def med(label):
+    return f"median {fmt(MEDIANS[label])}"
 
 
 def once(func):
@@ -61,7 +71,7 @@ def bench_distance_field(repeat, rows, facts):
     mask[0, 0, 0] = True
     L = cat.Lattice(shape=shape, mask=mask)
     src = 0
-    t_cat = best_of(lambda: L.distance_field(src), repeat)
+    t_cat = best_of(lambda: L.distance_field(src), repeat, "df_cat")
     decision = L.last_decision
     ref = L.distance_field(src).reshape(-1)
 
@@ -70,7 +80,7 @@ def bench_distance_field(repeat, rows, facts):
     keep = rows_ < cols_
     edges = np.stack([rows_[keep], cols_[keep]], axis=1)
     t_build_ig, G = once(lambda: ig.Graph(n=L.n_points, edges=edges, directed=False))
-    t_ig = best_of(lambda: G.distances(source=[src], mode="all"), repeat)
+    t_ig = best_of(lambda: G.distances(source=[src], mode="all"), repeat, "df_ig")
     d_ig = np.array(G.distances(source=[src], mode="all")[0], dtype=np.float64)
     d_ig = np.where(np.isinf(d_ig), -1, d_ig).astype(np.int64)
     assert np.array_equal(d_ig, ref), "igraph disagrees with catalytic"
@@ -83,8 +93,9 @@ def bench_distance_field(repeat, rows, facts):
     del Gnx, dnx
     gc.collect()
 
-    rows.append(("distance field, 100^3, 30% blocked, 1 source", "catalytic (" + decision.backend + ")", t_cat, ""))
-    rows.append(("", "igraph Graph.distances", t_ig, f"{t_ig / t_cat:.1f}x slower (target >= 10x)"))
+    rows.append(("distance field, 100^3, 30% blocked, 1 source", "catalytic (" + decision.backend + ")", t_cat, med("df_cat")))
+    rows.append(("", "igraph Graph.distances", t_ig, f"{t_ig / t_cat:.1f}x slower (target >= 10x); {med('df_ig')}, "
+                 f"ratio of medians {MEDIANS['df_ig'] / MEDIANS['df_cat']:.1f}x"))
     rows.append(("", "NetworkX single_source_shortest_path_length", t_nx, f"{t_nx / t_cat:.0f}x slower (target >= 100x)"))
     rows.append(("", "SciPy csgraph BFS (dijkstra unweighted)", t_sp, f"{t_sp / t_cat:.1f}x slower"))
     facts["distance_field"] = {
@@ -102,18 +113,19 @@ def bench_components(repeat, rows, facts):
     rng = np.random.default_rng(1)
     occ = rng.random(shape) < 0.6
     L = cat.Lattice(shape=shape, mask=occ)
-    t_cat = best_of(lambda: L.connected_components(), repeat)
+    t_cat = best_of(lambda: L.connected_components(), repeat, "cc_cat")
     backend = L.last_decision.backend
     comps = L.connected_components()
-    t_nd = best_of(lambda: ndimage.label(occ), repeat)
+    t_nd = best_of(lambda: ndimage.label(occ), repeat, "cc_nd")
     lab, n = ndimage.label(occ)
     assert n == comps.count and np.array_equal(lab, comps.labels), "ndimage disagrees"
 
     Lp = cat.Lattice(shape=shape, mask=occ, periodic=True)
     t_per = best_of(lambda: Lp.connected_components(), repeat)
     cp = Lp.connected_components()
-    rows.append(("components, 2048^2 site percolation p=0.6", f"catalytic ({backend})", t_cat, ""))
-    rows.append(("", "scipy.ndimage.label", t_nd, f"catalytic / ndimage = {t_cat / t_nd:.2f} (target <= 1.5)"))
+    rows.append(("components, 2048^2 site percolation p=0.6", f"catalytic ({backend})", t_cat, med("cc_cat")))
+    rows.append(("", "scipy.ndimage.label", t_nd, f"catalytic / ndimage = {t_cat / t_nd:.2f} (target <= 1.5); {med('cc_nd')}, "
+                 f"ratio of medians {MEDIANS['cc_cat'] / MEDIANS['cc_nd']:.2f}"))
     rows.append(("", "catalytic, periodic axes (ndimage cannot)", t_per, f"{cp.count} clusters vs {comps.count} open"))
     facts["components"] = {
         "catalytic_s": t_cat, "backend": backend, "ndimage_s": t_nd, "ratio": t_cat / t_nd,
@@ -253,8 +265,9 @@ def main(argv=None):
         "# Core benchmarks",
         "",
         f"Measured by `python benchmarks/bench_core.py` on {time.strftime('%Y-%m-%d')} ({machine}).",
-        "Best of " + str(args.repeat) + " runs after a warm-up call; graph construction for the other "
-        "libraries is not counted in their times.",
+        "Time = best of " + str(args.repeat) + " runs after a warm-up call (medians in the notes: this "
+        "2-core machine is shared, and parallel kernels lose most when another process takes a core); "
+        "graph construction for the other libraries is not counted in their times.",
         "",
         "| workload | implementation | time | note |",
         "| --- | --- | --- | --- |",

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import threading
 import time
 import warnings
@@ -98,11 +100,16 @@ class Engine:
 
         self.register_plugin(numpy_backend, "numpy")
         self.register_plugin(numba_cpu, "numba-cpu")
-        try:
-            from catalytic.backends import cuda_backend
-        except ImportError:
-            return
-        self.register_plugin(cuda_backend, "cuda")
+        # the cuda backend (next milestone) slots in here once its module exists; a
+        # module that exists but fails to import is reported, never silently skipped
+        if importlib.util.find_spec("catalytic.backends.cuda_backend") is not None:
+            try:
+                cuda_backend = importlib.import_module("catalytic.backends.cuda_backend")
+                self.register_plugin(cuda_backend, "cuda")
+            except Exception as err:
+                msg = f"built-in plugin 'cuda' failed to load: {type(err).__name__}: {err}"
+                self.plugin_errors["cuda"] = msg
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
 
     def _load_entrypoints(self):
         for ep in metadata.entry_points(group="catalytic"):

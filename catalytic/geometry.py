@@ -295,69 +295,52 @@ class Geometry:
         return self.mask is None or bool(self.open_flat[i])
 
     # -- neighbours -------------------------------------------------------------------
+    def displace(self, sites: np.ndarray):
+        """Every stencil neighbour of every site in ``sites`` (flat int64 indices).
+
+        Returns ``(src, nbr)``: position in ``sites`` and flat index of each neighbour
+        that exists (wrapped on periodic axes, inside open axes, not blocked), ordered
+        by site then stencil. Duplicates from small periodic axes are *not* removed.
+        Memory O(len(sites) k d).
+        """
+        coords = np.stack(np.unravel_index(sites, self.shape), axis=-1).astype(np.int64)
+        nb = coords[:, None, :] + self.offsets[None, :, :]
+        keep = np.ones(nb.shape[:2], dtype=bool)
+        for a in range(self.dimensions):
+            if self.periodic[a]:
+                nb[:, :, a] %= self.shape[a]
+            else:
+                keep &= (nb[:, :, a] >= 0) & (nb[:, :, a] < self.shape[a])
+        src = np.nonzero(keep)[0]
+        nbr = nb[keep] @ self.strides
+        if self.mask is not None:
+            ok = self.open_flat[nbr] == 1
+            src, nbr = src[ok], nbr[ok]
+        return src, nbr
+
     def get_neighbors(self, index) -> np.ndarray:
         """Neighbour set of one site (flat index or coordinates), in stencil order.
 
-        A blocked site has no neighbours.
+        Raises ``IndexError`` for a site out of range or blocked.
         """
-        i = self.site(index) if self.is_open_index(index) else None
-        if i is None:
-            return np.zeros(0, dtype=np.int64)
-        c = np.asarray(np.unravel_index(i, self.shape), dtype=np.int64)
-        nb = c[None, :] + self.offsets
-        keep = np.ones(len(nb), dtype=bool)
-        for a in range(self.dimensions):
-            if self.periodic[a]:
-                nb[:, a] %= self.shape[a]
-            else:
-                keep &= (nb[:, a] >= 0) & (nb[:, a] < self.shape[a])
-        flat = nb[keep] @ self.strides
-        if self.mask is not None:
-            flat = flat[self.open_flat[flat] == 1]
+        i = self.site(index)
+        _, flat = self.displace(np.array([i], dtype=np.int64))
         if self.dedupe:
             _, first = np.unique(flat, return_index=True)
             flat = flat[np.sort(first)]
             flat = flat[flat != i]
-        return flat.astype(np.int64)
-
-    def is_open_index(self, index) -> bool:
-        """True if ``index`` names an existing site; IndexError if out of range."""
-        if isinstance(index, (numbers.Integral, np.integer)) and not isinstance(index, bool):
-            i = int(index)
-            if not 0 <= i < self.n_points:
-                raise IndexError(f"index {i} out of range for {self.n_points} sites")
-        else:
-            i = self.coords_to_index(np.asarray(index))
-        return self.is_open(i)
+        return flat
 
     def neighbor_pairs(self):
         """All directed neighbour pairs ``(rows, cols)`` as int64 arrays (vectorised).
 
         Memory is O(k n); used to build explicit graphs (reference backend, exports).
         """
-        n = self.n_points
-        idx = np.arange(n, dtype=np.int64)
+        idx = np.arange(self.n_points, dtype=np.int64)
         if self.mask is not None:
             idx = idx[self.open_flat == 1]
-        coords = np.stack(np.unravel_index(idx, self.shape), axis=1).astype(np.int64)
-        rows, cols = [], []
-        for off in self.offsets:
-            nb = coords + off
-            keep = np.ones(len(idx), dtype=bool)
-            for a in range(self.dimensions):
-                if self.periodic[a]:
-                    nb[:, a] %= self.shape[a]
-                else:
-                    keep &= (nb[:, a] >= 0) & (nb[:, a] < self.shape[a])
-            j = nb[keep] @ self.strides
-            i = idx[keep]
-            if self.mask is not None:
-                ok = self.open_flat[j] == 1
-                i, j = i[ok], j[ok]
-            rows.append(i)
-            cols.append(j)
-        rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        cols = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+        src, cols = self.displace(idx)
+        rows = idx[src]
         if self.dedupe:
             keep = rows != cols
             rows, cols = rows[keep], cols[keep]

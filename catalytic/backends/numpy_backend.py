@@ -166,7 +166,6 @@ def path_catalytic(lat, start, end, aux):
         state[start] = 1
         frontier = np.array([start], dtype=np.int64)
         level = 0
-        rows_by_site = None
         while frontier.size and state[end] == 0:
             level += 1
             nb = _expand(g, frontier)
@@ -183,26 +182,11 @@ def path_catalytic(lat, start, end, aux):
             nbrs = np.sort(g.get_neighbors(v))
             v = int(nbrs[np.argmax(state[nbrs] == want)])
             path.append(v)
-        del rows_by_site
         return O.PathResult(np.array(path[::-1], dtype=np.int64), level)
 
 
 def _expand(g, frontier):
-    coords = np.stack(np.unravel_index(frontier, g.shape), axis=1)
-    out = []
-    for off in g.offsets:
-        nb = coords + off
-        keep = np.ones(len(frontier), dtype=bool)
-        for a in range(g.dimensions):
-            if g.periodic[a]:
-                nb[:, a] %= g.shape[a]
-            else:
-                keep &= (nb[:, a] >= 0) & (nb[:, a] < g.shape[a])
-        j = nb[keep] @ g.strides
-        if g.mask is not None:
-            j = j[g.open_flat[j] == 1]
-        out.append(j)
-    return np.concatenate(out)
+    return g.displace(frontier)[1]
 
 
 # -- components and structure ------------------------------------------------------------
