@@ -3,7 +3,7 @@
 Examples
 --------
 >>> import numpy as np, catalytic as cat
->>> cat.ops.reduce(np.arange(10), "sum")
+>>> int(cat.ops.reduce(np.arange(10), "sum"))   # a NumPy scalar, as np.sum gives
 45
 >>> cat.ops.matmul(np.eye(2), np.ones((2, 3))).shape
 (2, 3)

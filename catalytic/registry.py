@@ -15,6 +15,7 @@ A plugin adding an operation with two backends:
 ...         registry.add_implementation("twice_doc_example", "numba-cpu", lambda x: x + x)
 >>> eng = cat.get_engine()
 >>> eng.register_plugin(Twice(), "twice-doc-example")
+'twice-doc-example'
 >>> eng.run("twice_doc_example", np.arange(3)).tolist()
 [0, 2, 4]
 >>> eng.unregister_plugin("twice-doc-example")
