@@ -25,6 +25,18 @@ class InsufficientMemoryError(MemoryError, CatalyticError):
         )
 
 
+class MemoryShortfall(str):
+    """A backend's "cannot run" reason that is about memory; carries the byte counts so
+    the router can raise :class:`InsufficientMemoryError` when memory is why nothing runs."""
+
+    def __new__(cls, what: str, needed: int, available: int):
+        text = (f"{what} needs {_fmt(needed)} ({int(needed)} bytes), only {_fmt(available)} "
+                f"({int(available)} bytes) available")
+        obj = super().__new__(cls, text)
+        obj.what, obj.needed, obj.available = what, int(needed), int(available)
+        return obj
+
+
 class CatalyticViolation(CatalyticError):
     """Auxiliary memory lent to an operation did not come back bit-identical."""
 

@@ -22,7 +22,7 @@ import threading
 from importlib import resources
 from pathlib import Path
 
-from catalytic.errors import NoBackendError
+from catalytic.errors import InsufficientMemoryError, MemoryShortfall, NoBackendError
 
 #: cost used for an implementation with neither calibration nor a default
 GENERIC_COST = (50e-6, 1e7)
@@ -202,6 +202,11 @@ class Router:
             if best is None or t < best_t:  # candidates are in preference order
                 best, best_t = name, t
         if best is None:
+            short = [w for w in rejected.values() if isinstance(w, MemoryShortfall)]
+            if short and len(short) == len(rejected):
+                worst = min(short, key=lambda w: w.needed)
+                raise InsufficientMemoryError(f"operation {op!r} ({worst.what})",
+                                              worst.needed, worst.available)
             raise NoBackendError(self._no_backend_message(op, impls, rejected))
         return Decision(op, best, None, predictions, rejected, sources, work, False)
 
@@ -242,6 +247,11 @@ class Router:
                 f"implementations: {', '.join(sorted(impls)) or 'none'}"
             )
         why = self._cannot(name, impl, args, kwargs, None)
+        if isinstance(why, MemoryShortfall):
+            raise InsufficientMemoryError(
+                f"operation {op!r} on backend {name!r} (forced by {via}; {why.what})",
+                why.needed, why.available,
+            )
         if why is not None:
             raise NoBackendError(f"backend {name!r} (forced by {via}) cannot run {op!r}: {why}")
         overhead, throughput, src = self.cost_params(op, name)

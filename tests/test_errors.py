@@ -323,3 +323,21 @@ def test_error_messages_carry_the_offending_value():
     with pytest.raises(IndexError, match="9"):
         L.distance_field(9)
     assert all(b in cat.get_engine().backends() for b in available_backends())
+
+
+def test_reference_backend_is_ruled_out_when_its_explicit_graph_cannot_fit(monkeypatch):
+    """The numpy reference builds a CSR graph (~40 B per stencil entry); when that does not
+    fit, the router says so and picks numba-cpu; forcing numpy raises the MemoryError
+    subclass with the byte counts, before any allocation."""
+    import catalytic.engine as E
+
+    L = cat.Lattice(shape=(400, 400, 400))  # 6.4e7 sites: graph ~15.4 GiB
+    monkeypatch.setattr(E, "available_memory", lambda: 2 * 2**30)
+    dec = cat.get_engine().explain("distance_field", L, 0)
+    assert dec.backend == "numba-cpu"
+    assert "explicit graph needs" in dec.rejected["numpy"]
+    with pytest.raises(cat.InsufficientMemoryError) as info:
+        L.distance_field(0, backend="numpy")
+    assert info.value.available == 2 * 2**30
+    assert info.value.needed > info.value.available
+    assert str(info.value.needed) in str(info.value)

@@ -500,10 +500,33 @@ def catalytic_add_backends(registry):
     )
 
 
+#: operations whose reference implementation builds an explicit graph (CSR, NetworkX)
+GRAPH_OPS = {
+    "distance_field", "shortest_path", "count_shortest_paths", "connected_components",
+    "percolates", "degree", "analyze_structure", "centrality", "communities", "laplacian",
+    "diffuse",
+}
+
+
+def _graph_fits(lat, *args, **kwargs):
+    """The explicit graph must fit in free memory; otherwise say how much it needs."""
+    from catalytic.engine import MEMORY_CHECK_MIN_BYTES, available_memory
+    from catalytic.errors import MemoryShortfall
+
+    need = O.mem_graph(lat)
+    if need < MEMORY_CHECK_MIN_BYTES:
+        return None
+    avail = available_memory()
+    if need > avail:
+        return MemoryShortfall("the explicit graph", need, avail)
+    return None
+
+
 @hookimpl
 def catalytic_add_operations(registry):
     for name, func, validate, work, memory, extra in OPERATIONS:
         registry.add_operation(
             name, work=work, memory=memory, validate=validate, doc=func.__doc__ or "", **extra
         )
-        registry.add_implementation(name, NAME, func, cost=DEFAULT_COST)
+        supports = _graph_fits if name in GRAPH_OPS else None
+        registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST)
