@@ -14,8 +14,6 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from typing import Sequence
-
 import numpy as np
 
 from catalytic.kernels.cpu._lattice import c_strides
@@ -105,6 +103,8 @@ def stencil_offsets(stencil, d: int) -> tuple[str, np.ndarray]:
             f"stencil offsets must have shape (k, {d}) with k >= 1 for a {d}-D lattice, "
             f"got {arr.shape}"
         )
+    if np.abs(arr.astype(object)).max() >= 2**31:
+        raise ValueError(f"stencil offsets must be smaller than 2**31 in magnitude, got {arr.tolist()}")
     arr = arr.astype(np.int64)
     if np.any(np.all(arr == 0, axis=1)):
         raise ValueError("stencil offsets must not contain the zero offset")
@@ -205,18 +205,26 @@ class Geometry:
         return out
 
     # -- indexing -----------------------------------------------------------------------
+    @staticmethod
+    def _int64(values, what: str) -> np.ndarray:
+        """``values`` as int64, refusing bools, non-integers and unsigned values that
+        int64 cannot hold (naming the value, before it could wrap)."""
+        arr = np.asarray(values)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{what} must be integers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > _INT64_MAX:
+            raise IndexError(f"{what} value {int(arr.max())} out of range")
+        return arr.astype(np.int64, copy=False)
+
     def coords_to_index(self, coords):
         """Flat C-order index of ``coords`` (shape (d,) -> int, (k, d) -> (k,) int64).
 
         Raises ``IndexError`` for coordinates outside the lattice (no wrapping).
         """
-        arr = np.asarray(coords)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"coordinates must be integers, got dtype {arr.dtype}")
+        arr = self._int64(coords, "coordinates")
         d = self.dimensions
         if arr.shape[-1:] != (d,) or arr.ndim > 2:
             raise ValueError(f"coordinates must have shape ({d},) or (k, {d}), got {arr.shape}")
-        arr = arr.astype(np.int64, copy=False)
         bad = (arr < 0) | (arr >= self.shape_arr)
         if bad.any():
             row = arr if arr.ndim == 1 else arr[np.nonzero(bad.any(axis=1))[0][0]]
@@ -226,12 +234,9 @@ class Geometry:
 
     def index_to_coords(self, index):
         """Coordinates of a flat index (int -> (d,), (k,) -> (k, d)); IndexError if out of range."""
-        arr = np.asarray(index)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"indices must be integers, got dtype {arr.dtype}")
+        arr = self._int64(index, "indices")
         if arr.ndim > 1:
             raise ValueError(f"indices must be a scalar or 1-D, got shape {arr.shape}")
-        arr = arr.astype(np.int64, copy=False)
         bad = (arr < 0) | (arr >= self.n_points)
         if np.any(bad):
             v = arr if arr.ndim == 0 else arr[np.nonzero(bad)[0][0]]
@@ -240,16 +245,20 @@ class Geometry:
         return coords
 
     def site(self, site, what: str = "site") -> int:
-        """Validate one site given as flat index or coordinates; return its flat index.
+        """Validate one site, given as a flat index (int) or its coordinates (a tuple,
+        list or 1-D array of d ints); return its flat index.
 
-        Raises ``IndexError`` when out of range or blocked.
+        Raises ``IndexError`` when out of range or blocked, ``TypeError`` for bools and
+        non-integers.
         """
-        if isinstance(site, (numbers.Integral, np.integer)) and not isinstance(site, bool):
+        if isinstance(site, (bool, np.bool_)):
+            raise TypeError(f"{what} must be an int index or coordinates, got {site!r}")
+        if isinstance(site, (numbers.Integral, np.integer)):
             i = int(site)
             if not 0 <= i < self.n_points:
                 raise IndexError(f"{what} index {i} out of range for {self.n_points} sites")
         else:
-            arr = np.asarray(site)
+            arr = self._int64(site, what)
             if arr.ndim != 1:
                 raise ValueError(
                     f"{what} must be a flat index or a coordinate tuple of length "
@@ -261,20 +270,34 @@ class Geometry:
         return i
 
     def sites(self, sites, what: str = "sources") -> np.ndarray:
-        """Validate many sites (flat indices, coordinate rows, or one site); int64 array."""
-        if isinstance(sites, (numbers.Integral, np.integer)) and not isinstance(sites, bool):
+        """Validate many sites; return their sorted unique flat indices (int64).
+
+        Accepted: an int (one flat index); a tuple of d ints (one site's coordinates); a
+        1-D array or list of flat indices; a (k, d) array or list of coordinate rows. A
+        plain list of exactly d ints on a d-D lattice (d > 1) is refused as ambiguous.
+        """
+        d = self.dimensions
+        if isinstance(sites, (numbers.Integral, np.integer, bool, np.bool_)):
             return np.array([self.site(sites, what)], dtype=np.int64)
+        if isinstance(sites, tuple) and len(sites) == d and all(
+            isinstance(c, (numbers.Integral, np.integer)) for c in sites
+        ):
+            return np.array([self.site(sites, what)], dtype=np.int64)
+        if (isinstance(sites, list) and d > 1 and len(sites) == d
+                and all(isinstance(c, (numbers.Integral, np.integer)) for c in sites)):
+            raise ValueError(
+                f"{what}={sites!r} is ambiguous on a {d}-D lattice: pass a tuple "
+                f"{tuple(sites)!r} for one site's coordinates, or np.array({sites!r}) for "
+                "flat indices"
+            )
         arr = np.asarray(sites)
         if arr.size == 0:
             raise ValueError(f"{what} must name at least one site")
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"{what} must be integer indices or coordinates, got dtype {arr.dtype}")
-        if arr.ndim == 1 and self.dimensions > 1 and arr.shape[0] == self.dimensions and isinstance(sites, tuple):
-            return np.array([self.site(arr, what)], dtype=np.int64)
+        arr = self._int64(arr, what)
         if arr.ndim == 2:
             flat = self.coords_to_index(arr)
         elif arr.ndim <= 1:
-            flat = arr.reshape(-1).astype(np.int64)
+            flat = arr.reshape(-1)
             bad = (flat < 0) | (flat >= self.n_points)
             if bad.any():
                 raise IndexError(

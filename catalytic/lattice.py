@@ -187,7 +187,11 @@ class UnifiedCatalyticLattice:
         (and ``weight`` on weighted lattices)."""
         from catalytic.backends.numpy_backend import to_networkx
 
-        return to_networkx(self.geometry)
+        g = self.geometry
+        # NetworkX holds ~455 B per node + edge (measured on a 40^3 grid_graph, see
+        # benchmarks/bench_core.py); 512 B is the guard
+        check_host_memory("networkx graph", 512 * (g.n_open + g.n_open * len(g.offsets) // 2))
+        return to_networkx(g)
 
     def build_lattice(self):
         """Prepare backend state (validates geometry, counts open sites); returns self.
@@ -226,7 +230,10 @@ class UnifiedCatalyticLattice:
 
         Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices; the
         summed cost of entering sites (float64, ``inf`` where unreachable) on weighted ones.
-        ``sources`` is a flat index, a coordinate tuple, or many of either.
+
+        ``sources``: an int (flat index), a tuple of d ints (one site's coordinates), a
+        1-D array of flat indices, or a (k, d) array of coordinate rows. A plain list of
+        exactly d ints is refused as ambiguous (use a tuple or an array).
 
         Notes
         -----

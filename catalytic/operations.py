@@ -159,6 +159,8 @@ def v_catalytic(lat, start, end, auxiliary_memory=None):
         raise TypeError(
             f"auxiliary_memory must be a numpy array or memmap, got {type(aux).__name__}"
         )
+    if aux.dtype.hasobject:
+        raise TypeError("auxiliary_memory must hold plain data (numbers or bytes), not objects")
     if not aux.flags.c_contiguous:
         raise ValueError("auxiliary_memory must be C-contiguous")
     if not aux.flags.writeable:
@@ -172,7 +174,7 @@ def v_none(lat):
 
 def v_percolates(lat, axis=0):
     d = lat.geometry.dimensions
-    axis = _check_int(axis, "axis", -d) if not isinstance(axis, bool) else axis
+    axis = _check_int(axis, "axis", -d)
     if not -d <= axis < d:
         raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
     return (lat,), {"axis": axis % d}

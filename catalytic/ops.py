@@ -27,7 +27,10 @@ def matmul(a, b, *, backend=None):
 def reduce(x, op="sum", *, backend=None):
     """Reduce all elements with ``op`` in sum, min, max, mean.
 
-    Integer sums are exact in int64 (wrapping on overflow, as NumPy's); mean is float64.
+    Integer sums are exact in int64 (wrapping on overflow, as NumPy's); mean is float64;
+    min and max keep the input's dtype. Float sums are accumulated in a different order
+    on each backend (NumPy pairwise, numba-cpu fixed chunks), so they agree within
+    ``1e-12 * sum(|x|)``, not bit for bit.
     """
     return get_engine().run("reduce", x, op, backend=backend)
 

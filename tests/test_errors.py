@@ -170,9 +170,9 @@ def test_out_of_range_and_blocked_sites_raise_index_error(backend):
             with pytest.raises(IndexError, match="blocked"):
                 call(site)
     with pytest.raises(IndexError, match="blocked"):
-        L.distance_field([0, blocked_flat], backend=backend)
+        L.distance_field(np.array([0, blocked_flat]), backend=backend)
     with pytest.raises(IndexError):
-        L.distance_field([0, 25], backend=backend)
+        L.distance_field(np.array([0, 25]), backend=backend)
     with pytest.raises(IndexError):
         L.index_to_coords(20)
     with pytest.raises(IndexError):
@@ -305,7 +305,7 @@ def test_xor_data_and_key_unchanged(backend):
     np.testing.assert_array_equal(key, k0)
 
 
-def test_failed_calls_leave_no_trace_in_arrays():
+def test_rejected_float_data_is_left_untouched():
     data = np.ones(5)
     keep = data.copy()
     L = cat.Lattice(shape=(5,))
@@ -341,3 +341,50 @@ def test_reference_backend_is_ruled_out_when_its_explicit_graph_cannot_fit(monke
     assert info.value.available == 2 * 2**30
     assert info.value.needed > info.value.available
     assert str(info.value.needed) in str(info.value)
+
+
+def test_sources_list_of_d_ints_is_refused_as_ambiguous():
+    L = cat.Lattice(shape=(4, 5))
+    with pytest.raises(ValueError, match="ambiguous"):
+        L.distance_field([1, 2])
+    # the two explicit spellings mean what they say
+    by_coords = L.distance_field((1, 2))
+    by_index = L.distance_field(np.array([1, 2]))
+    assert by_coords[1, 2] == 0 and by_coords.reshape(-1)[1] != 0
+    assert by_index.reshape(-1)[1] == 0 and by_index.reshape(-1)[2] == 0
+    # a list of another length is flat indices, a nested list is coordinate rows
+    assert (L.distance_field([0, 1, 2]).reshape(-1)[:3] == 0).all()
+    assert L.distance_field([[1, 2], [3, 4]])[3, 4] == 0
+
+
+def test_unsigned_indices_beyond_int64_are_named_not_wrapped():
+    L = cat.Lattice(shape=(4, 5))
+    with pytest.raises(IndexError, match="18446744073709551615"):
+        L.distance_field(np.array([2**64 - 1], dtype=np.uint64))
+    with pytest.raises(IndexError, match="18446744073709551615"):
+        L.index_to_coords(np.uint64(2**64 - 1))
+
+
+def test_bools_are_not_sites_or_axes():
+    L = cat.Lattice(shape=(4, 5))
+    with pytest.raises(TypeError):
+        L.find_shortest_path(True, 3)
+    with pytest.raises(TypeError):
+        L.distance_field(True)
+    with pytest.raises(TypeError):
+        L.percolates(axis=True)
+
+
+def test_object_buffers_and_huge_offsets_are_refused():
+    L = cat.Lattice(shape=(4, 5))
+    with pytest.raises(TypeError, match="auxiliary_memory"):
+        L.find_path_catalytic(0, 19, auxiliary_memory=np.empty(40, dtype=object))
+    with pytest.raises(ValueError, match="2\\*\\*31"):
+        cat.Lattice(shape=(4, 5), periodic=True, stencil=[[2**62, 0], [-(2**62), 0]])
+
+
+def test_to_networkx_refuses_graphs_that_cannot_fit(monkeypatch):
+    monkeypatch.setattr(engine_mod, "available_memory", lambda: 2**30)
+    L = cat.Lattice(shape=(1000, 1000, 100))
+    with pytest.raises(cat.InsufficientMemoryError, match="networkx graph"):
+        L.to_networkx()

@@ -258,3 +258,11 @@ def test_ops_decisions_are_explained():
     assert dec.backend in dec.predictions
     assert dec.predictions[dec.backend] == min(dec.predictions.values())
     assert dec.work == 27.0
+
+
+def test_scalar_types_agree_across_backends():
+    x = np.array([3, 1], np.float32)
+    got = {b: cat.ops.reduce(x, "max", backend=b) for b in available_backends()}
+    assert all(type(v) is np.float32 and v == 3 for v in got.values())
+    neg = {b: cat.ops.elementwise("neg", 3.0, backend=b) for b in available_backends()}
+    assert all(np.ndim(v) == 0 and not isinstance(v, np.ndarray) and v == -3 for v in neg.values())

@@ -98,7 +98,7 @@ def test_distance_field_single_and_multi_source(spec, data):
         got1 = L.distance_field(sources[0], backend=b)
         assert got1.dtype == np.int64 and got1.shape == L.shape
         np.testing.assert_array_equal(got1, want1, err_msg=b)
-        np.testing.assert_array_equal(L.distance_field(sources, backend=b), want, err_msg=b)
+        np.testing.assert_array_equal(L.distance_field(np.array(sources), backend=b), want, err_msg=b)
         np.testing.assert_array_equal(L.distance_field(coords, backend=b), want, err_msg=b)
         np.testing.assert_array_equal(
             L.distance_field(tuple(int(c) for c in coords[0]), backend=b), want1, err_msg=b
@@ -113,7 +113,7 @@ def test_weighted_distance_field_is_entering_cost_dijkstra(spec, data):
     want = cost_field(D, sources, L.n_points).reshape(L.shape)
     exact = bool(np.all(spec["weights"] == np.round(spec["weights"])))
     for b in available_backends():
-        got = L.distance_field(sources, backend=b)
+        got = L.distance_field(np.array(sources), backend=b)
         assert got.dtype == np.float64 and got.shape == L.shape
         np.testing.assert_array_equal(np.isinf(got), np.isinf(want), err_msg=b)
         if exact:  # integer-valued weights: sums are exact in any order
@@ -374,7 +374,7 @@ def test_paths_results_identical_across_backends_large():
     w = rng.integers(1, 4, size=shape).astype(float)
     W = cat.Lattice(shape=shape, mask=mask, periodic=(False, True, False), weights=w)
     ref = {
-        "d": L.distance_field([s, t], backend="numpy"),
+        "d": L.distance_field(np.array([s, t]), backend="numpy"),
         "p": L.find_shortest_path(s, t, backend="numpy"),
         "c": L.count_shortest_paths(s, t, backend="numpy"),
         "wd": W.distance_field(s, backend="numpy"),
@@ -384,7 +384,7 @@ def test_paths_results_identical_across_backends_large():
     np.testing.assert_array_equal(ref["d"].reshape(-1), hop_field(G, [s, t], L.n_points))
     assert ref["c"] == count_oracle(G, s, t)
     for b in available_backends():
-        np.testing.assert_array_equal(L.distance_field([s, t], backend=b), ref["d"])
+        np.testing.assert_array_equal(L.distance_field(np.array([s, t]), backend=b), ref["d"])
         p = L.find_shortest_path(s, t, backend=b)
         assert p.path.tolist() == ref["p"].path.tolist() and p.distance == ref["p"].distance
         assert L.count_shortest_paths(s, t, backend=b) == ref["c"]
@@ -412,13 +412,13 @@ def test_all_pairs_on_tiny_lattice_match_networkx():
 def test_backends_agree_with_reference_on_larger_lattices(spec, data):
     L = make(spec)
     s, t = pick_open(spec, data, "start"), pick_open(spec, data, "end")
-    ref_d = L.distance_field([s, t], backend="numpy")
+    ref_d = L.distance_field(np.array([s, t]), backend="numpy")
     ref_p = L.find_shortest_path(s, t, backend="numpy")
     ref_c = L.count_shortest_paths(s, t, backend="numpy")
     ref_cat = L.find_path_catalytic(s, t, backend="numpy")
     assert ref_cat.path.tolist() == ref_p.path.tolist()
     for b in available_backends():
-        np.testing.assert_array_equal(L.distance_field([s, t], backend=b), ref_d, err_msg=b)
+        np.testing.assert_array_equal(L.distance_field(np.array([s, t]), backend=b), ref_d, err_msg=b)
         p = L.find_shortest_path(s, t, backend=b)
         assert p.path.tolist() == ref_p.path.tolist() and p.distance == ref_p.distance, b
         assert L.count_shortest_paths(s, t, backend=b) == ref_c, b

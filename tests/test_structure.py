@@ -210,3 +210,18 @@ def test_louvain_finds_planted_structure():
     parts = [set(np.flatnonzero(com.labels.reshape(-1) == k).tolist()) for k in range(com.count)]
     assert com.modularity == pytest.approx(nx.community.modularity(G, parts))
     assert com.modularity > 0.3
+
+
+def test_eigenvector_centrality_on_degenerate_lattices():
+    import networkx as nx
+
+    blocked = cat.Lattice(shape=(3, 3), mask=np.zeros((3, 3), bool))
+    assert np.isnan(blocked.calculate_centrality("eigenvector")).all()
+    m = np.ones((3, 7), bool)
+    m[:, 3] = False
+    split = cat.Lattice(shape=(3, 7), mask=m)
+    # NetworkX refuses too: the leading eigenvector is not unique
+    with pytest.raises(nx.AmbiguousSolution):
+        nx.eigenvector_centrality_numpy(split.to_networkx())
+    with pytest.raises(ValueError, match="disconnected"):
+        split.calculate_centrality("eigenvector")

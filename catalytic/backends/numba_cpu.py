@@ -195,7 +195,11 @@ def reduce(x, op):
         arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
     else:
         arr = arr.astype(np.float64, copy=False)
-    return _arrays().reduce(arr.reshape(-1), op)
+    result = _arrays().reduce(arr.reshape(-1), op)
+    if op in ("min", "max"):
+        # the input's dtype, as NumPy's min/max give (values are exact in float64)
+        return np.asarray(x).dtype.newbyteorder("=").type(result)
+    return result
 
 
 def elementwise(op, a, b=None):
@@ -206,7 +210,7 @@ def elementwise(op, a, b=None):
     a2 = np.ascontiguousarray(a).reshape(a.shape)
     out = np.empty(a2.shape, dtype=np.float64)
     _arrays().elementwise(op, a2.reshape(-1), b, out.reshape(-1))
-    return out
+    return out[()] if out.ndim == 0 else out  # a scalar for 0-d input, as a ufunc gives
 
 
 def random(shape, seed, distribution):

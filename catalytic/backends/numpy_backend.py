@@ -318,11 +318,21 @@ def _eigenvector(g, open_idx):
     ``networkx.eigenvector_centrality_numpy`` normalises it."""
     from scipy.sparse.linalg import eigsh
 
+    from scipy.sparse.csgraph import connected_components as cc
+
     a = _adjacency(g).astype(np.float64)[open_idx][:, open_idx]
     v = len(open_idx)
+    if v == 0:
+        return np.zeros(0)
     if v == 1:
         return np.array([1.0])
-    if v < 3 or a.nnz == 0:
+    n_comp = cc(a, directed=False)[0]
+    if n_comp > 1:
+        raise ValueError(
+            f"eigenvector centrality is ambiguous on a disconnected lattice ({n_comp} "
+            "components: each has its own leading eigenvector); compute it per component"
+        )
+    if v < 3:
         w, vec = np.linalg.eigh(a.toarray())
         x = vec[:, -1]
     else:
@@ -334,7 +344,6 @@ def _eigenvector(g, open_idx):
 
 
 def communities(lat, *, method="louvain", seed=0):
-    import networkx as nx
     from networkx.algorithms import community as nxc
 
     g = lat.geometry
