@@ -7,6 +7,7 @@
 """
 
 from catalytic import ops
+from catalytic.backends.cuda_backend import devices
 from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
 from catalytic.errors import (
     CatalyticError,
@@ -38,5 +39,6 @@ __all__ = [
     "get_engine",
     "hookimpl",
     "ops",
+    "devices",
     "reset_engine",
 ]

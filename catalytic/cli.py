@@ -23,8 +23,18 @@ def cmd_info(args) -> int:
     for name, (ok, why) in eng.backends().items():
         dev = eng.registry.backends[name].device
         print(f"  {name:<10} {dev:<4} {'available' if ok else 'UNAVAILABLE'}: {why}")
-    if "cuda" not in eng.registry.backends:
-        print("  cuda       gpu  not part of this build yet (no GPU backend registered)")
+    devs = cat.devices()
+    if not devs:
+        print("devices: no CUDA GPU found (the cuda backend is unavailable; CPU backends run everything)")
+    for d in devs:
+        if d["simulator"]:
+            print("devices: CUDA simulator active (NUMBA_ENABLE_CUDASIM=1): kernels run "
+                  "correctly but at simulator speed")
+        else:
+            print(f"devices: [{d['id']}] {d['name']}, compute capability "
+                  f"{'.'.join(map(str, d['compute_capability']))}, "
+                  f"{d['free_memory'] / 2**30:.1f} of {d['total_memory'] / 2**30:.1f} GiB free, "
+                  f"driver {d['driver_version']}, runtime {d['runtime_version']}")
     print(f"plugins: {', '.join(eng.plugin_names())}")
     for name, msg in eng.plugin_errors.items():
         print(f"  FAILED {name}: {msg}")

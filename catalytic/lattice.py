@@ -124,6 +124,8 @@ class UnifiedCatalyticLattice:
         self._fill_key(self._aux, 0)
         self._last_borrow = None
         self._built = False
+        #: per-backend state (e.g. the cuda backend's device copies of mask and weights)
+        self._backend_state: dict = {}
 
     # -- catalytic key ---------------------------------------------------------------------
     def _fill_key(self, region: np.ndarray, start: int) -> None:
@@ -380,6 +382,7 @@ class UnifiedCatalyticLattice:
 
     def cleanup(self) -> None:
         """Release backend state held for this lattice (caches, device copies)."""
+        self._backend_state.clear()
         self._last_borrow = None
         self._built = False
 

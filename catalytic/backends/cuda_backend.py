@@ -1,0 +1,403 @@
+"""The ``cuda`` backend: host side of the ``@cuda.jit`` kernels in :mod:`catalytic.kernels.cuda`.
+
+What lives here (and not in the kernels): whether a GPU is there, whether the device has
+room for a call, launch orchestration, and *residency*: a lattice's mask and weights are
+copied to the device once and cached on the lattice (``lattice.cleanup()`` releases them,
+and so does :func:`cleanup` under memory pressure or after a GPU failure). Every copy
+between host and device goes through :func:`to_device` / :func:`to_host`, which count the
+bytes each way (:func:`transfer_stats`).
+
+Under ``NUMBA_ENABLE_CUDASIM=1`` the backend runs on Numba's CUDA simulator: results are
+real, speed is not (a few thousand threads a second), so its cost model keeps the router
+away from it unless a call names ``backend="cuda"``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from catalytic import operations as O
+from catalytic.backends import _common as C
+from catalytic.engine import hookimpl
+from catalytic.errors import MemoryShortfall
+
+NAME = "cuda"
+#: fraction of the device's free memory a call may plan to use
+DEVICE_MEMORY_MARGIN = 0.9
+#: default costs until ``catalytic calibrate`` runs on a GPU machine (uncalibrated guesses,
+#: labelled as such in every Decision): kernel launch + transfer overhead, work units / s
+GPU_DEFAULT_COST = (100e-6, 2e10)
+#: the simulator: correct but some thousand threads a second
+SIMULATOR_COST = (5e-3, 3e3)
+
+_lock = threading.Lock()
+_transfers = {"h2d_bytes": 0, "d2h_bytes": 0, "h2d_copies": 0, "d2h_copies": 0}
+_resident: "weakref.WeakSet" = weakref.WeakSet()
+
+
+# -- availability ------------------------------------------------------------------------
+def simulator_active() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+def _cuda():
+    """``numba.cuda``, or an ImportError naming the extra to install."""
+    try:
+        from numba import cuda
+    except ImportError as err:  # numba without its CUDA target
+        raise ImportError(
+            'the cuda backend needs numba-cuda: pip install "catalytic[cuda]"'
+        ) from err
+    return cuda
+
+
+def _available():
+    try:
+        cuda = _cuda()
+    except ImportError as err:
+        return False, str(err)
+    if simulator_active():
+        return True, "CUDA simulator (NUMBA_ENABLE_CUDASIM=1): correct results, not GPU speed"
+    try:
+        if not cuda.is_available():
+            return False, "no CUDA GPU or driver found (numba.cuda.is_available() is False)"
+        dev = cuda.get_current_device()
+        cc = ".".join(map(str, dev.compute_capability))
+        name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+        return True, f"{name}, compute capability {cc}"
+    except Exception as err:  # driver present but broken
+        return False, f"CUDA driver error: {type(err).__name__}: {err}"
+
+
+def devices() -> list[dict]:
+    """Every CUDA device: name, compute capability, total and free memory (bytes),
+    driver and runtime versions. Empty when there is none; under the simulator one entry
+    with ``simulator=True``.
+
+    Examples
+    --------
+    >>> import catalytic as cat
+    >>> isinstance(cat.devices(), list)
+    True
+    """
+    try:
+        cuda = _cuda()
+    except ImportError:
+        return []
+    if simulator_active():
+        return [{"id": 0, "name": "CUDA simulator", "simulator": True,
+                 "compute_capability": None, "total_memory": None, "free_memory": None,
+                 "driver_version": None, "runtime_version": None}]
+    if not cuda.is_available():
+        return []
+    out = []
+    driver = runtime = None
+    try:
+        driver = cuda.cudadrv.driver.driver.get_version()
+    except Exception:
+        pass
+    try:
+        runtime = cuda.runtime.get_version()
+    except Exception:
+        pass
+    for dev in cuda.list_devices():
+        with cuda.gpus[dev.id]:
+            free, total = cuda.current_context().get_memory_info()
+            d = cuda.get_current_device()
+            name = d.name.decode() if isinstance(d.name, bytes) else d.name
+            out.append({"id": dev.id, "name": name, "simulator": False,
+                        "compute_capability": tuple(d.compute_capability),
+                        "total_memory": int(total), "free_memory": int(free),
+                        "driver_version": driver, "runtime_version": runtime})
+    return out
+
+
+def free_device_memory() -> float:
+    """Free bytes on the current device (``inf`` under the simulator)."""
+    cuda = _cuda()
+    free, _ = cuda.current_context().get_memory_info()
+    return float(free)
+
+
+# -- transfers and residency ---------------------------------------------------------------
+def to_device(arr, stream=0):
+    """Copy a host array to the device, counting the bytes."""
+    cuda = _cuda()
+    arr = np.ascontiguousarray(arr)
+    with _lock:
+        _transfers["h2d_bytes"] += arr.nbytes
+        _transfers["h2d_copies"] += 1
+    return cuda.to_device(arr, stream=stream)
+
+
+def to_host(x):
+    """A host copy of a device array (numpy arrays pass through uncounted)."""
+    if not hasattr(x, "copy_to_host"):
+        return x
+    host = x.copy_to_host()
+    with _lock:
+        _transfers["d2h_bytes"] += host.nbytes
+        _transfers["d2h_copies"] += 1
+    return host
+
+
+def transfer_stats() -> dict:
+    """Bytes and copies host->device and device->host since start (or the last reset)."""
+    with _lock:
+        return dict(_transfers)
+
+
+def reset_transfer_stats() -> None:
+    with _lock:
+        for k in _transfers:
+            _transfers[k] = 0
+
+
+def resident(lat) -> dict:
+    """The lattice's device-side copies (mask as uint8 sites, weights), made once."""
+    state = lat._backend_state.get(NAME)
+    if state is None:
+        g = lat.geometry
+        state = {"open_": to_device(g.open_flat) if g.open_flat.size else g.open_flat}
+        if g.weights is not None:
+            state["weights"] = to_device(g.weights.reshape(-1))
+        lat._backend_state[NAME] = state
+        _resident.add(lat)
+    return state
+
+
+def cleanup() -> None:
+    """Drop every cached device copy (after a GPU failure or under memory pressure)."""
+    for lat in list(_resident):
+        lat._backend_state.pop(NAME, None)
+    _resident.clear()
+
+
+def _args(lat):
+    g = lat.geometry
+    st = resident(lat)
+    return g.shape_arr, g.periodic_arr, g.offsets, st["open_"], g.dedupe
+
+
+# -- device-memory checks ----------------------------------------------------------------------
+def _fits(needed: int):
+    try:
+        free = free_device_memory()
+    except Exception as err:
+        return f"cannot read free device memory: {err}"
+    if needed > DEVICE_MEMORY_MARGIN * free:
+        return MemoryShortfall("device memory", needed, int(DEVICE_MEMORY_MARGIN * free))
+    return None
+
+
+def _sites_fit(per_site):
+    def supports(lat, *args, **kwargs):
+        return _fits(lat.geometry.n_points * per_site)
+
+    return supports
+
+
+def _data_fit(factor=3):
+    def supports(*args, **kwargs):
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        return _fits(factor * sum(a.nbytes for a in arrays))
+
+    return supports
+
+
+# -- kernels ----------------------------------------------------------------------------------
+def _graph():
+    from catalytic.kernels.cuda import graph
+
+    return graph
+
+
+def _fields():
+    from catalytic.kernels.cuda import fields
+
+    return fields
+
+
+def _arrays():
+    from catalytic.kernels.cuda import arrays
+
+    return arrays
+
+
+# -- implementations --------------------------------------------------------------------------
+def distance_field(lat, sources):
+    g = lat.geometry
+    if g.weights is None:
+        d = _graph().bfs_distance(*_args(lat), sources)
+        return to_host(d).astype(np.int64, copy=False).reshape(g.shape)
+    d = _graph().relax_distance(*_args(lat), resident(lat)["weights"], sources)
+    return to_host(d).reshape(g.shape)
+
+
+def shortest_path(lat, start, end):
+    g = lat.geometry
+    w = resident(lat).get("weights")
+    path = np.asarray(_graph().shortest_path(*_args(lat), start, end, w), dtype=np.int64)
+    if g.weights is None:
+        return O.PathResult(path, len(path) - 1 if len(path) else -1)
+    if len(path) == 0:
+        return O.PathResult(path, np.inf)
+    length = float(np.cumsum(g.weights.reshape(-1)[path[1:]])[-1]) if len(path) > 1 else 0.0
+    return O.PathResult(path, length)
+
+
+def _no_zero_weights(lat, *args, **kwargs):
+    w = lat.geometry.weights
+    if w is not None and not (w > 0).all():
+        return "zero-weight sites: the greedy walk-back needs strictly positive weights"
+    return _fits(lat.geometry.n_points * 16)
+
+
+def connected_components(lat):
+    g = lat.geometry
+    labels, count = _graph().connected_components(*_args(lat))
+    labels = to_host(labels).reshape(g.shape)
+    return O.Components(labels, int(count), C.component_sizes(labels, int(count)))
+
+
+def percolates(lat, *, axis=0):
+    return C.spans(connected_components(lat).labels, axis)
+
+
+def degree(lat):
+    return to_host(_graph().degree(*_args(lat))).astype(np.int64, copy=False).reshape(lat.geometry.shape)
+
+
+def centrality(lat, *, method="degree"):
+    g = lat.geometry
+    v = g.n_open
+    if method == "degree":
+        deg = degree(lat).reshape(-1).astype(np.float64)
+        out = deg / (v - 1) if v > 1 else np.ones_like(deg)
+    else:
+        out = np.array(to_host(_graph().closeness(*_args(lat), None)), dtype=np.float64)
+    if g.mask is not None:
+        out[g.open_flat == 0] = np.nan
+    return out.reshape(g.shape)
+
+
+def _centrality_supported(lat, *, method="degree"):
+    if method not in ("degree", "closeness"):
+        return f"centrality method {method!r} is implemented in the numpy backend (NetworkX)"
+    return _fits(lat.geometry.n_points * 16)
+
+
+def laplacian(lat, field):
+    g = lat.geometry
+    f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
+    out = np.empty(g.n_points, dtype=np.float64)
+    return to_host(_fields().laplacian(*_args(lat), f, out)).reshape(g.shape)
+
+
+def diffuse(lat, field, *, steps=1, alpha=0.1):
+    g = lat.geometry
+    f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
+    out = np.empty(g.n_points, dtype=np.float64)
+    return to_host(_fields().diffuse(*_args(lat), f, steps, alpha, out)).reshape(g.shape)
+
+
+def xor_transform(lat, data, key=None):
+    src = np.ascontiguousarray(data)
+    out = np.empty_like(src)
+    if key is None:
+        _arrays().xor_bytes(src.reshape(-1).view(np.uint8), lat._aux, out.reshape(-1).view(np.uint8))
+    else:
+        _arrays().xor_elems(src.reshape(-1), key, out.reshape(-1))
+    return out.reshape(np.shape(data))
+
+
+def _xor_supported(lat, data, key=None):
+    if not data.dtype.isnative:
+        return f"non-native byte order {data.dtype.str}"
+    return _fits(3 * data.nbytes)
+
+
+def normalize(data):
+    x = np.ascontiguousarray(data, dtype=np.float64)
+    out = np.empty_like(x)
+    _arrays().normalize(x.reshape(-1), out.reshape(-1))
+    return out.reshape(np.shape(data))
+
+
+def scale(data, *, factor=1.0):
+    x = np.ascontiguousarray(data, dtype=np.float64)
+    out = np.empty_like(x)
+    _arrays().scale(x.reshape(-1), factor, out.reshape(-1))
+    return out.reshape(np.shape(data))
+
+
+def reduce(x, op):
+    arr = np.ascontiguousarray(x)
+    if np.issubdtype(arr.dtype, np.integer):
+        arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
+    else:
+        arr = arr.astype(np.float64, copy=False)
+    result = _arrays().reduce(arr.reshape(-1), op)
+    if op in ("min", "max"):
+        return np.asarray(x).dtype.newbyteorder("=").type(result)
+    return result
+
+
+def elementwise(op, a, b=None):
+    a = np.asarray(a, dtype=np.float64)
+    if b is not None:
+        a, b = np.broadcast_arrays(a, np.asarray(b, dtype=np.float64))
+        b = np.ascontiguousarray(b).reshape(-1)
+    a2 = np.ascontiguousarray(a).reshape(a.shape)
+    out = np.empty(a2.shape, dtype=np.float64)
+    _arrays().elementwise(op, a2.reshape(-1), b, out.reshape(-1))
+    return out[()] if out.ndim == 0 else out
+
+
+def matmul(a, b):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
+    return to_host(_arrays().matmul(a, b, out))
+
+
+def random(shape, seed, distribution):
+    from catalytic.kernels.cuda.random import random_cuda
+
+    return to_host(random_cuda(shape, seed, distribution))
+
+
+IMPLEMENTATIONS = {
+    "distance_field": (distance_field, _sites_fit(24)),
+    "shortest_path": (shortest_path, _no_zero_weights),
+    "connected_components": (connected_components, _sites_fit(24)),
+    "percolates": (percolates, _sites_fit(24)),
+    "degree": (degree, _sites_fit(16)),
+    "centrality": (centrality, _centrality_supported),
+    "laplacian": (laplacian, _sites_fit(24)),
+    "diffuse": (diffuse, _sites_fit(32)),
+    "xor_transform": (xor_transform, _xor_supported),
+    "normalize": (normalize, _data_fit()),
+    "scale": (scale, _data_fit()),
+    "reduce": (reduce, _data_fit(1)),
+    "elementwise": (elementwise, _data_fit()),
+    "matmul": (matmul, _data_fit(2)),
+    "random": (random, lambda shape, seed, dist: _fits(16 * int(np.prod(shape)))),
+}
+
+
+@hookimpl
+def catalytic_add_backends(registry):
+    registry.add_backend(NAME, available=_available, device="gpu",
+                         description="Numba @cuda.jit kernels, data cached on the device")
+
+
+@hookimpl
+def catalytic_add_operations(registry):
+    cost = SIMULATOR_COST if simulator_active() else GPU_DEFAULT_COST
+    for op, (func, supports) in IMPLEMENTATIONS.items():
+        registry.add_implementation(op, NAME, func, supports=supports, cost=cost)

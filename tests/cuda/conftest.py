@@ -1,0 +1,68 @@
+"""Two passes over the CUDA kernels.
+
+* With ``NUMBA_ENABLE_CUDASIM=1`` (set before Numba is imported, as the README's test
+  command does): every kernel runs in the simulator at small size and is compared with
+  its CPU twin. Tests marked ``sim``.
+* Without it: every kernel is compiled to PTX for sm_90 (H100) with NVVM, proving it
+  types and lowers for a real GPU even on a machine without one. Tests marked ``ptx``;
+  skipped with a reason when NVVM (``pip install "catalytic[cuda]"``) is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import types as pytypes
+
+import pytest
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _nvvm_available() -> bool:
+    if SIM:
+        return False
+    try:
+        from numba.cuda.cudadrv import nvvm
+
+        nvvm.NVVM()
+        return True
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    nvvm_ok = None
+    for item in items:
+        if "sim" in item.keywords and not SIM:
+            item.add_marker(pytest.mark.skip(reason="simulator test: run with NUMBA_ENABLE_CUDASIM=1"))
+        if "ptx" in item.keywords:
+            if SIM:
+                item.add_marker(pytest.mark.skip(reason="PTX compile test: run without the simulator"))
+                continue
+            if nvvm_ok is None:
+                nvvm_ok = _nvvm_available()
+            if not nvvm_ok:
+                item.add_marker(pytest.mark.skip(reason='NVVM missing: pip install "catalytic[cuda]"'))
+
+
+@pytest.fixture
+def compile_ptx(monkeypatch):
+    """``compile_ptx(kernel, argtypes) -> str``: PTX of a @cuda.jit kernel for sm_90.
+
+    Device functions are compiled for "the current device"; without a GPU there is none,
+    so the dispatcher is told the device is compute capability 9.0 (an H100).
+    """
+    from numba import cuda
+    import numba.cuda.dispatcher as dispatcher
+
+    monkeypatch.setattr(
+        dispatcher, "get_current_device", lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+    )
+
+    def compile_(kernel, argtypes):
+        func = getattr(kernel, "py_func", kernel)
+        ptx, _ = cuda.compile_ptx(func, tuple(argtypes), cc=(9, 0))
+        assert ".target sm_90" in ptx
+        return ptx
+
+    return compile_
