@@ -81,7 +81,31 @@ def centrality_work(lat, *, method="degree"):
     return base
 
 
+def on_device(x) -> bool:
+    """True for a GPU array (anything exposing ``__cuda_array_interface__``)."""
+    return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+
+
+def host_only(*args, **kwargs):
+    """``supports`` of CPU implementations: refuse arrays that live on the GPU."""
+    for a in list(args) + list(kwargs.values()):
+        if on_device(a):
+            return "input lives on the GPU (use the cuda backend, or copy_to_host() it)"
+    return None
+
+
 def _lattice_field(lat, field, name="field") -> np.ndarray:
+    if on_device(field):
+        # checked from its metadata: copying it to the host would defeat keeping it there
+        dt = np.dtype(field.dtype)
+        if dt != np.float64:
+            raise TypeError(f"a device {name} must be float64, got {dt}")
+        if tuple(field.shape) not in (lat.geometry.shape, (lat.geometry.n_points,)):
+            raise ValueError(
+                f"{name} has shape {tuple(field.shape)}; expected the lattice shape "
+                f"{lat.geometry.shape}"
+            )
+        return field
     arr = np.asarray(field)
     if arr.dtype == np.bool_ or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)

@@ -185,8 +185,13 @@ def _args(lat):
 
 # -- device-memory checks ----------------------------------------------------------------------
 def _fits(needed: int):
+    """None if ``needed`` bytes fit in the device's free memory (with a margin); under
+    pressure the cached lattice copies are released first and the check is repeated."""
     try:
         free = free_device_memory()
+        if needed > DEVICE_MEMORY_MARGIN * free and len(_resident):
+            cleanup()
+            free = free_device_memory()
     except Exception as err:
         return f"cannot read free device memory: {err}"
     if needed > DEVICE_MEMORY_MARGIN * free:
@@ -291,18 +296,28 @@ def _centrality_supported(lat, *, method="degree"):
     return _fits(lat.geometry.n_points * 16)
 
 
-def laplacian(lat, field):
-    g = lat.geometry
+def _field_io(lat, field):
+    """Flat input and output buffers: on the device when the field already is (the
+    result then stays there), on the host otherwise."""
+    n = lat.geometry.n_points
+    if O.on_device(field):
+        return field.reshape(n), _cuda().device_array(n, dtype=np.float64), True
     f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
-    out = np.empty(g.n_points, dtype=np.float64)
-    return to_host(_fields().laplacian(*_args(lat), f, out)).reshape(g.shape)
+    return f, np.empty(n, dtype=np.float64), False
+
+
+def laplacian(lat, field):
+    """Graph Laplacian on the device; a device field gives a device result."""
+    f, out, dev = _field_io(lat, field)
+    res = _fields().laplacian(*_args(lat), f, out)
+    return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
 
 def diffuse(lat, field, *, steps=1, alpha=0.1):
-    g = lat.geometry
-    f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
-    out = np.empty(g.n_points, dtype=np.float64)
-    return to_host(_fields().diffuse(*_args(lat), f, steps, alpha, out)).reshape(g.shape)
+    """Explicit diffusion steps on the device; a device field gives a device result."""
+    f, out, dev = _field_io(lat, field)
+    res = _fields().diffuse(*_args(lat), f, steps, alpha, out)
+    return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
 
 def xor_transform(lat, data, key=None):

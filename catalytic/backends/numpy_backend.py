@@ -531,6 +531,10 @@ def _graph_fits(lat, *args, **kwargs):
     return None
 
 
+def _host_and_graph_fits(lat, *args, **kwargs):
+    return O.host_only(*args, **kwargs) or _graph_fits(lat)
+
+
 @hookimpl
 def catalytic_add_operations(registry):
     for name, func, validate, work, memory, extra in OPERATIONS:
@@ -538,4 +542,6 @@ def catalytic_add_operations(registry):
             name, work=work, memory=memory, validate=validate, doc=func.__doc__ or "", **extra
         )
         supports = _graph_fits if name in GRAPH_OPS else None
+        if name in ("laplacian", "diffuse"):
+            supports = _host_and_graph_fits
         registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST)

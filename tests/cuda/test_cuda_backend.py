@@ -152,3 +152,23 @@ def test_fallback_off_raises(monkeypatch):
     finally:
         cat.reset_engine()
     assert eng.fallbacks == []
+
+
+@sim
+def test_device_fields_stay_on_the_device_through_chained_calls():
+    from numba import cuda
+
+    L = cat.Lattice(shape=(6, 7), periodic=(True, False))
+    f = np.linspace(-1, 1, L.n_points).reshape(L.shape)
+    want = L.diffuse(L.laplacian(f, backend="numpy"), steps=2, alpha=0.1, backend="numpy")
+    dev = cuda.to_device(f)
+    cb.reset_transfer_stats()
+    lap = L.laplacian(dev)  # unforced: CPU backends decline device input
+    assert L.last_decision.backend == "cuda"
+    assert "GPU" in L.last_decision.rejected["numpy"]
+    out = L.diffuse(lap, steps=2, alpha=0.1)
+    assert hasattr(out, "copy_to_host") and tuple(out.shape) == L.shape
+    assert cb.transfer_stats()["d2h_bytes"] == 0  # nothing came back until asked
+    np.testing.assert_allclose(out.copy_to_host(), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="shape"):
+        L.laplacian(cuda.to_device(np.zeros(5)))
