@@ -242,6 +242,7 @@ class Engine:
         try:
             result = impls[decision.backend].func(*args, **kwargs)
         except Exception as err2:
+            self._cleanup_backend(backend.name)
             if not self.settings.fallback:
                 raise err2 from err
             cpu = {

@@ -82,8 +82,11 @@ def centrality_work(lat, *, method="degree"):
 
 
 def on_device(x) -> bool:
-    """True for a GPU array (anything exposing ``__cuda_array_interface__``)."""
-    return hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+    """True for a GPU array: anything exposing ``__cuda_array_interface__``, or Numba's
+    device arrays (whose simulator version marks itself with ``__cuda_ndarray__``)."""
+    if isinstance(x, np.ndarray):
+        return False
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
 
 
 def host_only(*args, **kwargs):

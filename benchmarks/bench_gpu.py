@@ -1,0 +1,151 @@
+"""GPU benchmarks for the cuda backend; writes reports/gpu.md with the device's name.
+
+    python benchmarks/bench_gpu.py                 # on a machine with an NVIDIA GPU
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/bench_gpu.py --smoke   # wiring check only
+
+Measured in one run on the device:
+1. XOR and elementwise bandwidth as a fraction of the device-to-device copy bandwidth
+   measured in the same run (target >= 70%);
+2. a 512^3 BFS distance field on cuda (kernel time, data resident) against the
+   numba-cpu figure given with --cpu-bfs-seconds (measured on the 2-core development
+   machine; the issue's target is >= 20x) and against numba-cpu on this machine;
+3. a size sweep where every size runs on every backend and the router's unforced choice
+   is compared with the measured fastest.
+``--smoke`` shrinks every size so the script can run under the simulator: its figures
+are then meaningless and the report says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import catalytic as cat
+from catalytic.backends import cuda_backend as cb
+
+
+def _sync():
+    from numba import cuda
+
+    cuda.synchronize()
+
+
+def _best(func, repeat):
+    func()
+    _sync()
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        func()
+        _sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bandwidth(n_bytes, repeat, rows, facts):
+    from numba import cuda
+
+    from catalytic.kernels.cuda import arrays
+
+    n = n_bytes // 8
+    a = cuda.to_device(np.arange(n, dtype=np.uint64))
+    b = cuda.device_array_like(a)
+    t_copy = _best(lambda: b.copy_to_device(a), repeat)
+    copy_bw = 2 * a.nbytes / t_copy  # read + write
+    key = cuda.to_device(np.frombuffer(np.random.default_rng(0).bytes(1000), dtype=np.uint8))
+    a8, b8 = a.view(np.uint8), b.view(np.uint8)
+    t_xor = _best(lambda: arrays.xor_bytes(a8, key, b8), repeat)
+    xor_bw = 2 * a.nbytes / t_xor
+    f = cuda.to_device(np.random.default_rng(1).random(n))
+    g = cuda.device_array_like(f)
+    out = cuda.device_array_like(f)
+    t_mul = _best(lambda: arrays.elementwise("mul", f, g, out), repeat)
+    mul_bw = 3 * f.nbytes / t_mul
+    rows.append((f"device-to-device copy, {a.nbytes / 2**20:.0f} MiB", f"{copy_bw / 1e9:.0f} GB/s", "reference"))
+    rows.append(("xor_bytes (1000-byte key)", f"{xor_bw / 1e9:.0f} GB/s", f"{xor_bw / copy_bw:.0%} of copy (target >= 70%)"))
+    rows.append(("elementwise mul", f"{mul_bw / 1e9:.0f} GB/s", f"{mul_bw / copy_bw:.0%} of copy (target >= 70%)"))
+    facts["bandwidth"] = {"copy": copy_bw, "xor": xor_bw, "mul": mul_bw}
+
+
+def bfs(side, repeat, cpu_seconds, rows, facts):
+    from catalytic.kernels.cuda import graph
+
+    L = cat.Lattice(shape=(side, side, side))
+    args = cb._args(L)
+    t_gpu = _best(lambda: graph.bfs_distance(*args, np.array([0])), repeat)
+    d = cb.to_host(graph.bfs_distance(*args, np.array([0])))
+    ok = int(d.max()) == 3 * (side - 1)
+    t_cpu_here = _best(lambda: L.distance_field(0, backend="numba-cpu"), 1)
+    rows.append((f"BFS distance field {side}^3 ({L.n_points:,} sites), cuda kernel, resident",
+                 f"{t_gpu * 1e3:.1f} ms", f"closed form {'ok' if ok else 'WRONG'}"))
+    rows.append(("same, numba-cpu on this machine", f"{t_cpu_here * 1e3:.1f} ms", f"{t_cpu_here / t_gpu:.1f}x"))
+    if cpu_seconds:
+        rows.append(("same, numba-cpu on the 2-core dev machine (given)", f"{cpu_seconds * 1e3:.0f} ms",
+                     f"{cpu_seconds / t_gpu:.1f}x (target >= 20x)"))
+    facts["bfs"] = {"side": side, "gpu_s": t_gpu, "cpu_here_s": t_cpu_here, "cpu_dev_s": cpu_seconds, "correct": ok}
+
+
+def sweep(sizes, repeat, rows, facts):
+    agree = 0
+    results = []
+    for side in sizes:
+        L = cat.Lattice(shape=(side, side))
+        times = {b: _best(lambda b=b: L.distance_field(0, backend=b), repeat)
+                 for b in ("numpy", "numba-cpu", "cuda")}
+        chosen = cat.get_engine().explain("distance_field", L, 0).backend
+        fastest = min(times, key=times.get)
+        agree += chosen == fastest
+        results.append({"side": side, "times": times, "chosen": chosen, "fastest": fastest})
+        rows.append((f"sweep distance_field {side}^2", " / ".join(f"{b} {t * 1e3:.2f} ms" for b, t in times.items()),
+                     f"router chose {chosen}, fastest {fastest}"))
+    rows.append(("router agreement", f"{agree} of {len(sizes)}", ""))
+    facts["sweep"] = results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (simulator wiring check)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cpu-bfs-seconds", type=float, default=None,
+                    help="numba-cpu 512^3 BFS time measured on the development machine")
+    ap.add_argument("--output", type=Path, default=Path(__file__).resolve().parent.parent / "reports" / "gpu.md")
+    args = ap.parse_args(argv)
+    devs = cat.devices()
+    if not devs:
+        print("no CUDA device: nothing to measure", file=sys.stderr)
+        return 1
+    dev = devs[0]
+    rows, facts = [], {"device": dev}
+    if args.smoke:
+        bandwidth(4096, 1, rows, facts)
+        bfs(6, 1, args.cpu_bfs_seconds, rows, facts)
+        sweep([4, 8], 1, rows, facts)
+    else:
+        bandwidth(2**30, args.repeat, rows, facts)
+        bfs(512, args.repeat, args.cpu_bfs_seconds, rows, facts)
+        sweep([32, 128, 512, 2048, 4096], args.repeat, rows, facts)
+    name = "CUDA simulator (smoke run: figures are not GPU measurements)" if dev["simulator"] else (
+        f"{dev['name']}, compute capability {'.'.join(map(str, dev['compute_capability']))}, "
+        f"driver {dev['driver_version']}, runtime {dev['runtime_version']}")
+    lines = ["# GPU benchmarks", "", f"Device: {name}.",
+             f"Measured by `python benchmarks/bench_gpu.py {' '.join(sys.argv[1:] if argv is None else argv)}` "
+             f"on {time.strftime('%Y-%m-%d')}; best of {args.repeat} after a warm-up.", "",
+             "| workload | result | note |", "| --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = args.output if not dev["simulator"] else args.output.with_name("gpu-smoke.md")
+    if not dev["simulator"]:
+        out.write_text(text)
+        out.with_suffix(".json").write_text(json.dumps(facts, indent=1, default=str))
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,423 @@
+"""The CUDA graph kernels (``catalytic.kernels.cuda.graph``) against their CPU twins.
+
+* ``sim`` tests (``NUMBA_ENABLE_CUDASIM=1``): every host function on small lattices,
+  1-D to 4-D, periodic and open axes, von Neumann, Moore and an asymmetric stencil,
+  periodic axes of size 1 and 2, random masks, sizes that are not multiples of the
+  block size and a few that span several blocks; integer results and relaxation costs
+  bit for bit, closeness to 1e-12.
+* ``ptx`` tests (no simulator): every ``@cuda.jit`` kernel of the module compiles to
+  sm_90 PTX for the argument types the host functions launch it with.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from catalytic.kernels.cpu import graph as cpu
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+sim = pytest.mark.sim
+ptx = pytest.mark.ptx
+
+
+# ---------------------------------------------------------------------------------------
+# Lattices
+# ---------------------------------------------------------------------------------------
+
+
+def von_neumann(d):
+    out = []
+    for a in range(d):
+        for s in (-1, 1):
+            o = [0] * d
+            o[a] = s
+            out.append(o)
+    return np.array(out, dtype=np.int64)
+
+
+def moore(d):
+    return np.array([o for o in itertools.product((-1, 0, 1), repeat=d) if any(o)],
+                    dtype=np.int64)
+
+
+ASYM = np.array([[0, 1], [1, 0], [1, 1]], dtype=np.int64)  # directed: no inverse steps
+
+
+def _case(name, shape, periodic, offsets, p_open, dedupe, seed):
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    if p_open >= 1.0:
+        open_ = np.zeros(0, dtype=np.uint8)
+    else:
+        open_ = (rng.random(n) < p_open).astype(np.uint8)
+    return pytest.param(
+        (np.array(shape, np.int64), np.array(periodic, np.uint8), offsets, open_, dedupe),
+        id=name,
+    )
+
+
+# n <= ~550 sites each (the simulator runs a few thousand threads per second)
+CASES = [
+    _case("1d-open-11", (11,), (0,), von_neumann(1), 1.0, False, 0),
+    _case("1d-per-7-mask", (7,), (1,), von_neumann(1), 0.8, False, 1),
+    _case("2d-7x9-per0-vn-mask", (7, 9), (1, 0), von_neumann(2), 0.75, False, 2),
+    _case("2d-11x13-open-moore-mask", (11, 13), (0, 0), moore(2), 0.6, False, 3),
+    _case("3d-5x6x7-mixed-vn-mask", (5, 6, 7), (1, 0, 1), von_neumann(3), 0.7, False, 4),
+    _case("2d-2x9-per-moore-dedupe", (2, 9), (1, 1), moore(2), 0.85, True, 5),
+    _case("3d-1x5x6-per-moore-dedupe", (1, 5, 6), (1, 0, 1), moore(3), 0.8, True, 6),
+    _case("4d-3x3x2x4-vn-dedupe", (3, 3, 2, 4), (1, 0, 1, 1), von_neumann(4), 0.8, True, 7),
+    _case("2d-6x7-asym-per1", (6, 7), (0, 1), ASYM, 0.85, False, 8),
+    _case("2d-23x24-vn-mask-3blocks", (23, 24), (0, 1), von_neumann(2), 0.8, False, 9),
+]
+
+# the cheaper subset for the (source x site) closeness scan
+SMALL = [c for c in CASES if int(np.prod(c.values[0][0])) <= 100]
+
+
+def _open_sites(lat):
+    shape, _, _, open_, _ = lat
+    n = int(np.prod(shape))
+    return np.flatnonzero(open_) if open_.shape[0] else np.arange(n)
+
+
+def _pick(lat, k, seed):
+    sites = _open_sites(lat)
+    rng = np.random.default_rng(seed)
+    return rng.choice(sites, size=min(k, sites.shape[0]), replace=False).astype(np.int64)
+
+
+def _weights(lat, seed, kind):
+    n = int(np.prod(lat[0]))
+    rng = np.random.default_rng(seed)
+    if kind == "ties":  # small integers: many equal-cost paths, exercises the tie rule
+        return rng.integers(1, 4, n).astype(np.float64)
+    if kind == "zeros":  # zero-cost sites: the walk-back's marks and backtracking
+        w = rng.integers(0, 3, n).astype(np.float64)
+        return w
+    return rng.random(n) + 0.01
+
+
+def _graph():
+    from catalytic.kernels.cuda import graph
+
+    return graph
+
+
+# ---------------------------------------------------------------------------------------
+# Simulator parity with the CPU twins
+# ---------------------------------------------------------------------------------------
+
+
+@sim
+@pytest.mark.parametrize("lat", CASES)
+def test_bfs_distance_matches_cpu(lat):
+    g = _graph()
+    src = _pick(lat, 2, 10)
+    got = g.bfs_distance(*lat, src).copy_to_host()
+    want = cpu.bfs_distance(*lat, src)
+    assert got.dtype == want.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+@sim
+@pytest.mark.parametrize("lat", CASES)
+def test_relax_distance_equals_dijkstra_bit_for_bit(lat):
+    g = _graph()
+    src = _pick(lat, 2, 11)
+    w = _weights(lat, 12, "float")
+    got = g.relax_distance(*lat, w, src).copy_to_host()
+    want = cpu.dijkstra_distance(*lat, w, src)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)  # exact, inf included
+
+
+@sim
+@pytest.mark.parametrize("lat", CASES)
+def test_shortest_path_hops_is_the_cpu_path(lat):
+    g = _graph()
+    for seed in range(2):
+        s, e = _pick(lat, 2, 20 + seed) if _open_sites(lat).shape[0] > 1 else (0, 0)
+        got = g.shortest_path(*lat, int(s), int(e))
+        want = cpu.shortest_path(*lat, int(s), int(e))
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
+@sim
+@pytest.mark.parametrize("kind", ["float", "ties", "zeros"])
+@pytest.mark.parametrize("lat", [CASES[2], CASES[3], CASES[5], CASES[8]])
+def test_shortest_path_weighted_is_the_cpu_path(lat, kind):
+    g = _graph()
+    w = _weights(lat, 30, kind)
+    s, e = _pick(lat, 2, 31)
+    got = g.shortest_path(*lat, int(s), int(e), w)
+    want = cpu.shortest_path(*lat, int(s), int(e), w)
+    np.testing.assert_array_equal(got, want)
+
+
+@sim
+@pytest.mark.parametrize("lat", CASES)
+def test_connected_components_bit_exact(lat):
+    g = _graph()
+    labels, count = g.connected_components(*lat)
+    want, want_count = cpu.connected_components(*lat)
+    assert count == want_count
+    assert labels.dtype == want.dtype
+    np.testing.assert_array_equal(labels, want)
+
+
+@sim
+@pytest.mark.parametrize("dedupe", [False, True])
+@pytest.mark.parametrize("lat", CASES)
+def test_degree_matches_cpu(lat, dedupe):
+    g = _graph()
+    lat = lat[:4] + (dedupe,)
+    got = g.degree(*lat)
+    want = cpu.degree(*lat)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+@sim
+@pytest.mark.parametrize("lat", SMALL)
+def test_closeness_matches_cpu(lat):
+    g = _graph()
+    src = _pick(lat, 5, 40)
+    got = g.closeness(*lat, src, batch=2)  # 3 batches, the last one partial
+    want = cpu.closeness(*lat, src)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert np.isnan(got).sum() == np.isnan(want).sum()
+
+
+@sim
+def test_bfs_distance_many_sources_spans_several_blocks():
+    g = _graph()
+    lat = CASES[-1].values[0]  # 552 sites
+    src = _pick(lat, 300, 13)  # a first frontier of 300 entries: two blocks
+    np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
+                                  cpu.bfs_distance(*lat, src))
+
+
+@sim
+def test_closeness_spans_several_blocks():
+    g = _graph()
+    lat = CASES[3].values[0]  # 143 sites, Moore: 2 x 143 pairs per level = two blocks
+    src = _pick(lat, 2, 41)
+    got = g.closeness(*lat, src, batch=2)
+    np.testing.assert_allclose(got, cpu.closeness(*lat, src), rtol=0, atol=1e-12)
+
+
+@st.composite
+def small_lattices(draw):
+    d = draw(st.integers(1, 3))
+    shape = draw(st.lists(st.integers(1, 5), min_size=d, max_size=d))
+    periodic = draw(st.lists(st.integers(0, 1), min_size=d, max_size=d))
+    offsets = moore(d) if draw(st.booleans()) else von_neumann(d)
+    n = int(np.prod(shape))
+    if draw(st.booleans()):
+        open_ = np.array(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), np.uint8)
+    else:
+        open_ = np.zeros(0, np.uint8)
+    dedupe = any(p and s <= 2 for p, s in zip(periodic, shape))
+    return (np.array(shape, np.int64), np.array(periodic, np.uint8), offsets, open_, dedupe)
+
+
+@sim
+@settings(max_examples=10, deadline=None)
+@given(lat=small_lattices(), data=st.data())
+def test_property_bfs_components_degree_agree_with_cpu(lat, data):
+    g = _graph()
+    sites = _open_sites(lat)
+    src = [data.draw(st.sampled_from(sites.tolist()))] if sites.shape[0] else []
+    np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
+                                  cpu.bfs_distance(*lat, src))
+    labels, count = g.connected_components(*lat)
+    want, want_count = cpu.connected_components(*lat)
+    assert count == want_count
+    np.testing.assert_array_equal(labels, want)
+    np.testing.assert_array_equal(g.degree(*lat), cpu.degree(*lat))
+
+
+@sim
+def test_closeness_all_sources_default_batch():
+    g = _graph()
+    lat = (np.array([3, 4], np.int64), np.array([1, 0], np.uint8), von_neumann(2),
+           np.array([1, 1, 0, 1, 1, 1, 1, 0, 1, 0, 1, 1], np.uint8), False)
+    got = g.closeness(*lat)
+    want = cpu.closeness(*lat)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert np.isnan(got[lat[3] == 0]).all()
+
+
+@sim
+@pytest.mark.parametrize("lat", [CASES[1], CASES[2], CASES[5], CASES[7], CASES[8]])
+def test_bfs_distance_batched_rows_match_cpu(lat):
+    g = _graph()
+    shape, periodic, offsets, open_, dedupe = lat
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(50)
+    base = open_ if open_.shape[0] else np.ones(n, np.uint8)
+    stack = np.stack([base, (rng.random(n) < 0.8).astype(np.uint8), np.ones(n, np.uint8)])
+    stack[:, 0] = 1  # a common open source
+    src = np.array([0, 0, n - 1], dtype=np.int64)
+    got = g.bfs_distance_batched(shape, periodic, offsets, stack, dedupe, src).copy_to_host()
+    assert got.shape == (3, n)
+    for b in range(3):
+        want = cpu.bfs_distance(shape, periodic, offsets, stack[b], dedupe, [src[b]])
+        np.testing.assert_array_equal(got[b], want)
+
+
+@sim
+def test_bfs_distance_batched_all_open_stack():
+    g = _graph()
+    shape, periodic, offsets = np.array([5, 6], np.int64), np.array([0, 1], np.uint8), moore(2)
+    got = g.bfs_distance_batched(shape, periodic, offsets, np.zeros((2, 0), np.uint8), False,
+                                 [0, 17]).copy_to_host()
+    for b, s in enumerate([0, 17]):
+        want = cpu.bfs_distance(shape, periodic, offsets, np.zeros(0, np.uint8), False, [s])
+        np.testing.assert_array_equal(got[b], want)
+
+
+@sim
+def test_device_inputs_and_a_stream_are_accepted():
+    from numba import cuda
+
+    g = _graph()
+    shape, periodic, offsets, open_, dedupe = CASES[2].values[0]
+    w = _weights(CASES[2].values[0], 60, "float")
+    src = _pick(CASES[2].values[0], 1, 61)
+    stream = cuda.stream()
+    d_open = cuda.to_device(open_)
+    d_w = cuda.to_device(w)
+    got = g.relax_distance(shape, periodic, offsets, d_open, dedupe, d_w, src, stream=stream)
+    np.testing.assert_array_equal(got.copy_to_host(),
+                                  cpu.dijkstra_distance(shape, periodic, offsets, open_,
+                                                        dedupe, w, src))
+    got = g.bfs_distance(shape, periodic, offsets, d_open, dedupe, src, stream=stream)
+    np.testing.assert_array_equal(got.copy_to_host(),
+                                  cpu.bfs_distance(shape, periodic, offsets, open_, dedupe, src))
+    s, e = _pick(CASES[2].values[0], 2, 62)
+    np.testing.assert_array_equal(
+        g.shortest_path(shape, periodic, offsets, d_open, dedupe, s, e, d_w, stream=stream),
+        cpu.shortest_path(shape, periodic, offsets, open_, dedupe, s, e, w))
+
+
+@sim
+def test_unreachable_and_trivial_paths():
+    g = _graph()
+    shape, periodic, offsets = np.array([3, 5], np.int64), np.zeros(2, np.uint8), von_neumann(2)
+    open_ = np.array([1, 1, 0, 1, 1,
+                      1, 1, 0, 1, 1,
+                      1, 1, 0, 1, 1], np.uint8)  # column 2 blocked: two halves
+    lat = (shape, periodic, offsets, open_, False)
+    assert g.shortest_path(*lat, 0, 4).shape == (0,)
+    assert g.shortest_path(*lat, 0, 4, np.ones(15)).shape == (0,)
+    np.testing.assert_array_equal(g.shortest_path(*lat, 6, 6), [6])
+    d = g.bfs_distance(*lat, [0]).copy_to_host()
+    assert (d[[2, 3, 4, 7, 8, 9, 12, 13, 14]] == -1).all()
+    r = g.relax_distance(*lat, np.ones(15), [0]).copy_to_host()
+    assert np.isinf(r[[2, 3, 4]]).all()
+    labels, count = g.connected_components(*lat)
+    assert count == 2 and (labels[open_ == 0] == 0).all()
+
+
+@sim
+def test_bad_arguments_name_the_value():
+    g = _graph()
+    lat = (np.array([3, 4], np.int64), np.zeros(2, np.uint8), von_neumann(2),
+           np.zeros(0, np.uint8), False)
+    with pytest.raises(IndexError, match="99"):
+        g.bfs_distance(*lat, [99])
+    with pytest.raises(ValueError, match="batch"):
+        g.closeness(*lat, batch=0)
+    with pytest.raises(ValueError, match="3 entries"):
+        g.bfs_distance_batched(*lat[:3], np.ones((2, 12), np.uint8), False, [0, 1, 2])
+    big = np.array([o for o in itertools.product(range(-3, 4), repeat=3) if any(o)] * 2)
+    with pytest.raises(ValueError, match="MAX_STENCIL"):
+        g.degree(np.array([4, 4, 4]), np.ones(3, np.uint8), big, np.zeros(0, np.uint8), True)
+
+
+@sim
+def test_closeness_batch_is_capped_under_the_simulator():
+    g = _graph()
+    assert g._closeness_batch(1000, 500) == g.SIM_BATCH
+    assert g._closeness_batch(1000, 3) == 3
+
+
+def test_closeness_batch_follows_free_memory(monkeypatch):
+    import types
+
+    g = _graph()
+    info = types.SimpleNamespace(get_memory_info=lambda: (4000.0 * 10 + 640.0, 1e12))
+    monkeypatch.setattr(g.cuda, "current_context", lambda: info)
+    # half of the free memory, (4 n + 64) bytes per source row
+    assert g._closeness_batch(n=10, n_src=1000) == int(0.5 * (40000 + 640) // 104)
+    assert g._closeness_batch(n=10, n_src=5) == 5
+    info.get_memory_info = lambda: (10.0, 1e12)
+    assert g._closeness_batch(n=10, n_src=5) == 1
+
+
+# ---------------------------------------------------------------------------------------
+# PTX for sm_90
+# ---------------------------------------------------------------------------------------
+
+
+def _ptx_cases():
+    from numba import types as T
+
+    i64, u8, f64, o = T.int64[::1], T.uint8[::1], T.float64[::1], T.int64[:, ::1]
+    geo = (i64, i64, u8, o)  # shape, strides, periodic, offsets
+    return {
+        "_fill[int64]": ("_fill", (i64, T.int64)),
+        "_fill[float64]": ("_fill", (f64, T.float64)),
+        "_scatter[int64]": ("_scatter", (i64, i64, T.int64)),
+        "_scatter[float64]": ("_scatter", (f64, i64, T.float64)),
+        "_bfs_expand": ("_bfs_expand",
+                        geo + (u8, i64, i64, T.int64, i64, i64, T.int64, T.int64)),
+        "_relax_pull": ("_relax_pull", geo + (u8, f64, f64, i64, T.int64)),
+        "_cc_init": ("_cc_init", (i64, u8)),
+        "_cc_pull": ("_cc_pull", geo + (o, u8, i64, i64, T.int64)),
+        "_degree": ("_degree", geo + (u8, T.boolean, i64)),
+        "_multi_init": ("_multi_init", (T.int32[:, ::1], u8, i64)),
+        "_multi_level": ("_multi_level",
+                         geo + (u8, T.int32[:, ::1], T.int64, T.int64, i64, i64, i64)),
+        "_batched_init": ("_batched_init", (T.int64[:, ::1], i64)),
+        "_batched_level": ("_batched_level",
+                           geo + (T.uint8[:, ::1], T.int64[:, ::1], T.int64, i64)),
+    }
+
+
+PTX_IDS = ["_fill[int64]", "_fill[float64]", "_scatter[int64]", "_scatter[float64]",
+           "_bfs_expand", "_relax_pull", "_cc_init", "_cc_pull", "_degree", "_multi_init",
+           "_multi_level", "_batched_init", "_batched_level"]
+
+
+@ptx
+@pytest.mark.parametrize("case", PTX_IDS)
+def test_kernel_compiles_to_sm90_ptx(compile_ptx, case):
+    g = _graph()
+    name, argtypes = _ptx_cases()[case]
+    text = compile_ptx(getattr(g, name), argtypes)
+    assert ".entry" in text
+    if name == "_bfs_expand":
+        assert "atom.global.cas" in text  # the claim really is a compare-and-swap
+    if name == "_multi_level":
+        assert "atom.global.add" in text
+
+
+@ptx
+def test_every_kernel_has_a_ptx_case():
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    g = _graph()
+    kernels = {k for k, v in vars(g).items() if isinstance(v, CUDADispatcher)
+               and not getattr(v, "_device", False) and not v.targetoptions.get("device")}
+    kernels -= {"neighbor", "neighbors_into"}
+    assert kernels == {name for name, _ in _ptx_cases().values()}
