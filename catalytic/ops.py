@@ -42,10 +42,12 @@ def elementwise(op, a, b=None, *, backend=None):
 
 
 def random(shape, seed=0, distribution="uniform", *, backend=None):
-    """Seeded counter-based random numbers, identical on every backend and run.
+    """Seeded counter-based random numbers, reproducible across runs and processes.
 
     ``distribution`` is "uniform" (float64 in [0, 1)), "normal" (float64) or
-    "integers" (raw uint64).
+    "integers" (raw uint64). "uniform" and "integers" are bit-identical on every backend;
+    "normal" is bit-identical on numpy and numba-cpu, while on a GPU the compiler fuses
+    multiply-adds in its polynomials, so the last bits can differ (a few ulp).
     """
     return get_engine().run("random", shape, seed, distribution, backend=backend)
 
