@@ -92,3 +92,62 @@ def path_distance(geometry, dist: np.ndarray, end: int):
     if geometry.weights is None:
         return int(dist[end])
     return float(dist[end])
+
+
+# -- host wrappers around a backend's array kernels (numba-cpu and cuda share them) -------
+# ``kern`` is a kernel module with the signatures of catalytic.kernels.cpu.arrays.
+def xor_with(kern, lat, data, key=None):
+    src = np.ascontiguousarray(data).reshape(np.shape(data))  # keeps 0-d arrays 0-d
+    out = np.empty_like(src)
+    if key is None:
+        kern.xor_bytes(src.reshape(-1).view(np.uint8), lat._aux, out.reshape(-1).view(np.uint8))
+    else:
+        kern.xor_elems(src.reshape(-1), key, out.reshape(-1))
+    return out
+
+
+def normalize_with(kern, data):
+    x = np.ascontiguousarray(data, dtype=np.float64).reshape(np.shape(data))
+    out = np.empty_like(x)
+    kern.normalize(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def scale_with(kern, data, factor):
+    x = np.ascontiguousarray(data, dtype=np.float64).reshape(np.shape(data))
+    out = np.empty_like(x)
+    kern.scale(x.reshape(-1), factor, out.reshape(-1))
+    return out
+
+
+def matmul_with(kern, a, b):
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
+    return kern.matmul(a, b, out)
+
+
+def reduce_with(kern, x, op):
+    arr = np.ascontiguousarray(x)
+    if np.issubdtype(arr.dtype, np.integer):
+        # sums are int64, as in the reference; min/max/mean keep the (native) dtype, so
+        # uint64 values >= 2**63 are not wrapped to negative numbers
+        arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
+    else:
+        arr = arr.astype(np.float64, copy=False)
+    result = kern.reduce(arr.reshape(-1), op)
+    if op in ("min", "max"):
+        # the input's dtype, as NumPy's min/max give (values are exact in float64)
+        return np.asarray(x).dtype.newbyteorder("=").type(result)
+    return result
+
+
+def elementwise_with(kern, op, a, b=None):
+    a = np.asarray(a, dtype=np.float64)
+    if b is not None:
+        a, b = np.broadcast_arrays(a, np.asarray(b, dtype=np.float64))
+        b = np.ascontiguousarray(b).reshape(-1)
+    a2 = np.ascontiguousarray(a).reshape(a.shape)
+    out = np.empty(a2.shape, dtype=np.float64)
+    kern.elementwise(op, a2.reshape(-1), b, out.reshape(-1))
+    return out[()] if out.ndim == 0 else out  # a scalar for 0-d input, as a ufunc gives

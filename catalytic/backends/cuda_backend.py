@@ -15,7 +15,6 @@ away from it unless a call names ``backend="cuda"``.
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 
 import numpy as np
@@ -34,8 +33,6 @@ GPU_DEFAULT_COST = (100e-6, 2e10)
 #: the simulator: correct but some thousand threads a second
 SIMULATOR_COST = (5e-3, 3e3)
 
-_lock = threading.Lock()
-_transfers = {"h2d_bytes": 0, "d2h_bytes": 0, "h2d_copies": 0, "d2h_copies": 0}
 _resident: "weakref.WeakSet" = weakref.WeakSet()
 
 
@@ -124,37 +121,40 @@ def free_device_memory() -> float:
 
 
 # -- transfers and residency ---------------------------------------------------------------
+def _transfer():
+    from catalytic.kernels.cuda import _transfer as t
+
+    return t
+
+
 def to_device(arr, stream=0):
-    """Copy a host array to the device, counting the bytes."""
-    cuda = _cuda()
-    arr = np.ascontiguousarray(arr)
-    with _lock:
-        _transfers["h2d_bytes"] += arr.nbytes
-        _transfers["h2d_copies"] += 1
-    return cuda.to_device(arr, stream=stream)
+    """Copy a host array to the device (counted with every kernel's own copies)."""
+    return _transfer().to_device(arr, stream=stream)
 
 
 def to_host(x):
-    """A host copy of a device array (numpy arrays pass through uncounted)."""
+    """A host copy of a device array (counted); numpy arrays pass through."""
     if not hasattr(x, "copy_to_host"):
         return x
-    host = x.copy_to_host()
-    with _lock:
-        _transfers["d2h_bytes"] += host.nbytes
-        _transfers["d2h_copies"] += 1
-    return host
+    return _transfer().to_host(x)
 
 
 def transfer_stats() -> dict:
-    """Bytes and copies host->device and device->host since start (or the last reset)."""
-    with _lock:
-        return dict(_transfers)
+    """Bytes and copies host->device and device->host since start (or the last reset),
+    counting every copy the backend and the CUDA kernels' host functions make."""
+    try:
+        t = _transfer()
+    except ImportError:
+        return {"h2d_bytes": 0, "d2h_bytes": 0, "h2d_copies": 0, "d2h_copies": 0}
+    with t._lock:
+        return dict(t.COUNTS)
 
 
 def reset_transfer_stats() -> None:
-    with _lock:
-        for k in _transfers:
-            _transfers[k] = 0
+    t = _transfer()
+    with t._lock:
+        for k in t.COUNTS:
+            t.COUNTS[k] = 0
 
 
 def resident(lat) -> dict:
@@ -321,13 +321,7 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
 
 
 def xor_transform(lat, data, key=None):
-    src = np.ascontiguousarray(data)
-    out = np.empty_like(src)
-    if key is None:
-        _arrays().xor_bytes(src.reshape(-1).view(np.uint8), lat._aux, out.reshape(-1).view(np.uint8))
-    else:
-        _arrays().xor_elems(src.reshape(-1), key, out.reshape(-1))
-    return out.reshape(np.shape(data))
+    return C.xor_with(_arrays(), lat, data, key)
 
 
 def _xor_supported(lat, data, key=None):
@@ -337,47 +331,23 @@ def _xor_supported(lat, data, key=None):
 
 
 def normalize(data):
-    x = np.ascontiguousarray(data, dtype=np.float64)
-    out = np.empty_like(x)
-    _arrays().normalize(x.reshape(-1), out.reshape(-1))
-    return out.reshape(np.shape(data))
+    return C.normalize_with(_arrays(), data)
 
 
 def scale(data, *, factor=1.0):
-    x = np.ascontiguousarray(data, dtype=np.float64)
-    out = np.empty_like(x)
-    _arrays().scale(x.reshape(-1), factor, out.reshape(-1))
-    return out.reshape(np.shape(data))
+    return C.scale_with(_arrays(), data, factor)
 
 
 def reduce(x, op):
-    arr = np.ascontiguousarray(x)
-    if np.issubdtype(arr.dtype, np.integer):
-        arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
-    else:
-        arr = arr.astype(np.float64, copy=False)
-    result = _arrays().reduce(arr.reshape(-1), op)
-    if op in ("min", "max"):
-        return np.asarray(x).dtype.newbyteorder("=").type(result)
-    return result
+    return C.reduce_with(_arrays(), x, op)
 
 
 def elementwise(op, a, b=None):
-    a = np.asarray(a, dtype=np.float64)
-    if b is not None:
-        a, b = np.broadcast_arrays(a, np.asarray(b, dtype=np.float64))
-        b = np.ascontiguousarray(b).reshape(-1)
-    a2 = np.ascontiguousarray(a).reshape(a.shape)
-    out = np.empty(a2.shape, dtype=np.float64)
-    _arrays().elementwise(op, a2.reshape(-1), b, out.reshape(-1))
-    return out[()] if out.ndim == 0 else out
+    return C.elementwise_with(_arrays(), op, a, b)
 
 
 def matmul(a, b):
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    b = np.ascontiguousarray(b, dtype=np.float64)
-    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
-    return to_host(_arrays().matmul(a, b, out))
+    return to_host(C.matmul_with(_arrays(), a, b))
 
 
 def random(shape, seed, distribution):

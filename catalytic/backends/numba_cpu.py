@@ -151,13 +151,7 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
 
 # -- transforms and array ops -----------------------------------------------------------------
 def xor_transform(lat, data, key=None):
-    src = np.ascontiguousarray(data).reshape(data.shape)  # keeps 0-d arrays 0-d
-    out = np.empty_like(src)
-    if key is None:
-        _arrays().xor_bytes(src.reshape(-1).view(np.uint8), lat._aux, out.reshape(-1).view(np.uint8))
-    else:
-        _arrays().xor_elems(src.reshape(-1), key, out.reshape(-1))
-    return out
+    return C.xor_with(_arrays(), lat, data, key)
 
 
 def _native_int(lat, data, key=None):
@@ -167,50 +161,23 @@ def _native_int(lat, data, key=None):
 
 
 def normalize(data):
-    x = np.ascontiguousarray(data, dtype=np.float64).reshape(data.shape)
-    out = np.empty_like(x)
-    _arrays().normalize(x.reshape(-1), out.reshape(-1))
-    return out
+    return C.normalize_with(_arrays(), data)
 
 
 def scale(data, *, factor=1.0):
-    x = np.ascontiguousarray(data, dtype=np.float64).reshape(data.shape)
-    out = np.empty_like(x)
-    _arrays().scale(x.reshape(-1), factor, out.reshape(-1))
-    return out
+    return C.scale_with(_arrays(), data, factor)
 
 
 def matmul(a, b):
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    b = np.ascontiguousarray(b, dtype=np.float64)
-    out = np.empty((a.shape[0], b.shape[1]), dtype=np.float64)
-    return _arrays().matmul(a, b, out)
+    return C.matmul_with(_arrays(), a, b)
 
 
 def reduce(x, op):
-    arr = np.ascontiguousarray(x)
-    if np.issubdtype(arr.dtype, np.integer):
-        # sums are int64, as in the reference; min/max/mean keep the (native) dtype, so
-        # uint64 values >= 2**63 are not wrapped to negative numbers
-        arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
-    else:
-        arr = arr.astype(np.float64, copy=False)
-    result = _arrays().reduce(arr.reshape(-1), op)
-    if op in ("min", "max"):
-        # the input's dtype, as NumPy's min/max give (values are exact in float64)
-        return np.asarray(x).dtype.newbyteorder("=").type(result)
-    return result
+    return C.reduce_with(_arrays(), x, op)
 
 
 def elementwise(op, a, b=None):
-    a = np.asarray(a, dtype=np.float64)
-    if b is not None:
-        a, b = np.broadcast_arrays(a, np.asarray(b, dtype=np.float64))
-        b = np.ascontiguousarray(b).reshape(-1)
-    a2 = np.ascontiguousarray(a).reshape(a.shape)
-    out = np.empty(a2.shape, dtype=np.float64)
-    _arrays().elementwise(op, a2.reshape(-1), b, out.reshape(-1))
-    return out[()] if out.ndim == 0 else out  # a scalar for 0-d input, as a ufunc gives
+    return C.elementwise_with(_arrays(), op, a, b)
 
 
 def random(shape, seed, distribution):

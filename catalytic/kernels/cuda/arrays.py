@@ -38,6 +38,7 @@ from numba import cuda, float64, int64, uint64
 from numba.cuda.cudadrv import devicearray
 
 from catalytic.kernels.cpu.arrays import BINARY_OPS, REDUCE_OPS, UNARY_OPS
+from catalytic.kernels.cuda import _transfer
 
 __all__ = [
     "TPB",
@@ -106,7 +107,7 @@ def _rows(name, a):
 
 def _to_device(a, is_dev, stream):
     """Device copy of a NumPy array; device arrays pass through."""
-    return a if is_dev else cuda.to_device(a, stream=stream)
+    return a if is_dev else _transfer.to_device(a, stream=stream)
 
 
 def _out_buffer(o, is_dev, stream):
@@ -117,7 +118,7 @@ def _out_buffer(o, is_dev, stream):
 def _finish(d, o, is_dev, stream):
     """Copy ``d`` back into the NumPy ``o`` (unless ``o`` is on the device); wait."""
     if not is_dev:
-        d.copy_to_host(o, stream=stream)
+        _transfer.to_host(d, stream=stream, out=o)
         if stream:
             stream.synchronize()
 
@@ -434,9 +435,9 @@ def _sum_device(d_x, kind, stream):
     n = d_x.shape[0]
     acc_t = {"f": np.float64, "i": np.int64, "u": np.uint64}[kind]
     kernel = {"f": _sum_f64_kernel, "i": _sum_i64_kernel, "u": _sum_u64_kernel}[kind]
-    d_out = cuda.to_device(np.zeros(1, dtype=acc_t), stream=stream)
+    d_out = _transfer.to_device(np.zeros(1, dtype=acc_t), stream=stream)
     kernel[_blocks(n), TPB, stream](d_x, d_out)
-    return d_out.copy_to_host(stream=stream)[0]
+    return _transfer.to_host(d_out, stream=stream)[0]
 
 
 def _minmax_device(d_x, op, stream):
@@ -455,11 +456,11 @@ def _minmax_device(d_x, op, stream):
         info = np.iinfo(np.int64)
         ident = info.max if op == 0 else info.min
     ident = acc_t(ident)
-    d_out = cuda.to_device(np.full(1, ident, dtype=acc_t), stream=stream)
-    d_nan = cuda.to_device(np.zeros(1, dtype=np.int32), stream=stream)
+    d_out = _transfer.to_device(np.full(1, ident, dtype=acc_t), stream=stream)
+    d_nan = _transfer.to_device(np.zeros(1, dtype=np.int32), stream=stream)
     kernel[_blocks(n), TPB, stream](d_x, op, ident, d_out, d_nan)
-    r = d_out.copy_to_host(stream=stream)[0]
-    if d_nan.copy_to_host(stream=stream)[0]:
+    r = _transfer.to_host(d_out, stream=stream)[0]
+    if _transfer.to_host(d_nan, stream=stream)[0]:
         return acc_t(np.nan)
     return r
 

@@ -27,6 +27,7 @@ import numpy as np
 from numba import cuda, int64
 
 from catalytic.kernels.cpu.fields import _prepare
+from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._lattice import MAX_STENCIL, neighbor, neighbors_into
 from catalytic.kernels.cuda.arrays import (
     TPB,
@@ -135,7 +136,7 @@ class _Geometry:
         self.kernel = _lap_dedupe_kernel if dedupe else _lap_kernel
 
     def upload(self, stream):
-        self.args = tuple(cuda.to_device(a, stream=stream) for a in self.host)
+        self.args = tuple(_transfer.to_device(a, stream=stream) for a in self.host)
 
     def launch(self, src, dst, alpha, euler, stream):
         total = src.shape[0] * self.n

@@ -38,6 +38,7 @@ import numpy as np
 from numba import cuda, int64
 
 from catalytic.kernels.cpu._lattice import c_strides
+from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._lattice import MAX_STENCIL, neighbor, neighbors_into
 
 __all__ = [
@@ -282,7 +283,7 @@ def _tables(shape, periodic, offsets, stream) -> _Tables:
     n = int(np.prod(shape, dtype=object))
 
     def dev(a):
-        return cuda.to_device(a, stream=stream)
+        return _transfer.to_device(a, stream=stream)
 
     return _Tables(n, shape, strides, periodic, offsets, dev(shape), dev(strides),
                    dev(periodic), dev(offsets), dev(np.ascontiguousarray(-offsets)))
@@ -302,19 +303,19 @@ def _device(a, dtype, stream):
         if a.dtype != np.dtype(dtype):
             raise TypeError(f"device array has dtype {a.dtype}, expected {np.dtype(dtype)}")
         return a
-    return cuda.to_device(np.ascontiguousarray(a, dtype=dtype), stream=stream)
+    return _transfer.to_device(np.ascontiguousarray(a, dtype=dtype), stream=stream)
 
 
 def _host(a, dtype):
     """``a`` as a contiguous NumPy array of ``dtype`` (copied back from the device)."""
     if _is_device(a):
-        a = a.copy_to_host()
+        a = _transfer.to_host(a)
     return np.ascontiguousarray(a, dtype=dtype)
 
 
 def _read(d_arr, stream) -> np.ndarray:
     """Copy a (small) device array back and wait for it."""
-    h = d_arr.copy_to_host(stream=stream)
+    h = _transfer.to_host(d_arr, stream=stream)
     if stream != 0:
         stream.synchronize()
     return h
@@ -351,9 +352,9 @@ def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
     cap = max(n, m)
     cur = cuda.device_array(cap, dtype=np.int64, stream=stream)
     nxt = cuda.device_array(cap, dtype=np.int64, stream=stream)
-    cur[:m].copy_to_device(src, stream=stream)
+    _transfer.host_to(cur[:m], src, stream=stream)
     _launch(_scatter, m, stream, dist, cur[:m], np.int64(0))
-    cnt = cuda.to_device(np.zeros(2, dtype=np.int64), stream=stream)
+    cnt = _transfer.to_device(np.zeros(2, dtype=np.int64), stream=stream)
     dn = 1
     while m > 0:
         if stop >= 0 and _read(dist[stop:stop + 1], stream)[0] >= 0:
@@ -376,9 +377,9 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream):
     _check_sources(src, n)
     if src.shape[0] == 0 or n == 0:
         return dist
-    _launch(_scatter, src.shape[0], stream, dist, cuda.to_device(src, stream=stream),
+    _launch(_scatter, src.shape[0], stream, dist, _transfer.to_device(src, stream=stream),
             np.float64(0.0))
-    flag = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+    flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
     it = 1
     while True:
         _launch(_relax_pull, n, stream, t.d_shape, t.d_strides, t.d_periodic, t.d_noffsets,
@@ -598,7 +599,7 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0):
     d_open = _device(open_, np.uint8, stream)
     label = cuda.device_array(n, dtype=np.int64, stream=stream)
     _launch(_cc_init, n, stream, label, d_open)
-    flag = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+    flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
     it = 1
     while True:
         _launch(_cc_pull, n, stream, t.d_shape, t.d_strides, t.d_periodic, t.d_offsets,
@@ -737,10 +738,10 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     for b0 in range(0, src.shape[0], S):
         bs = src[b0:b0 + S]
         ns = bs.shape[0]
-        d_src = cuda.to_device(bs, stream=stream)
-        reach = cuda.to_device(np.ones(ns, dtype=np.int64), stream=stream)
-        tot = cuda.to_device(np.zeros(ns, dtype=np.int64), stream=stream)
-        flag = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+        d_src = _transfer.to_device(bs, stream=stream)
+        reach = _transfer.to_device(np.ones(ns, dtype=np.int64), stream=stream)
+        tot = _transfer.to_device(np.zeros(ns, dtype=np.int64), stream=stream)
+        flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
         _launch(_multi_init, ns * n, stream, dist, d_open, d_src)
         level = 0
         while True:
@@ -818,8 +819,8 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
     dist = cuda.device_array((B, n), dtype=np.int64, stream=stream)
     if B * n == 0:
         return dist
-    _launch(_batched_init, B * n, stream, dist, cuda.to_device(src, stream=stream))
-    flag = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+    _launch(_batched_init, B * n, stream, dist, _transfer.to_device(src, stream=stream))
+    flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
     level = 0
     while True:
         _launch(_batched_level, B * n, stream, t.d_shape, t.d_strides, t.d_periodic,
