@@ -257,6 +257,16 @@ def bench_huge(rows, facts, igraph_huge):
                  f"= {need / 2**30:.0f} GiB"))
     facts["huge"]["networkx_bytes_per_element"] = per
     facts["huge"]["networkx_projected_bytes"] = need
+    # the baseline of the GPU target (512^3 BFS on cuda >= 20x numba-cpu on this machine)
+    proc = subprocess.run([sys.executable, "-c", _CATALYTIC_HUGE, "512"],
+                          capture_output=True, text=True, check=True)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][0].split()
+    t512, ok512 = float(line[1]), line[4] == "1"
+    rows.append(("distance field, 512^3 = 134,217,728 sites (baseline for the GPU target)",
+                 f"catalytic ({line[5]}, own process)", t512,
+                 f"closed form {'ok' if ok512 else 'WRONG'}; pass --cpu-bfs-seconds {t512:.2f} "
+                 "to benchmarks/bench_gpu.py"))
+    facts["bfs512"] = {"seconds": t512, "backend": line[5], "correct": ok512}
 
 
 def main(argv=None):

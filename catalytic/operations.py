@@ -148,7 +148,16 @@ def _check_method(method, allowed, what):
     return method
 
 
+def _refuse_device(x, name):
+    if on_device(x):
+        raise TypeError(
+            f"{name} is a GPU array; this operation takes host arrays (call "
+            ".copy_to_host()); laplacian and diffuse accept GPU fields"
+        )
+
+
 def _numeric_array(x, name):
+    _refuse_device(x, name)
     arr = np.asarray(x)
     if arr.dtype == np.bool_ or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
@@ -225,6 +234,8 @@ def v_communities(lat, method="louvain", seed=None):
 
 
 def v_xor(lat, data, key=None):
+    _refuse_device(data, "data")
+    _refuse_device(key, "key")
     arr = np.asarray(data)
     if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
         raise TypeError(

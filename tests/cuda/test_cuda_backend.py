@@ -186,3 +186,16 @@ def test_transfers_count_the_kernels_own_copies():
     # the data and the key went over, the result came back
     assert t["h2d_bytes"] >= data.nbytes + 64 and t["d2h_bytes"] >= out.nbytes
     np.testing.assert_array_equal(L.xor_transform(out, backend="numpy"), data)
+
+
+@sim
+def test_ops_without_device_passthrough_refuse_gpu_arrays_clearly():
+    from numba import cuda
+
+    d = cuda.to_device(np.ones(3))
+    with pytest.raises(TypeError, match="GPU array"):
+        cat.ops.elementwise("neg", d)
+    with pytest.raises(TypeError, match="GPU array"):
+        cat.ops.reduce(d)
+    with pytest.raises(TypeError, match="GPU array"):
+        cat.Lattice(shape=(3,)).xor_transform(cuda.to_device(np.arange(3)))
