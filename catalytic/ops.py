@@ -45,9 +45,10 @@ def random(shape, seed=0, distribution="uniform", *, backend=None):
     """Seeded counter-based random numbers, reproducible across runs and processes.
 
     ``distribution`` is "uniform" (float64 in [0, 1)), "normal" (float64) or
-    "integers" (raw uint64). "uniform" and "integers" are bit-identical on every backend;
-    "normal" is bit-identical on numpy and numba-cpu, while on a GPU the compiler fuses
-    multiply-adds in its polynomials, so the last bits can differ (a few ulp).
+    "integers" (raw uint64), bit-identical on numpy, numba-cpu and the CUDA simulator.
+    On a GPU "normal" runs the same correctly rounded operations (its multiplies are
+    explicitly rounded so the compiler cannot fuse them into FMAs, checked in the PTX),
+    so it is expected to match bit for bit; that has not yet been run on hardware.
     """
     return get_engine().run("random", shape, seed, distribution, backend=backend)
 

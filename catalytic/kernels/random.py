@@ -142,6 +142,14 @@ def mulhi64(a, b):
     return p3 + (p1 >> _S32) + (p2 >> _S32) + (mid >> _S32)
 
 
+def _mul(a, b):
+    """``a * b``. Every product that feeds an addition in the series below goes through
+    this, so the CUDA build can bind it to a multiply with explicit rounding: NVVM
+    otherwise fuses ``a * b + c`` into one FMA (one rounding instead of two) even with
+    fastmath off, and GPU results would differ from the CPU's in the last bits."""
+    return a * b
+
+
 def neg2log1m(x):
     """``-2 ln(1 - u)`` for ``u = uniform53(x)``, with ``+ - * /`` and integer ops only.
 
@@ -171,24 +179,24 @@ def neg2log1m(x):
     e = e + ((_ZERO - (t >> _ONE)) >> _S63)
     mant = (v << (_S63 - e)) >> _S11  # top bit moved to bit 52: in [2**52, 2**53)
     big = (_SQ2_MANT - mant) >> _S63  # 1 when mant / 2**52 > sqrt(2)
-    f = (mant * _TWO_M52) * (1.0 - 0.5 * big)
+    f = _mul(mant * _TWO_M52, 1.0 - _mul(0.5, big))
     ex = (e + big) * 1.0 - 53.0
     s2 = (f - 1.0) / (f + 1.0)
     z = s2 * s2
     q = _L11
-    q = q * z + _L10
-    q = q * z + _L9
-    q = q * z + _L8
-    q = q * z + _L7
-    q = q * z + _L6
-    q = q * z + _L5
-    q = q * z + _L4
-    q = q * z + _L3
-    q = q * z + _L2
-    q = q * z + _L1
+    q = _mul(q, z) + _L10
+    q = _mul(q, z) + _L9
+    q = _mul(q, z) + _L8
+    q = _mul(q, z) + _L7
+    q = _mul(q, z) + _L6
+    q = _mul(q, z) + _L5
+    q = _mul(q, z) + _L4
+    q = _mul(q, z) + _L3
+    q = _mul(q, z) + _L2
+    q = _mul(q, z) + _L1
     two_s = s2 + s2
-    lnf = two_s + two_s * (z * q)
-    return 0.0 - 2.0 * (ex * _LN2_HI + (lnf + ex * _LN2_LO))  # 0.0 - ...: never -0.0
+    lnf = two_s + _mul(two_s, _mul(z, q))
+    return 0.0 - _mul(2.0, _mul(ex, _LN2_HI) + (lnf + _mul(ex, _LN2_LO)))  # never -0.0
 
 
 def cos2pi(x):
@@ -207,38 +215,55 @@ def cos2pi(x):
     t = (r + (o & _ONE) * (_TWO50 - r - r)) * _PI4_2M50
     z = t * t
     c = _C8
-    c = c * z + _C7
-    c = c * z + _C6
-    c = c * z + _C5
-    c = c * z + _C4
-    c = c * z + _C3
-    c = c * z + _C2
-    c = c * z + _C1
-    c = c * z + 1.0
+    c = _mul(c, z) + _C7
+    c = _mul(c, z) + _C6
+    c = _mul(c, z) + _C5
+    c = _mul(c, z) + _C4
+    c = _mul(c, z) + _C3
+    c = _mul(c, z) + _C2
+    c = _mul(c, z) + _C1
+    c = _mul(c, z) + 1.0
     n = _N8
-    n = n * z + _N7
-    n = n * z + _N6
-    n = n * z + _N5
-    n = n * z + _N4
-    n = n * z + _N3
-    n = n * z + _N2
-    n = n * z + _N1
-    sn = t + t * (z * n)
+    n = _mul(n, z) + _N7
+    n = _mul(n, z) + _N6
+    n = _mul(n, z) + _N5
+    n = _mul(n, z) + _N4
+    n = _mul(n, z) + _N3
+    n = _mul(n, z) + _N2
+    n = _mul(n, z) + _N1
+    sn = t + _mul(t, _mul(z, n))
     # Nearest quadrant p = round(o / 2) mod 4; angle = p pi/2 +- t. cos of it is
     # cos t (p = 0), -cos t (p = 2), or +-sin t (p odd, sign from p and o's parity).
     p = ((o + _ONE) >> _ONE) & _THREE
     odd_p = (p & _ONE) * 1.0
     sgn_p = 1.0 - (p & _TWO) * 1.0
-    sgn_o = (o & _ONE) * 2.0 - 1.0
-    return (1.0 - odd_p) * sgn_p * c + odd_p * (sgn_p * sgn_o) * sn
+    sgn_o = _mul((o & _ONE) * 1.0, 2.0) - 1.0
+    return _mul((1.0 - odd_p) * sgn_p, c) + _mul(odd_p * (sgn_p * sgn_o), sn)
 
 
 _splitmix64_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(splitmix64)
 _uniform53_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(uniform53)
 _uniform24_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(uniform24)
 _mulhi64_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(mulhi64)
-_neg2log1m_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(neg2log1m)
-_cos2pi_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(cos2pi)
+_mul_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(_mul)
+
+
+def rebind(func, **names):
+    """``func`` with the same code but some global names bound to other objects: how
+    one scalar source is compiled for NumPy, Numba and CUDA with a different ``_mul``."""
+    import types
+
+    glb = dict(func.__globals__)
+    glb.update(names)
+    new = types.FunctionType(func.__code__, glb, func.__name__, func.__defaults__, func.__closure__)
+    new.__qualname__, new.__doc__, new.__module__ = func.__qualname__, func.__doc__, func.__module__
+    return new
+
+
+_neg2log1m_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(
+    rebind(neg2log1m, _mul=_mul_nb))
+_cos2pi_nb = njit(cache=True, nogil=True, inline="always", error_model="numpy")(
+    rebind(cos2pi, _mul=_mul_nb))
 
 
 # --------------------------------------------------------------------------- arguments

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 from catalytic.kernels import random as _rnd
 from catalytic.kernels.cuda.arrays import TPB, _blocks, _finish, _flat, _out_buffer
@@ -39,8 +39,21 @@ _splitmix64 = cuda.jit(device=True)(_rnd.splitmix64)
 _uniform53 = cuda.jit(device=True)(_rnd.uniform53)
 _uniform24 = cuda.jit(device=True)(_rnd.uniform24)
 _mulhi64 = cuda.jit(device=True)(_rnd.mulhi64)
-_neg2log1m = cuda.jit(device=True)(_rnd.neg2log1m)
-_cos2pi = cuda.jit(device=True)(_rnd.cos2pi)
+
+def _dmul_rn(a, b):
+    # a multiply with explicit round-to-nearest: PTX never fuses it into an FMA
+    return libdevice.dmul_rn(a, b)
+
+
+if config.ENABLE_CUDASIM:
+    # the simulator runs Python, which never fuses (and its libdevice is a stub)
+    _mul = cuda.jit(device=True)(_rnd._mul)
+else:
+    from numba.cuda import libdevice
+
+    _mul = cuda.jit(device=True)(_dmul_rn)
+_neg2log1m = cuda.jit(device=True)(_rnd.rebind(_rnd.neg2log1m, _mul=_mul))
+_cos2pi = cuda.jit(device=True)(_rnd.rebind(_rnd.cos2pi, _mul=_mul))
 
 
 @cuda.jit
