@@ -170,14 +170,6 @@ class Engine:
             args, kwargs = spec.validate(*args, **kwargs)
         return spec, args, kwargs
 
-    @staticmethod
-    def _policy(args):
-        lat = args[0] if args else None
-        policy = getattr(lat, "_routing_policy", None)
-        if policy is None:
-            return None, False
-        return policy()
-
     def explain(self, op: str, *args, backend: str | None = None, **kwargs) -> Decision:
         """The router's decision for this call, without running it."""
         return self.router.explain(op, *args, backend=backend, **kwargs)
@@ -192,10 +184,7 @@ class Engine:
         spec, args, kwargs = self._prepare(op, args, kwargs)
         if spec.memory is not None:
             check_host_memory(f"operation {op!r}", int(spec.memory(*args, **kwargs)))
-        allowed, reference_only = self._policy(args)
-        decision = self.router.decide(
-            op, args, kwargs, backend=backend, allowed=allowed, reference_only=reference_only
-        )
+        decision = self.router.decide(op, args, kwargs, backend=backend)
         self._local.decision = decision
         borrowed = spec.borrows(*args, **kwargs) if spec.borrows is not None else None
         if borrowed is None:

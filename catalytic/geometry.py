@@ -354,14 +354,18 @@ class Geometry:
             flat = flat[flat != i]
         return flat
 
+    def open_sites(self) -> np.ndarray:
+        """Flat indices (int64, ascending) of the sites that exist."""
+        if self.mask is None:
+            return np.arange(self.n_points, dtype=np.int64)
+        return np.flatnonzero(self.open_flat).astype(np.int64, copy=False)
+
     def neighbor_pairs(self):
         """All directed neighbour pairs ``(rows, cols)`` as int64 arrays (vectorised).
 
         Memory is O(k n); used to build explicit graphs (reference backend, exports).
         """
-        idx = np.arange(self.n_points, dtype=np.int64)
-        if self.mask is not None:
-            idx = idx[self.open_flat == 1]
+        idx = self.open_sites()
         src, cols = self.displace(idx)
         rows = idx[src]
         if self.dedupe:
@@ -383,12 +387,10 @@ class Geometry:
 
     def degree(self) -> np.ndarray:
         """Number of neighbours of every site (0 for blocked), shape ``self.shape``."""
-        rows, _ = self.neighbor_pairs()
-        if self.dedupe:
-            a = self.adjacency()
-            deg = np.diff(a.indptr)
+        if self.dedupe:  # duplicate pairs must be merged: count the adjacency's rows
+            deg = np.diff(self.adjacency().indptr)
         else:
-            deg = np.bincount(rows, minlength=self.n_points)
+            deg = np.bincount(self.neighbor_pairs()[0], minlength=self.n_points)
         return deg.astype(np.int64).reshape(self.shape)
 
     # -- sizes --------------------------------------------------------------------------

@@ -171,16 +171,16 @@ class Router:
         spec = self.registry.operation(op)
         if spec.validate is not None:
             args, kwargs = spec.validate(*args, **kwargs)
-        lat = args[0] if args else None
-        policy = getattr(lat, "_routing_policy", None)
-        allowed, reference_only = policy() if policy is not None else (None, False)
-        return self.decide(
-            op, args, kwargs, backend=backend, allowed=allowed, reference_only=reference_only
-        )
+        return self.decide(op, args, kwargs, backend=backend)
 
-    def decide(self, op, args, kwargs, *, backend=None, allowed=None, reference_only=False):
-        """Decide where ``op(*args, **kwargs)`` runs (arguments already validated)."""
+    def decide(self, op, args, kwargs, *, backend=None):
+        """Decide where ``op(*args, **kwargs)`` runs (arguments already validated).
+
+        A lattice as first argument brings its routing policy (``enable_gpu``,
+        ``enable_smart_routing``)."""
         spec = self.registry.operation(op)
+        policy = getattr(args[0], "_routing_policy", None) if args else None
+        allowed, reference_only = policy() if policy is not None else (None, False)
         impls = self.registry.implementations.get(op, {})
         work = float(spec.work(*args, **kwargs))
         forced = backend or self.settings.backend

@@ -88,6 +88,45 @@ def _tight_hops(geometry, dist, w, start, end) -> dict:
     return hops
 
 
+def path_result(geometry, path: np.ndarray):
+    """:class:`PathResult` for a path (flat indices) found by a backend kernel.
+
+    Length is the hop count, or on weighted lattices the sequential sum of the weights
+    entered (exactly as Dijkstra accumulated it); an empty path means unreachable
+    (-1 hops, ``inf`` cost).
+    """
+    from catalytic.operations import PathResult
+
+    path = np.asarray(path, dtype=np.int64)
+    if geometry.weights is None:
+        return PathResult(path, len(path) - 1 if len(path) else -1)
+    if len(path) == 0:
+        return PathResult(path, np.inf)
+    if len(path) == 1:
+        return PathResult(path, 0.0)
+    return PathResult(path, float(np.cumsum(geometry.weights.reshape(-1)[path[1:]])[-1]))
+
+
+def zero_weight_reason(geometry):
+    """Why a greedy-walk-back backend cannot find paths here, or None."""
+    w = geometry.weights
+    if w is not None and not (w > 0).all():
+        return "zero-weight sites: the greedy walk-back needs strictly positive weights"
+    return None
+
+
+def finish_centrality(geometry, values: np.ndarray, *, degree: bool) -> np.ndarray:
+    """Per-site centrality in the lattice's shape: degrees are normalised by
+    ``n_open - 1`` (as NetworkX's degree centrality); blocked sites become NaN."""
+    out = np.asarray(values, dtype=np.float64).reshape(-1)
+    if degree:
+        v = geometry.n_open
+        out = out / (v - 1) if v > 1 else np.ones_like(out)
+    if geometry.mask is not None:
+        out[geometry.open_flat == 0] = np.nan
+    return out.reshape(geometry.shape)
+
+
 def path_distance(geometry, dist: np.ndarray, end: int):
     if geometry.weights is None:
         return int(dist[end])

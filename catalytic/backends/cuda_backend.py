@@ -244,22 +244,12 @@ def distance_field(lat, sources):
 
 
 def shortest_path(lat, start, end):
-    g = lat.geometry
     w = resident(lat).get("weights")
-    path = np.asarray(_graph().shortest_path(*_args(lat), start, end, w), dtype=np.int64)
-    if g.weights is None:
-        return O.PathResult(path, len(path) - 1 if len(path) else -1)
-    if len(path) == 0:
-        return O.PathResult(path, np.inf)
-    length = float(np.cumsum(g.weights.reshape(-1)[path[1:]])[-1]) if len(path) > 1 else 0.0
-    return O.PathResult(path, length)
+    return C.path_result(lat.geometry, _graph().shortest_path(*_args(lat), start, end, w))
 
 
 def _no_zero_weights(lat, *args, **kwargs):
-    w = lat.geometry.weights
-    if w is not None and not (w > 0).all():
-        return "zero-weight sites: the greedy walk-back needs strictly positive weights"
-    return _fits(lat.geometry.n_points * 16)
+    return C.zero_weight_reason(lat.geometry) or _fits(lat.geometry.n_points * 16)
 
 
 def connected_components(lat):
@@ -278,16 +268,9 @@ def degree(lat):
 
 
 def centrality(lat, *, method="degree"):
-    g = lat.geometry
-    v = g.n_open
     if method == "degree":
-        deg = degree(lat).reshape(-1).astype(np.float64)
-        out = deg / (v - 1) if v > 1 else np.ones_like(deg)
-    else:
-        out = np.array(to_host(_graph().closeness(*_args(lat), None)), dtype=np.float64)
-    if g.mask is not None:
-        out[g.open_flat == 0] = np.nan
-    return out.reshape(g.shape)
+        return C.finish_centrality(lat.geometry, degree(lat), degree=True)
+    return C.finish_centrality(lat.geometry, to_host(_graph().closeness(*_args(lat), None)), degree=False)
 
 
 def _centrality_supported(lat, *, method="degree"):

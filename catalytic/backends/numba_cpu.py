@@ -48,29 +48,14 @@ def distance_field(lat, sources):
     return d.reshape(g.shape)
 
 
-def _weighted_length(g, path):
-    if len(path) == 0:
-        return np.inf
-    if len(path) == 1:
-        return 0.0
-    # sequential sum, exactly as Dijkstra accumulated it
-    return float(np.cumsum(g.weights.reshape(-1)[path[1:]])[-1])
-
-
 def shortest_path(lat, start, end):
     g = lat.geometry
     w = None if g.weights is None else g.weights.reshape(-1)
-    path = _graph().shortest_path(*_k(lat), start, end, w)
-    if w is None:
-        return O.PathResult(path, len(path) - 1 if len(path) else -1)
-    return O.PathResult(path, _weighted_length(g, path))
+    return C.path_result(g, _graph().shortest_path(*_k(lat), start, end, w))
 
 
 def _no_zero_weights(lat, *args, **kwargs):
-    w = lat.geometry.weights
-    if w is not None and not (w > 0).all():
-        return "zero-weight sites: the greedy walk-back needs strictly positive weights"
-    return None
+    return C.zero_weight_reason(lat.geometry)
 
 
 def count_shortest_paths(lat, start, end):
@@ -96,7 +81,7 @@ def path_catalytic(lat, start, end, aux):
     with borrowed_scratch(lat, aux, g.n_points) as (state, record):
         path = _graph().catalytic_path(*_k(lat), start, end, state)
         lat._last_borrow = record
-    return O.PathResult(path, len(path) - 1 if len(path) else -1)
+    return C.path_result(g, path)
 
 
 # -- components, structure, centrality ---------------------------------------------------
@@ -116,16 +101,9 @@ def degree(lat):
 
 
 def centrality(lat, *, method="degree"):
-    g = lat.geometry
-    v = g.n_open
     if method == "degree":
-        deg = _graph().degree(*_k(lat)).astype(np.float64)
-        out = deg / (v - 1) if v > 1 else np.ones_like(deg)
-    else:
-        out = _graph().closeness(*_k(lat), None)
-    if g.mask is not None:
-        out[g.open_flat == 0] = np.nan
-    return out.reshape(g.shape)
+        return C.finish_centrality(lat.geometry, _graph().degree(*_k(lat)), degree=True)
+    return C.finish_centrality(lat.geometry, _graph().closeness(*_k(lat), None), degree=False)
 
 
 def _centrality_supported(lat, *, method="degree"):

@@ -44,7 +44,7 @@ def to_networkx(g):
     import networkx as nx
 
     G = nx.Graph()
-    open_idx = np.arange(g.n_points) if g.mask is None else np.flatnonzero(g.open_flat)
+    open_idx = g.open_sites()
     coords = np.stack(np.unravel_index(open_idx, g.shape), axis=1)
     if g.weights is None:
         G.add_nodes_from((int(i), {"coords": tuple(int(x) for x in c)}) for i, c in zip(open_idx, coords))
@@ -213,7 +213,7 @@ def analyze_structure(lat, *, max_diameter_sites=20_000):
     g = lat.geometry
     a = _adjacency(g)
     deg = np.diff(a.indptr)
-    open_idx = np.arange(g.n_points) if g.mask is None else np.flatnonzero(g.open_flat)
+    open_idx = g.open_sites()
     v = len(open_idx)
     e = int(a.nnz // 2)
     n_comp = 0
@@ -277,13 +277,11 @@ def _diameter(g, a, open_idx, max_sites, n_comp):
 # -- centrality and communities -----------------------------------------------------------
 def centrality(lat, *, method="degree"):
     g = lat.geometry
-    open_idx = np.arange(g.n_points) if g.mask is None else np.flatnonzero(g.open_flat)
-    out = np.full(g.n_points, np.nan)
-    v = len(open_idx)
+    open_idx = g.open_sites()
     if method == "degree":
-        deg = np.diff(_adjacency(g).indptr)
-        out[open_idx] = deg[open_idx] / (v - 1) if v > 1 else 1.0
-    elif method == "closeness":
+        return C.finish_centrality(g, np.diff(_adjacency(g).indptr), degree=True)
+    out = np.full(g.n_points, np.nan)
+    if method == "closeness":
         out[open_idx] = _closeness(g, open_idx)
     elif method == "betweenness":
         import networkx as nx
