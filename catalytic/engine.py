@@ -29,7 +29,7 @@ from catalytic import hookspecs
 from catalytic.config import Settings, load_settings
 from catalytic.errors import CatalyticViolation, InsufficientMemoryError, PluginError
 from catalytic.registry import Registry
-from catalytic.router import Decision, Router
+from catalytic.router import Decision, Router, gpu_input
 
 hookimpl = pluggy.HookimplMarker("catalytic")
 
@@ -182,7 +182,8 @@ class Engine:
     def run(self, op: str, *args, backend: str | None = None, **kwargs):
         """Run a registered operation on the backend the router picks (or ``backend``)."""
         spec, args, kwargs = self._prepare(op, args, kwargs)
-        if spec.memory is not None:
+        if spec.memory is not None and not gpu_input(args, kwargs):
+            # (GPU arguments: the call allocates on the device, checked by the backend)
             check_host_memory(f"operation {op!r}", int(spec.memory(*args, **kwargs)))
         decision = self.router.decide(op, args, kwargs, backend=backend)
         self._local.decision = decision
@@ -238,7 +239,7 @@ class Engine:
                 n: i for n, i in impls.items()
                 if self.registry.backends.get(n) is not None
                 and self.registry.backends[n].device == "cpu"
-                and self.registry.backends[n].status()[0]
+                and self.router.can_run(n, args, kwargs, spec.name)
             }
             if not cpu:
                 raise err2 from err

@@ -328,7 +328,7 @@ class UnifiedCatalyticLattice:
         ``key=None`` uses the lattice's catalytic key (its aux buffer, derived from
         ``seed``) on the raw bytes of ``data``, repeated; an integer array ``key`` is
         applied elementwise, repeated. Returns a new array; ``data`` is not modified.
-        Float data raises ``TypeError``.
+        Float data raises ``TypeError``. GPU ``data`` gives a GPU result (cuda backend).
         """
         return self._run("xor_transform", data, key, backend=backend)
 

@@ -89,20 +89,40 @@ def on_device(x) -> bool:
     return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
 
 
-def host_only(*args, **kwargs):
-    """``supports`` of CPU implementations: refuse arrays that live on the GPU."""
-    for a in list(args) + list(kwargs.values()):
-        if on_device(a):
-            return "input lives on the GPU (use the cuda backend, or copy_to_host() it)"
-    return None
+def device_array(x, name, *, float64=False):
+    """A GPU argument as a Numba device array, checked from its metadata (nothing is
+    copied). Arrays from other libraries (CuPy, PyTorch, ...) are viewed through
+    ``__cuda_array_interface__``; results of the cuda backend are Numba device arrays,
+    which expose that interface in turn."""
+    if not getattr(x, "__cuda_ndarray__", False):
+        try:
+            from numba import cuda
+        except ImportError:
+            raise TypeError(
+                f"{name} is a GPU array; GPU arrays need the cuda backend: "
+                'pip install "catalytic[cuda]"'
+            ) from None
+        try:
+            x = cuda.as_cuda_array(x)
+        except Exception as err:  # no driver, or an interface Numba cannot read
+            raise TypeError(
+                f"{name} is a GPU array that Numba cannot use here ({type(err).__name__}: "
+                f"{str(err).strip()})"
+            ) from err
+    dt = np.dtype(x.dtype)
+    if dt == np.bool_ or not (np.issubdtype(dt, np.integer) or np.issubdtype(dt, np.floating)):
+        raise TypeError(f"{name} must be a real numeric array, got dtype {dt}")
+    if float64 and dt != np.float64:
+        raise TypeError(f"a GPU {name} must be float64 (cast it on the device), got {dt}")
+    if not x.is_c_contiguous():
+        raise ValueError(f"a GPU {name} must be C-contiguous")
+    return x
 
 
-def _lattice_field(lat, field, name="field") -> np.ndarray:
+def _lattice_field(lat, field, name="field"):
     if on_device(field):
         # checked from its metadata: copying it to the host would defeat keeping it there
-        dt = np.dtype(field.dtype)
-        if dt != np.float64:
-            raise TypeError(f"a device {name} must be float64, got {dt}")
+        field = device_array(field, name, float64=True)
         if tuple(field.shape) not in (lat.geometry.shape, (lat.geometry.n_points,)):
             raise ValueError(
                 f"{name} has shape {tuple(field.shape)}; expected the lattice shape "
@@ -148,16 +168,12 @@ def _check_method(method, allowed, what):
     return method
 
 
-def _refuse_device(x, name):
+def _numeric_array(x, name, *, gpu_float64=False):
+    """A host array as ``np.asarray`` gives it, or a GPU array as a Numba device array
+    (float64 only when ``gpu_float64``: results are float64 and a GPU array is not cast
+    behind the caller's back)."""
     if on_device(x):
-        raise TypeError(
-            f"{name} is a GPU array; this operation takes host arrays (call "
-            ".copy_to_host()); laplacian and diffuse accept GPU fields"
-        )
-
-
-def _numeric_array(x, name):
-    _refuse_device(x, name)
+        return device_array(x, name, float64=gpu_float64)
     arr = np.asarray(x)
     if arr.dtype == np.bool_ or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
@@ -234,15 +250,22 @@ def v_communities(lat, method="louvain", seed=None):
 
 
 def v_xor(lat, data, key=None):
-    _refuse_device(data, "data")
-    _refuse_device(key, "key")
-    arr = np.asarray(data)
-    if not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
+    arr = device_array(data, "data") if on_device(data) else np.asarray(data)
+    dt = np.dtype(arr.dtype)
+    if not np.issubdtype(dt, np.integer):
         raise TypeError(
-            f"xor_transform needs integer data, got dtype {arr.dtype}; XOR of float bits is "
+            f"xor_transform needs integer data, got dtype {dt}; XOR of float bits is "
             "not a numeric operation (view the bits with .view(np.uint64) if you mean it)"
         )
-    if key is not None:
+    if key is not None and on_device(key):
+        k = device_array(key, "key")
+        if k.size == 0:
+            raise ValueError("key must not be empty")
+        if np.dtype(k.dtype) != dt:
+            # its values cannot be range-checked without copying it back
+            raise TypeError(f"a GPU key must have the data's dtype {dt}, got {k.dtype}")
+        key = k.reshape(k.size)
+    elif key is not None:
         k = np.asarray(key)
         if not np.issubdtype(k.dtype, np.integer) or k.dtype == np.bool_:
             raise TypeError(f"key must be integer, got dtype {k.dtype}")
@@ -250,16 +273,16 @@ def v_xor(lat, data, key=None):
             raise ValueError("key must not be empty")
         if k.ndim == 0:
             k = k.reshape(1)
-        if k.dtype != arr.dtype:
+        if k.dtype != dt:
             # compare values, not dtypes (NumPy 2's can_cast of a NumPy scalar is by dtype)
-            info = np.iinfo(arr.dtype)
+            info = np.iinfo(dt)
             lo, hi = int(k.min()), int(k.max())
             if lo < info.min or hi > info.max:
                 raise ValueError(
-                    f"key values in [{lo}, {hi}] do not fit data dtype {arr.dtype} "
+                    f"key values in [{lo}, {hi}] do not fit data dtype {dt} "
                     f"([{info.min}, {info.max}])"
                 )
-            k = k.astype(arr.dtype)
+            k = k.astype(dt)
         key = np.ascontiguousarray(k.reshape(-1))
     return (lat, arr, key), {}
 
@@ -284,7 +307,7 @@ def v_scale(data, factor=1.0):
 
 
 def v_matmul(a, b):
-    a, b = _numeric_array(a, "a"), _numeric_array(b, "b")
+    a, b = _numeric_array(a, "a", gpu_float64=True), _numeric_array(b, "b", gpu_float64=True)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"matmul needs 2-D arrays, got shapes {a.shape} and {b.shape}")
     if a.shape[1] != b.shape[0]:
@@ -303,15 +326,22 @@ def v_elementwise(op, a, b=None):
     if op in UNARY_OPS:
         if b is not None:
             raise ValueError(f"elementwise {op!r} is unary; b must be None")
-        return (op, _numeric_array(a, "a"), None), {}
+        return (op, _numeric_array(a, "a", gpu_float64=True), None), {}
     if op in BINARY_OPS:
         if b is None:
             raise ValueError(f"elementwise {op!r} is binary; pass b")
-        a, b = _numeric_array(a, "a"), _numeric_array(b, "b")
+        a = _numeric_array(a, "a", gpu_float64=True)
+        b = _numeric_array(b, "b", gpu_float64=True)
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        if (on_device(a) or on_device(b)) and sa != sb:
+            raise ValueError(
+                f"shapes {sa} and {sb} differ; with a GPU operand both must have the same "
+                "shape (no broadcasting on the device)"
+            )
         try:
-            np.broadcast_shapes(a.shape, b.shape)
+            np.broadcast_shapes(sa, sb)
         except ValueError:
-            raise ValueError(f"shapes {a.shape} and {b.shape} do not broadcast") from None
+            raise ValueError(f"shapes {sa} and {sb} do not broadcast") from None
         return (op, a, b), {}
     raise ValueError(f"unknown elementwise op {op!r}; use one of {UNARY_OPS + BINARY_OPS}")
 
@@ -341,4 +371,4 @@ def mem_graph(lat, *_, **__):
 
 
 def mem_data(data, *_, **__):
-    return np.asarray(data).nbytes * 2
+    return data.nbytes * 2

@@ -1,5 +1,11 @@
 """Array operations that need no lattice, routed like every other operation.
 
+GPU arrays (Numba device arrays, or anything with ``__cuda_array_interface__``) are
+accepted by ``matmul``, ``reduce``, ``elementwise``, ``normalize`` and ``scale``: the
+cuda backend runs them and returns a Numba device array (``reduce``: a scalar), so
+chained calls keep data on the device. ``matmul`` and ``elementwise`` need float64 GPU
+operands, and GPU operands of ``elementwise`` must have equal shapes (no broadcasting).
+
 Examples
 --------
 >>> import numpy as np, catalytic as cat

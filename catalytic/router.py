@@ -23,11 +23,25 @@ from importlib import resources
 from pathlib import Path
 
 from catalytic.errors import InsufficientMemoryError, MemoryShortfall, NoBackendError
+from catalytic.operations import on_device
 
 #: cost used for an implementation with neither calibration nor a default
 GENERIC_COST = (50e-6, 1e7)
 #: order of preference when predictions tie exactly
 _PREFERENCE = ("numpy", "numba-cpu", "cuda")
+#: why a CPU backend cannot take a call whose arguments live on the GPU
+GPU_INPUT_REASON = "input lives on the GPU (a GPU backend runs it; or .copy_to_host() it)"
+
+
+def gpu_input(args, kwargs) -> bool:
+    """True when any argument is a GPU array: only backends on a GPU device take those."""
+    for a in args:
+        if on_device(a):
+            return True
+    for a in kwargs.values():
+        if on_device(a):
+            return True
+    return False
 
 
 class Decision:
@@ -190,7 +204,11 @@ class Router:
         predictions, sources = {}, {}
         rejected = dict(static_rejected)
         best, best_t = None, None
-        for name, impl, overhead, throughput, src in candidates:
+        on_gpu = gpu_input(args, kwargs)
+        for name, impl, overhead, throughput, src, device in candidates:
+            if on_gpu and device == "cpu":
+                rejected[name] = GPU_INPUT_REASON
+                continue
             if impl.supports is not None:
                 why = impl.supports(*args, **kwargs)
                 if why is not None:
@@ -229,7 +247,8 @@ class Router:
                 rejected[name] = why
                 continue
             overhead, throughput, src = self.cost_params(op, name)
-            candidates.append((name, impl, overhead, throughput, src))
+            device = self.registry.backends[name].device
+            candidates.append((name, impl, overhead, throughput, src, device))
         self._plans[key] = (version, candidates, rejected)
         return candidates, rejected
 
@@ -267,9 +286,17 @@ class Router:
         ok, why = backend.status()
         if not ok:
             return f"backend unavailable: {why}"
+        if check_supports and backend.device == "cpu" and gpu_input(args, kwargs):
+            return GPU_INPUT_REASON
         if check_supports and impl.supports is not None:
             return impl.supports(*args, **kwargs)
         return None
+
+    def can_run(self, name, args, kwargs, op) -> bool:
+        """Whether backend ``name`` can run ``op(*args, **kwargs)`` (arguments already
+        validated): registered, available and supporting these arguments."""
+        impl = self.registry.implementations.get(op, {}).get(name)
+        return impl is not None and self._cannot(name, impl, args, kwargs, None) is None
 
     def _no_backend_message(self, op, impls, rejected):
         if not impls:

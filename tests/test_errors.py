@@ -388,3 +388,19 @@ def test_to_networkx_refuses_graphs_that_cannot_fit(monkeypatch):
     L = cat.Lattice(shape=(1000, 1000, 100))
     with pytest.raises(cat.InsufficientMemoryError, match="networkx graph"):
         L.to_networkx()
+
+
+# -- GPU arrays on a machine that cannot use them ------------------------------------------------
+class _ForeignGPUArray:
+    """What CuPy or PyTorch hand over: only ``__cuda_array_interface__``."""
+
+    __cuda_array_interface__ = {"shape": (3,), "typestr": "<f8", "data": (4096, False),
+                                "version": 3, "strides": None}
+
+
+@pytest.mark.skipif(cat.get_engine().backends()["cuda"][0], reason="needs a machine without CUDA")
+def test_a_gpu_array_without_a_usable_gpu_is_a_type_error_that_says_so():
+    with pytest.raises(TypeError, match="GPU array"):
+        cat.ops.normalize(_ForeignGPUArray())
+    with pytest.raises(TypeError, match="GPU array"):
+        cat.Lattice(shape=(3,)).laplacian(_ForeignGPUArray())

@@ -135,11 +135,14 @@ def path_distance(geometry, dist: np.ndarray, end: int):
 
 # -- host wrappers around a backend's array kernels (numba-cpu and cuda share them) -------
 # ``kern`` is a kernel module with the signatures of catalytic.kernels.cpu.arrays.
-def xor_with(kern, lat, data, key=None):
+def xor_with(kern, lat, data, key=None, *, key_bytes=None):
+    """``key_bytes``: the lattice's key where the kernels should read it (default
+    ``lat._aux``; the cuda backend passes its cached device copy)."""
     src = np.ascontiguousarray(data).reshape(np.shape(data))  # keeps 0-d arrays 0-d
     out = np.empty_like(src)
     if key is None:
-        kern.xor_bytes(src.reshape(-1).view(np.uint8), lat._aux, out.reshape(-1).view(np.uint8))
+        kb = lat._aux if key_bytes is None else key_bytes
+        kern.xor_bytes(src.reshape(-1).view(np.uint8), kb, out.reshape(-1).view(np.uint8))
     else:
         kern.xor_elems(src.reshape(-1), key, out.reshape(-1))
     return out

@@ -14,6 +14,7 @@ away from it unless a call names ``backend="cuda"``.
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 
@@ -157,17 +158,35 @@ def reset_transfer_stats() -> None:
             t.COUNTS[k] = 0
 
 
+def _cached(lat, name, host):
+    """The device copy ``name`` of a lattice's ``host`` array, made on first use."""
+    state = lat._backend_state.setdefault(NAME, {})
+    d = state.get(name)
+    if d is None:
+        d = state[name] = to_device(host) if host.size else host
+        _resident.add(lat)
+    return d
+
+
 def resident(lat) -> dict:
     """The lattice's device-side copies (mask as uint8 sites, weights), made once."""
-    state = lat._backend_state.get(NAME)
-    if state is None:
-        g = lat.geometry
-        state = {"open_": to_device(g.open_flat) if g.open_flat.size else g.open_flat}
-        if g.weights is not None:
-            state["weights"] = to_device(g.weights.reshape(-1))
-        lat._backend_state[NAME] = state
-        _resident.add(lat)
-    return state
+    g = lat.geometry
+    _cached(lat, "open_", g.open_flat)
+    if g.weights is not None:
+        _cached(lat, "weights", g.weights.reshape(-1))
+    return lat._backend_state[NAME]
+
+
+def _key(lat):
+    """The lattice's catalytic XOR key on the device (it never changes: borrowing
+    operations restore it bit for bit, and the engine checks)."""
+    return _cached(lat, "key", lat._aux)
+
+
+def release(lat) -> None:
+    """Drop one lattice's cached device copies."""
+    lat._backend_state.pop(NAME, None)
+    _resident.discard(lat)
 
 
 def cleanup() -> None:
@@ -177,6 +196,16 @@ def cleanup() -> None:
     _resident.clear()
 
 
+def cached_bytes(exclude=None) -> int:
+    """Device bytes held by cached lattice copies (all but ``exclude``'s)."""
+    total = 0
+    for lat in list(_resident):
+        if lat is not exclude:
+            for d in lat._backend_state.get(NAME, {}).values():
+                total += int(d.nbytes)
+    return total
+
+
 def _args(lat):
     g = lat.geometry
     st = resident(lat)
@@ -184,34 +213,70 @@ def _args(lat):
 
 
 # -- device-memory checks ----------------------------------------------------------------------
-def _fits(needed: int):
-    """None if ``needed`` bytes fit in the device's free memory (with a margin); under
-    pressure the cached lattice copies are released first and the check is repeated."""
+# A check (``supports``, asked by the router, also by ``explain``) only reads: a call fits
+# when it fits in free memory, or would once other lattices' cached copies are released.
+# The release itself happens on the run path (:func:`_make_room`), never while routing.
+def _room(needed: int, lattice=None):
+    """None if ``needed`` bytes fit on the device (with a margin), counting other
+    lattices' cached copies as reclaimable; else the shortfall."""
     try:
         free = free_device_memory()
-        if needed > DEVICE_MEMORY_MARGIN * free and len(_resident):
-            cleanup()
-            free = free_device_memory()
     except Exception as err:
         return f"cannot read free device memory: {err}"
-    if needed > DEVICE_MEMORY_MARGIN * free:
-        return MemoryShortfall("device memory", needed, int(DEVICE_MEMORY_MARGIN * free))
+    if needed <= DEVICE_MEMORY_MARGIN * free:
+        return None
+    avail = DEVICE_MEMORY_MARGIN * (free + cached_bytes(exclude=lattice))
+    if needed > avail:
+        return MemoryShortfall("device memory", needed, int(avail))
     return None
 
 
-def _sites_fit(per_site):
-    def supports(lat, *args, **kwargs):
-        return _fits(lat.geometry.n_points * per_site)
+def _make_room(needed: int, lattice=None) -> None:
+    """Release other lattices' cached copies when ``needed`` bytes do not fit without."""
+    if not _resident or needed <= DEVICE_MEMORY_MARGIN * free_device_memory():
+        return
+    for lat in list(_resident):
+        if lat is not lattice:
+            release(lat)
 
-    return supports
+
+def _lattice_of(args):
+    return args[0] if args and hasattr(args[0], "geometry") else None
 
 
-def _data_fit(factor=3):
+def _sites(per_site):
+    """Device bytes of a lattice call: ``per_site`` bytes for every site."""
+    return lambda lat, *args, **kwargs: lat.geometry.n_points * per_site
+
+
+def _arrays_need(factor=3):
+    """Device bytes of an array call: host inputs are copied over and a result of the
+    same size is made (``factor`` times their bytes); GPU inputs only add a result."""
+    def need(*args, **kwargs):
+        total = 0
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, np.ndarray):
+                total += factor * a.nbytes
+            elif O.on_device(a):
+                total += int(a.nbytes)
+        return total
+
+    return need
+
+
+def _implementation(func, need, check=None):
+    """``(run, supports)`` for the registry: ``supports`` says whether the call fits on
+    the device (and passes ``check``); ``run`` makes room for it, then runs it."""
     def supports(*args, **kwargs):
-        arrays = [a for a in args if isinstance(a, np.ndarray)]
-        return _fits(factor * sum(a.nbytes for a in arrays))
+        why = check(*args, **kwargs) if check is not None else None
+        return why or _room(need(*args, **kwargs), _lattice_of(args))
 
-    return supports
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        _make_room(need(*args, **kwargs), _lattice_of(args))
+        return func(*args, **kwargs)
+
+    return run, supports
 
 
 # -- kernels ----------------------------------------------------------------------------------
@@ -249,7 +314,7 @@ def shortest_path(lat, start, end):
 
 
 def _no_zero_weights(lat, *args, **kwargs):
-    return C.zero_weight_reason(lat.geometry) or _fits(lat.geometry.n_points * 16)
+    return C.zero_weight_reason(lat.geometry)
 
 
 def connected_components(lat):
@@ -276,7 +341,7 @@ def centrality(lat, *, method="degree"):
 def _centrality_supported(lat, *, method="degree"):
     if method not in ("degree", "closeness"):
         return f"centrality method {method!r} is implemented in the numpy backend (NetworkX)"
-    return _fits(lat.geometry.n_points * 16)
+    return None
 
 
 def _field_io(lat, field):
@@ -303,34 +368,79 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
 
+# Array operations: a GPU input gives a GPU result (a Numba device array, which exposes
+# ``__cuda_array_interface__`` to CuPy, PyTorch, ...); host inputs give host results.
+def _device_out(shape, dtype=np.float64):
+    return _cuda().device_array(tuple(shape), dtype=dtype)
+
+
+def _flat(x):
+    return x.reshape(x.size)
+
+
 def xor_transform(lat, data, key=None):
-    return C.xor_with(_arrays(), lat, data, key)
+    """XOR on the device; the lattice's key is cached there after the first call."""
+    A = _arrays()
+    if not O.on_device(data):
+        return C.xor_with(A, lat, data, key, key_bytes=None if key is not None else _key(lat))
+    out = _device_out(data.shape, data.dtype)
+    if key is None:
+        A.xor_bytes(_flat(data).view(np.uint8), _key(lat), _flat(out).view(np.uint8))
+    else:
+        A.xor_elems(_flat(data), key, _flat(out))
+    return out
 
 
 def _xor_supported(lat, data, key=None):
-    if not data.dtype.isnative:
-        return f"non-native byte order {data.dtype.str}"
-    return _fits(3 * data.nbytes)
+    if not np.dtype(data.dtype).isnative:
+        return f"non-native byte order {np.dtype(data.dtype).str}"
+    return None
 
 
 def normalize(data):
-    return C.normalize_with(_arrays(), data)
+    if not O.on_device(data):
+        return C.normalize_with(_arrays(), data)
+    out = _device_out(data.shape)
+    _arrays().normalize(_flat(data), _flat(out))
+    return out
 
 
 def scale(data, *, factor=1.0):
-    return C.scale_with(_arrays(), data, factor)
+    if not O.on_device(data):
+        return C.scale_with(_arrays(), data, factor)
+    out = _device_out(data.shape)
+    _arrays().scale(_flat(data), factor, _flat(out))
+    return out
 
 
 def reduce(x, op):
-    return C.reduce_with(_arrays(), x, op)
+    if not O.on_device(x):
+        return C.reduce_with(_arrays(), x, op)
+    r = _arrays().reduce(_flat(x), op)
+    if op == "sum" and np.issubdtype(np.dtype(x.dtype), np.integer):
+        return np.asarray(r).astype(np.int64)[()]  # int64, as in the reference (wraps)
+    return r
+
+
+def _f64(x):
+    """A GPU operand as is; a host operand as a contiguous float64 array (the kernel
+    copies it over)."""
+    return x if O.on_device(x) else np.ascontiguousarray(x, dtype=np.float64)
 
 
 def elementwise(op, a, b=None):
-    return C.elementwise_with(_arrays(), op, a, b)
+    if not (O.on_device(a) or O.on_device(b)):
+        return C.elementwise_with(_arrays(), op, a, b)
+    out = _device_out(a.shape)
+    _arrays().elementwise(op, _flat(_f64(a)), None if b is None else _flat(_f64(b)), _flat(out))
+    return out
 
 
 def matmul(a, b):
-    return to_host(C.matmul_with(_arrays(), a, b))
+    if not (O.on_device(a) or O.on_device(b)):
+        return to_host(C.matmul_with(_arrays(), a, b))
+    out = _device_out((a.shape[0], b.shape[1]))
+    return _arrays().matmul(_f64(a), _f64(b), out)
 
 
 def random(shape, seed, distribution):
@@ -340,21 +450,22 @@ def random(shape, seed, distribution):
 
 
 IMPLEMENTATIONS = {
-    "distance_field": (distance_field, _sites_fit(24)),
-    "shortest_path": (shortest_path, _no_zero_weights),
-    "connected_components": (connected_components, _sites_fit(24)),
-    "percolates": (percolates, _sites_fit(24)),
-    "degree": (degree, _sites_fit(16)),
-    "centrality": (centrality, _centrality_supported),
-    "laplacian": (laplacian, _sites_fit(24)),
-    "diffuse": (diffuse, _sites_fit(32)),
-    "xor_transform": (xor_transform, _xor_supported),
-    "normalize": (normalize, _data_fit()),
-    "scale": (scale, _data_fit()),
-    "reduce": (reduce, _data_fit(1)),
-    "elementwise": (elementwise, _data_fit()),
-    "matmul": (matmul, _data_fit(2)),
-    "random": (random, lambda shape, seed, dist: _fits(16 * int(np.prod(shape)))),
+    # op: (implementation, device bytes it needs, other condition)
+    "distance_field": (distance_field, _sites(24), None),
+    "shortest_path": (shortest_path, _sites(16), _no_zero_weights),
+    "connected_components": (connected_components, _sites(24), None),
+    "percolates": (percolates, _sites(24), None),
+    "degree": (degree, _sites(16), None),
+    "centrality": (centrality, _sites(16), _centrality_supported),
+    "laplacian": (laplacian, _sites(24), None),
+    "diffuse": (diffuse, _sites(32), None),
+    "xor_transform": (xor_transform, _arrays_need(), _xor_supported),
+    "normalize": (normalize, _arrays_need(), None),
+    "scale": (scale, _arrays_need(), None),
+    "reduce": (reduce, _arrays_need(1), None),
+    "elementwise": (elementwise, _arrays_need(), None),
+    "matmul": (matmul, _arrays_need(2), None),
+    "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
 }
 
 
@@ -367,5 +478,6 @@ def catalytic_add_backends(registry):
 @hookimpl
 def catalytic_add_operations(registry):
     cost = SIMULATOR_COST if simulator_active() else GPU_DEFAULT_COST
-    for op, (func, supports) in IMPLEMENTATIONS.items():
-        registry.add_implementation(op, NAME, func, supports=supports, cost=cost)
+    for op, (func, need, check) in IMPLEMENTATIONS.items():
+        run, supports = _implementation(func, need, check)
+        registry.add_implementation(op, NAME, run, supports=supports, cost=cost)

@@ -429,7 +429,7 @@ def reduce(x, op):
     if op == "sum":
         return x.sum(dtype=np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64)
     if op == "mean":
-        return float(np.mean(x, dtype=np.float64))
+        return np.float64(np.mean(x, dtype=np.float64))
     return getattr(np, op)(x)
 
 
@@ -455,7 +455,7 @@ def random(shape, seed, distribution):
 
 # -- registration ---------------------------------------------------------------------------
 def _data_work(data, *_, **__):
-    return float(np.asarray(data).size)
+    return float(data.size)
 
 
 def _xor_work(lat, data, key=None):
@@ -529,10 +529,6 @@ def _graph_fits(lat, *args, **kwargs):
     return None
 
 
-def _host_and_graph_fits(lat, *args, **kwargs):
-    return O.host_only(*args, **kwargs) or _graph_fits(lat)
-
-
 @hookimpl
 def catalytic_add_operations(registry):
     for name, func, validate, work, memory, extra in OPERATIONS:
@@ -540,6 +536,4 @@ def catalytic_add_operations(registry):
             name, work=work, memory=memory, validate=validate, doc=func.__doc__ or "", **extra
         )
         supports = _graph_fits if name in GRAPH_OPS else None
-        if name in ("laplacian", "diffuse"):
-            supports = _host_and_graph_fits
         registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST)
