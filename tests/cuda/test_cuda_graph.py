@@ -286,6 +286,48 @@ def test_bfs_distance_batched_all_open_stack():
 
 
 @sim
+@pytest.mark.parametrize("lat", [CASES[1], CASES[2], CASES[5], CASES[8]])
+def test_connected_components_batched_rows_match_cpu(lat):
+    g = _graph()
+    shape, periodic, offsets, open_, dedupe = lat
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(51)
+    base = open_ if open_.shape[0] else np.ones(n, np.uint8)
+    # percolation samples around p_c, one fully blocked and one fully open lattice
+    stack = np.stack([base, (rng.random(n) < 0.6).astype(np.uint8),
+                      np.zeros(n, np.uint8), np.ones(n, np.uint8)])
+    labels, counts = g.connected_components_batched(shape, periodic, offsets, stack, dedupe)
+    assert labels.shape == (4, n) and counts.shape == (4,)
+    for b in range(4):
+        want, want_count = cpu.connected_components(shape, periodic, offsets, stack[b], dedupe)
+        np.testing.assert_array_equal(labels[b], want.reshape(-1))
+        assert counts[b] == want_count
+
+
+@sim
+def test_connected_components_batched_all_open_and_device_stack():
+    from numba import cuda
+
+    g = _graph()
+    shape, periodic, offsets = np.array([4, 5], np.int64), np.array([1, 0], np.uint8), ASYM
+    labels, counts = g.connected_components_batched(shape, periodic, offsets,
+                                                    np.zeros((2, 0), np.uint8), False)
+    want, want_count = cpu.connected_components(shape, periodic, offsets, np.zeros(0, np.uint8), False)
+    for b in range(2):
+        np.testing.assert_array_equal(labels[b], want.reshape(-1))
+        assert counts[b] == want_count
+    stack = (np.random.default_rng(3).random((2, 20)) < 0.5).astype(np.uint8)
+    labels, counts = g.connected_components_batched(shape, periodic, offsets,
+                                                    cuda.to_device(stack), False)
+    for b in range(2):
+        want, want_count = cpu.connected_components(shape, periodic, offsets, stack[b], False)
+        np.testing.assert_array_equal(labels[b], want.reshape(-1))
+        assert counts[b] == want_count
+    with pytest.raises(ValueError, match="entries"):
+        g.connected_components_batched(shape, periodic, offsets, np.ones((2, 7), np.uint8), False)
+
+
+@sim
 def test_device_inputs_and_a_stream_are_accepted():
     from numba import cuda
 
@@ -391,12 +433,16 @@ def _ptx_cases():
         "_batched_init": ("_batched_init", (T.int64[:, ::1], i64)),
         "_batched_level": ("_batched_level",
                            geo + (T.uint8[:, ::1], T.int64[:, ::1], T.int64, i64)),
+        "_cc_init_batched": ("_cc_init_batched", (T.int64[:, ::1], T.uint8[:, ::1])),
+        "_cc_pull_batched": ("_cc_pull_batched",
+                             geo + (o, T.uint8[:, ::1], T.int64[:, ::1], i64, T.int64)),
     }
 
 
 PTX_IDS = ["_fill[int64]", "_fill[float64]", "_scatter[int64]", "_scatter[float64]",
            "_bfs_expand", "_relax_pull", "_cc_init", "_cc_pull", "_degree", "_multi_init",
-           "_multi_level", "_batched_init", "_batched_level"]
+           "_multi_level", "_batched_init", "_batched_level", "_cc_init_batched",
+           "_cc_pull_batched"]
 
 
 @ptx
