@@ -9,8 +9,9 @@ Measured in one run on the device:
 2. a 512^3 BFS distance field on cuda (kernel time, data resident) against the
    numba-cpu figure given with --cpu-bfs-seconds (measured on the 2-core development
    machine; the issue's target is >= 20x) and against numba-cpu on this machine;
-3. a size sweep where every size runs on every backend and the router's unforced choice
-   is compared with the measured fastest.
+3. a size sweep (distance field, components, Laplacian, XOR) where every call runs on
+   every backend and the router's unforced choice is compared with the measured fastest
+   (run ``catalytic calibrate`` on the machine first: uncalibrated GPU costs are guesses).
 ``--smoke`` shrinks every size so the script can run under the simulator: its figures
 are then meaningless and the report says so.
 """
@@ -90,20 +91,40 @@ def bfs(side, repeat, cpu_seconds, rows, facts):
     facts["bfs"] = {"side": side, "gpu_s": t_gpu, "cpu_here_s": t_cpu_here, "cpu_dev_s": cpu_seconds, "correct": ok}
 
 
+def _sweep_calls(side):
+    """(label, op, args, kwargs) of the swept calls on a side x side lattice: the call
+    the user makes, so the times include copying results back to the host."""
+    rng = np.random.default_rng(side)
+    L = cat.Lattice(shape=(side, side), mask=rng.random((side, side)) < 0.7)
+    src = int(np.flatnonzero(L.geometry.open_flat)[0])
+    field = rng.random((side, side))
+    data = rng.integers(0, 2**62, side * side)
+    return [
+        (f"distance_field {side}^2", "distance_field", (L, src), {}),
+        (f"connected_components {side}^2", "connected_components", (L,), {}),
+        (f"laplacian {side}^2", "laplacian", (L, field), {}),
+        (f"xor_transform {side * side:,} int64", "xor_transform", (L, data), {}),
+    ]
+
+
 def sweep(sizes, repeat, rows, facts):
-    agree = 0
+    """Every call on every backend, and the router's unforced choice against the
+    measured fastest."""
+    eng = cat.get_engine()
+    agree = total = 0
     results = []
     for side in sizes:
-        L = cat.Lattice(shape=(side, side))
-        times = {b: _best(lambda b=b: L.distance_field(0, backend=b), repeat)
-                 for b in ("numpy", "numba-cpu", "cuda")}
-        chosen = cat.get_engine().explain("distance_field", L, 0).backend
-        fastest = min(times, key=times.get)
-        agree += chosen == fastest
-        results.append({"side": side, "times": times, "chosen": chosen, "fastest": fastest})
-        rows.append((f"sweep distance_field {side}^2", " / ".join(f"{b} {t * 1e3:.2f} ms" for b, t in times.items()),
-                     f"router chose {chosen}, fastest {fastest}"))
-    rows.append(("router agreement", f"{agree} of {len(sizes)}", ""))
+        for label, op, args, kwargs in _sweep_calls(side):
+            times = {b: _best(lambda b=b: eng.run(op, *args, backend=b, **kwargs), repeat)
+                     for b in ("numpy", "numba-cpu", "cuda")}
+            chosen = eng.explain(op, *args, **kwargs).backend
+            fastest = min(times, key=times.get)
+            agree += chosen == fastest
+            total += 1
+            results.append({"call": label, "times": times, "chosen": chosen, "fastest": fastest})
+            rows.append((f"sweep {label}", " / ".join(f"{b} {t * 1e3:.2f} ms" for b, t in times.items()),
+                         f"router chose {chosen}, fastest {fastest}"))
+    rows.append(("router agreement", f"{agree} of {total}", ""))
     facts["sweep"] = results
 
 
@@ -128,7 +149,7 @@ def main(argv=None):
     else:
         bandwidth(2**30, args.repeat, rows, facts)
         bfs(512, args.repeat, args.cpu_bfs_seconds, rows, facts)
-        sweep([32, 128, 512, 2048, 4096], args.repeat, rows, facts)
+        sweep([32, 128, 512, 2048, 4096], min(args.repeat, 3), rows, facts)
     name = "CUDA simulator (smoke run: figures are not GPU measurements)" if dev["simulator"] else (
         f"{dev['name']}, compute capability {'.'.join(map(str, dev['compute_capability']))}, "
         f"driver {dev['driver_version']}, runtime {dev['runtime_version']}")

@@ -325,3 +325,21 @@ def test_routing_checks_read_memory_and_the_run_makes_room(monkeypatch):
     monkeypatch.setattr(cb, "free_device_memory", lambda: 10.0)
     with pytest.raises(cat.InsufficientMemoryError, match="device memory"):
         big.distance_field(0, backend="cuda")
+
+
+@sim
+def test_gpu_benchmark_script_runs_end_to_end_in_the_simulator(capsys, tmp_path):
+    """The script that measures the GPU targets works before a GPU ever runs it (its
+    smoke figures are not measurements, and it writes no report for them)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--smoke", "--output", str(tmp_path / "gpu.md")]) == 0
+    out = capsys.readouterr().out
+    assert "closed form ok" in out and "router agreement" in out
+    assert "not GPU measurements" in out
+    assert not list(tmp_path.iterdir())
