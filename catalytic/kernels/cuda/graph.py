@@ -136,35 +136,41 @@ def _cc_init(label, open_):
             label[v] = v
 
 
+@cuda.jit(device=True)
+def _smallest_label(v, shape, strides, periodic, offsets, noffsets, open_, label):
+    """The smallest label over open site ``v`` and its out- and in-neighbours (the
+    relation is undirected), then followed through ``label[m]`` while that is smaller."""
+    m = label[v]
+    for k in range(offsets.shape[0]):
+        u = neighbor(v, k, shape, strides, periodic, offsets, open_)
+        if u >= 0:
+            lu = label[u]
+            if lu < m:
+                m = lu
+    for k in range(noffsets.shape[0]):
+        u = neighbor(v, k, shape, strides, periodic, noffsets, open_)
+        if u >= 0:
+            lu = label[u]
+            if lu < m:
+                m = lu
+    lm = label[m]
+    while lm < m:
+        m = lm
+        lm = label[m]
+    return m
+
+
 @cuda.jit
 def _cc_pull(shape, strides, periodic, offsets, noffsets, open_, label, flag, it):
-    """One label-propagation sweep with pointer jumping: the smallest label over the
-    site and its out- and in-neighbours (the relation is undirected), then followed
-    through ``label[m]`` while that is smaller. ``label[x] <= x`` for every open ``x``
-    and labels only decrease, so concurrent sweeps stay consistent; at the fixed point
-    every site holds the smallest flat index of its component. Writes ``it`` to
-    ``flag[0]`` on any change."""
+    """One label-propagation sweep with pointer jumping (:func:`_smallest_label` for
+    every open site). ``label[x] <= x`` for every open ``x`` and labels only decrease,
+    so concurrent sweeps stay consistent; at the fixed point every site holds the
+    smallest flat index of its component. Writes ``it`` to ``flag[0]`` on any change."""
     v = cuda.grid(1)
     if v < label.shape[0]:
         lv = label[v]
         if lv >= 0:
-            m = lv
-            for k in range(offsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, offsets, open_)
-                if u >= 0:
-                    lu = label[u]
-                    if lu < m:
-                        m = lu
-            for k in range(noffsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, noffsets, open_)
-                if u >= 0:
-                    lu = label[u]
-                    if lu < m:
-                        m = lu
-            lm = label[m]
-            while lm < m:
-                m = lm
-                lm = label[m]
+            m = _smallest_label(v, shape, strides, periodic, offsets, noffsets, open_, label)
             if m < lv:
                 label[v] = m
                 flag[0] = it
@@ -280,27 +286,10 @@ def _cc_pull_batched(shape, strides, periodic, offsets, noffsets, open_stack, la
     if t < label.shape[0] * n:
         b = t // n
         v = t - b * n
-        row = open_stack[b]
         lab = label[b]
         lv = lab[v]
         if lv >= 0:
-            m = lv
-            for k in range(offsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, offsets, row)
-                if u >= 0:
-                    lu = lab[u]
-                    if lu < m:
-                        m = lu
-            for k in range(noffsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, noffsets, row)
-                if u >= 0:
-                    lu = lab[u]
-                    if lu < m:
-                        m = lu
-            lm = lab[m]
-            while lm < m:
-                m = lm
-                lm = lab[m]
+            m = _smallest_label(v, shape, strides, periodic, offsets, noffsets, open_stack[b], lab)
             if m < lv:
                 lab[v] = m
                 flag[0] = it
