@@ -25,13 +25,16 @@ from catalytic.kernels.cpu import graph as G
 
 
 @pytest.fixture(autouse=True, params=["one-thread", "all-threads"])
-def threads(request, monkeypatch):
-    """Small lattices normally run on one thread; also run every test with the parallel
-    paths forced on (row chunks, seams, per-thread buffers)."""
-    if request.param == "all-threads":
-        monkeypatch.setattr(G, "_PAR_SITES", 1)
-        monkeypatch.setattr(G, "_free_threads", numba.get_num_threads)
-    return request.param
+def threads(request):
+    """Every test on one thread (as the backend runs small lattices) and on all of
+    Numba's threads (row chunks, seams, per-thread buffers)."""
+    prev = numba.get_num_threads()
+    if request.param == "one-thread":
+        numba.set_num_threads(1)
+    try:
+        yield request.param
+    finally:
+        numba.set_num_threads(prev)
 
 
 # -- oracle side ---------------------------------------------------------------------------

@@ -26,10 +26,10 @@ Numba does not inline a helper ``@njit`` function into code that runs inside a
 
 Threads
 -------
-Every host function runs its kernels on the CPUs that are free at the time of the call
-(:func:`_on_free_cpus`) and on one thread for small lattices. Results never depend on
-the thread count: parallel loops write disjoint outputs, and the one shared structure
-(the BFS distance array) only ever sees the same value written twice.
+Every host function runs its kernels on Numba's current thread count (the numba-cpu
+backend decides it per call: the free CPUs, or one thread for small lattices). Results
+never depend on the thread count: parallel loops write disjoint outputs, and the one
+shared structure (the BFS distance array) only ever sees the same value written twice.
 
 Graph conventions
 -----------------
@@ -41,8 +41,6 @@ Connected components treat the neighbour relation as undirected.
 
 from __future__ import annotations
 
-import functools
-import os
 from typing import NamedTuple
 
 import numba
@@ -1260,62 +1258,6 @@ _PAR_MIN = 1024
 _PAR_CHUNK = 8192
 
 
-def _free_threads() -> int:
-    """Numba's thread count, cut to the CPUs that no other task is running on right now.
-
-    A parallel kernel meets its threads at a barrier after every ``prange``; the BFS does
-    so once per level, hundreds of times per call. When another process keeps a core
-    busy, every barrier waits for a descheduled thread's next time slice: measured on
-    2 cores next to one busy process, a 10 ms search then took up to 1.5 s, and the
-    components 40 ms instead of 15, while one thread is only about 1.5x slower than two
-    on free cores. Linux reports the runnable tasks in ``/proc/loadavg``; this process's
-    own running threads (Numba's workers spin for a while after a parallel loop) are
-    taken off. Elsewhere all threads are used. About 60 us.
-    """
-    T = numba.get_num_threads()
-    if T <= 1:
-        return 1
-    try:
-        ncpu = len(os.sched_getaffinity(0))
-        with open("/proc/loadavg") as f:
-            running = int(f.read().split()[3].split("/")[0])
-        own = 0
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read()
-            own += stat[stat.rindex(")") + 2] == "R"
-    except (AttributeError, OSError, ValueError, IndexError):
-        return T
-    return max(1, min(T, ncpu - max(running - own, 0)))
-
-
-# Below this many sites a call runs on one thread (parallel launches cost more than they
-# save there, and it skips the /proc reads of _free_threads).
-_PAR_SITES = 1 << 16
-
-
-def _on_free_cpus(func):
-    """Run a host function with Numba's thread count set (for this calling thread, as
-    ``numba.set_num_threads`` does) to :func:`_free_threads`, or to 1 on small lattices;
-    results never depend on it."""
-
-    @functools.wraps(func)
-    def wrapper(shape, *args, **kwargs):
-        n = int(np.prod(np.asarray(shape, dtype=np.int64), dtype=object))
-        T = 1 if n < _PAR_SITES else _free_threads()
-        prev = numba.get_num_threads()
-        if T == prev:
-            return func(shape, *args, **kwargs)
-        numba.set_num_threads(T)
-        try:
-            return func(shape, *args, **kwargs)
-        finally:
-            numba.set_num_threads(prev)
-
-    return wrapper
-
-
-@_on_free_cpus
 def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray:
     """Multi-source hop distances.
 
@@ -1338,8 +1280,8 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
     Notes
     -----
     Level-synchronous BFS in the padded index space, O(n k) time. Levels of at least
-    ``_PAR_MIN`` cells are split over the threads when the CPUs are free (see
-    :func:`_free_threads`); distances do not depend on it. Memory: the int32 padded work
+    ``_PAR_MIN`` cells are split over Numba's threads; distances do not depend on
+    their number. Memory: the int32 padded work
     array, two int32 frontier arrays of n_open entries, then the int64 result: at most
     12 bytes per site at once (int64 work and frontiers past 2**31 padded cells).
 
@@ -1390,7 +1332,6 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1):
     return pd, pw
 
 
-@_on_free_cpus
 def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources) -> np.ndarray:
     """Multi-source weighted distances, where entering site v costs ``weights[v]``.
 
@@ -1428,7 +1369,6 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources)
     return out
 
 
-@_on_free_cpus
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None) -> np.ndarray:
     """One shortest path from ``start`` to ``end``, chosen by the project-wide tie rule.
 
@@ -1482,7 +1422,6 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     return _to_real(stack[:m][::-1], g)
 
 
-@_on_free_cpus
 def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
     """Number of distinct shortest hop paths from ``start`` to ``end``.
 
@@ -1547,7 +1486,6 @@ def _half_stencil(offsets) -> np.ndarray:
     return np.array(sorted(rows), dtype=np.int64).reshape(-1, d)
 
 
-@_on_free_cpus
 def connected_components(shape, periodic, offsets, open_, dedupe):
     """Label the connected components of the open sites.
 
@@ -1626,7 +1564,6 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
     return parent, count
 
 
-@_on_free_cpus
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarray:
     """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``).
 
@@ -1678,7 +1615,6 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     return out
 
 
-@_on_free_cpus
 def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -> np.ndarray:
     """Shortest hop path whose per-site search state lives in borrowed memory.
 
@@ -1735,7 +1671,6 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     return path[::-1].copy()
 
 
-@_on_free_cpus
 def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     """Size of each site's neighbour set.
 

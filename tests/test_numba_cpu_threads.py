@@ -1,0 +1,65 @@
+"""The numba-cpu backend decides how many threads a graph call runs on (the kernels only
+read Numba's thread count): one on small lattices, the free CPUs on large ones, and the
+caller's thread count is restored afterwards."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import catalytic as cat
+from catalytic.backends import numba_cpu
+from catalytic.kernels.cpu import graph
+
+pytestmark = pytest.mark.skipif(numba.get_num_threads() < 2, reason="needs 2 Numba threads")
+
+
+@pytest.fixture
+def seen(monkeypatch):
+    """Thread counts the BFS kernel ran with."""
+    counts = []
+    real = graph.bfs_distance
+
+    def spy(*args, **kwargs):
+        counts.append(numba.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "bfs_distance", spy)
+    return counts
+
+
+def test_small_lattices_run_on_one_thread(seen):
+    before = numba.get_num_threads()
+    L = cat.Lattice(shape=(8, 8))
+    np.testing.assert_array_equal(L.distance_field(0, backend="numba-cpu"),
+                                  L.distance_field(0, backend="numpy"))
+    assert seen == [1]
+    assert numba.get_num_threads() == before
+
+
+def test_large_lattices_run_on_the_free_cpus(seen, monkeypatch):
+    before = numba.get_num_threads()
+    monkeypatch.setattr(numba_cpu, "PAR_SITES", 16)
+    L = cat.Lattice(shape=(8, 8))
+    for free in (2, 1):
+        monkeypatch.setattr(numba_cpu, "free_threads", lambda free=free: free)
+        L.distance_field(0, backend="numba-cpu")
+    assert seen == [2, 1]
+    assert numba.get_num_threads() == before
+
+
+def test_the_thread_count_is_restored_when_the_kernel_raises(monkeypatch):
+    before = numba.get_num_threads()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("kernel failed")
+
+    monkeypatch.setattr(graph, "bfs_distance", broken)
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        cat.Lattice(shape=(4, 4)).distance_field(0, backend="numba-cpu")
+    assert numba.get_num_threads() == before
+
+
+def test_free_threads_is_between_one_and_numbas_count():
+    assert 1 <= numba_cpu.free_threads() <= numba.get_num_threads()
