@@ -206,6 +206,17 @@ def test_bfs_distance_many_sources_spans_several_blocks():
 
 
 @sim
+def test_closeness_refuses_blocked_and_out_of_range_sources():
+    g = _graph()
+    off = np.array([[-1], [1]])
+    open_ = np.array([1, 0, 1], np.uint8)
+    with pytest.raises(IndexError, match="blocked"):
+        g.closeness((3,), np.zeros(1, np.uint8), off, open_, False, [0, 1])
+    with pytest.raises(IndexError, match="out of range"):
+        g.closeness((3,), np.zeros(1, np.uint8), off, open_, False, [3])
+
+
+@sim
 def test_closeness_spans_several_blocks():
     g = _graph()
     lat = CASES[3].values[0]  # 143 sites, Moore: 2 x 143 pairs per level = two blocks

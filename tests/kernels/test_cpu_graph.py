@@ -548,6 +548,15 @@ def test_closeness_matches_networkx(case):
     np.testing.assert_allclose(part, sel, rtol=1e-12)
 
 
+def test_closeness_refuses_blocked_and_out_of_range_sources():
+    off = np.array([[-1], [1]])
+    open_ = np.array([1, 0, 1], np.uint8)
+    with pytest.raises(IndexError, match="blocked"):
+        G.closeness((3,), np.zeros(1, np.uint8), off, open_, False, sources=[0, 1])
+    with pytest.raises(IndexError, match="out of range"):
+        G.closeness((3,), np.zeros(1, np.uint8), off, open_, False, sources=[3])
+
+
 # -- catalytic path ------------------------------------------------------------------------
 
 

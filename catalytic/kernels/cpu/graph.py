@@ -1581,6 +1581,11 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
         ``(r-1)/tot * (r-1)/(n_open-1)`` (0 when tot == 0 or n_open == 1); nan for every
         site not computed, blocked sites included.
 
+    Raises
+    ------
+    IndexError
+        A source out of range or blocked.
+
     Notes
     -----
     One BFS per source, the sources spread over the threads, each thread with its own
@@ -1601,6 +1606,11 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     else:
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
     src = src.astype(np.int64)
+    if src.size and (src.min() < 0 or src.max() >= g.n):
+        raise IndexError(f"source {src[(src < 0) | (src >= g.n)][0]} out of range for a "
+                         f"lattice of {g.n} sites")
+    if g.open_.shape[0] and src.size and not g.open_[src].all():
+        raise IndexError(f"source {src[g.open_[src] == 0][0]} is a blocked site")
     out = np.full(g.n, np.nan)
     if src.shape[0] == 0:
         return out

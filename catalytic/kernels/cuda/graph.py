@@ -372,10 +372,13 @@ def _launch(kernel, work, stream, *args):
         kernel[_blocks(work), THREADS, stream](*args)
 
 
-def _check_sources(src, n):
+def _check_sources(src, n, open_h=None):
+    """IndexError for a source out of range (or blocked, when ``open_h`` is given)."""
     if src.size and (src.min() < 0 or src.max() >= n):
         bad = src[(src < 0) | (src >= n)][0]
         raise IndexError(f"source {bad} out of range for a lattice of {n} sites")
+    if open_h is not None and open_h.shape[0] and src.size and not open_h[src].all():
+        raise IndexError(f"source {src[open_h[src] == 0][0]} is a blocked site")
 
 
 def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
@@ -744,6 +747,8 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     ------
     ValueError
         ``batch`` < 1.
+    IndexError
+        A source out of range or blocked.
 
     Notes
     -----
@@ -770,7 +775,7 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     else:
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
     src = src.astype(np.int64)
-    _check_sources(src, n)
+    _check_sources(src, n, open_h)
     out = np.full(n, np.nan)
     if src.shape[0] == 0:
         return out
