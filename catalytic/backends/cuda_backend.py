@@ -1,11 +1,13 @@
 """The ``cuda`` backend: host side of the ``@cuda.jit`` kernels in :mod:`catalytic.kernels.cuda`.
 
 What lives here (and not in the kernels): whether a GPU is there, whether the device has
-room for a call, launch orchestration, and *residency*: a lattice's mask and weights are
-copied to the device once and cached on the lattice (``lattice.cleanup()`` releases them,
-and so does :func:`cleanup` under memory pressure or after a GPU failure). Every copy
-between host and device goes through :func:`to_device` / :func:`to_host`, which count the
-bytes each way (:func:`transfer_stats`).
+room for a call, launch orchestration, and *residency*: a lattice's mask, weights and
+XOR key are copied to the device once and cached on the lattice (``lattice.cleanup()``
+releases them; a call that needs the room releases other lattices' copies first, and
+:func:`cleanup` drops them all after a GPU failure). GPU arrays passed in stay on the
+device and give GPU results. Every copy between host and device goes through
+:func:`to_device` / :func:`to_host`, which count the bytes each way
+(:func:`transfer_stats`).
 
 Under ``NUMBA_ENABLE_CUDASIM=1`` the backend runs on Numba's CUDA simulator: results are
 real, speed is not (a few thousand threads a second), so its cost model keeps the router
