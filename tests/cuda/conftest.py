@@ -1,11 +1,14 @@
-"""Two passes over the CUDA kernels.
+"""Three ways to run the CUDA tests.
 
 * With ``NUMBA_ENABLE_CUDASIM=1`` (set before Numba is imported, as the README's test
   command does): every kernel runs in the simulator at small size and is compared with
-  its CPU twin. Tests marked ``sim``.
-* Without it: every kernel is compiled to PTX for sm_90 (H100) with NVVM, proving it
-  types and lowers for a real GPU even on a machine without one. Tests marked ``ptx``;
-  skipped with a reason when NVVM (``pip install "catalytic[cuda]"``) is missing.
+  its CPU twin. Tests marked ``sim``, plus ``simulator_only`` ones about the simulator
+  itself.
+* Without it, on any machine: every kernel is compiled to PTX for sm_90 (H100) with NVVM,
+  proving it types and lowers for a real GPU even on a machine without one. Tests marked
+  ``ptx``; skipped with a reason when NVVM (``pip install "catalytic[cuda]"``) is missing.
+* Without it, on a machine with a GPU: the ``sim`` tests run on the GPU as well, so the
+  same comparisons with the CPU twins run on hardware.
 """
 
 from __future__ import annotations
@@ -16,6 +19,20 @@ import types as pytypes
 import pytest
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _gpu_available() -> bool:
+    if SIM:
+        return False
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+GPU = _gpu_available()
 
 
 def _nvvm_available() -> bool:
@@ -33,8 +50,11 @@ def _nvvm_available() -> bool:
 def pytest_collection_modifyitems(config, items):
     nvvm_ok = None
     for item in items:
-        if "sim" in item.keywords and not SIM:
-            item.add_marker(pytest.mark.skip(reason="simulator test: run with NUMBA_ENABLE_CUDASIM=1"))
+        if "simulator_only" in item.keywords and not SIM:
+            item.add_marker(pytest.mark.skip(reason="about the simulator: run with NUMBA_ENABLE_CUDASIM=1"))
+        if "sim" in item.keywords and not (SIM or GPU):
+            item.add_marker(pytest.mark.skip(
+                reason="runs CUDA kernels: set NUMBA_ENABLE_CUDASIM=1, or run on a GPU"))
         if "ptx" in item.keywords:
             if SIM:
                 item.add_marker(pytest.mark.skip(reason="PTX compile test: run without the simulator"))

@@ -10,11 +10,13 @@ import catalytic as cat
 from catalytic.backends import cuda_backend as cb
 
 SIM = __import__("os").environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+GPU = not SIM and cb._available()[0]
+NO_GPU_CASE = "checks the no-GPU, no-simulator case"
 
 sim = pytest.mark.sim
 
 
-@pytest.mark.skipif(SIM, reason="checks the no-GPU, no-simulator case")
+@pytest.mark.skipif(SIM or GPU, reason=NO_GPU_CASE)
 def test_without_gpu_the_backend_is_unavailable_and_says_why():
     ok, why = cat.get_engine().backends()["cuda"]
     assert not ok and "no CUDA GPU" in why
@@ -26,7 +28,7 @@ def test_without_gpu_the_backend_is_unavailable_and_says_why():
         L.distance_field(0, backend="cuda")
 
 
-@pytest.mark.skipif(SIM, reason="checks the no-GPU, no-simulator case")
+@pytest.mark.skipif(SIM or GPU, reason=NO_GPU_CASE)
 def test_info_names_the_missing_gpu(capsys):
     from catalytic.cli import main
 
@@ -48,7 +50,7 @@ def _lattices():
     ]
 
 
-@sim
+@pytest.mark.simulator_only
 def test_simulator_is_available_but_never_chosen_unforced():
     ok, why = cat.get_engine().backends()["cuda"]
     assert ok and "simulator" in why
@@ -327,7 +329,7 @@ def test_routing_checks_read_memory_and_the_run_makes_room(monkeypatch):
         big.distance_field(0, backend="cuda")
 
 
-@sim
+@pytest.mark.simulator_only
 def test_gpu_benchmark_script_runs_end_to_end_in_the_simulator(capsys, tmp_path):
     """The script that measures the GPU targets works before a GPU ever runs it (its
     smoke figures are not measurements, and it writes no report for them)."""

@@ -397,7 +397,7 @@ def test_bad_arguments_name_the_value():
         g.degree(np.array([4, 4, 4]), np.ones(3, np.uint8), big, np.zeros(0, np.uint8), True)
 
 
-@sim
+@pytest.mark.simulator_only
 def test_closeness_batch_is_capped_under_the_simulator():
     g = _graph()
     assert g._closeness_batch(1000, 500) == g.SIM_BATCH
