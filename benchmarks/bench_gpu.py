@@ -160,8 +160,10 @@ def main(argv=None):
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = args.output if not dev["simulator"] else args.output.with_name("gpu-smoke.md")
-    if not dev["simulator"]:
+    if dev["simulator"] or args.smoke:
+        print("smoke sizes or the simulator: no report written (these are not measurements)")
+    else:
+        out = args.output
         out.write_text(text)
         out.with_suffix(".json").write_text(json.dumps(facts, indent=1, default=str))
         print(f"wrote {out}")
