@@ -182,10 +182,11 @@ class Engine:
     def run(self, op: str, *args, backend: str | None = None, **kwargs):
         """Run a registered operation on the backend the router picks (or ``backend``)."""
         spec, args, kwargs = self._prepare(op, args, kwargs)
-        if spec.memory is not None and not gpu_input(args, kwargs):
+        on_gpu = gpu_input(args, kwargs)
+        if spec.memory is not None and not on_gpu:
             # (GPU arguments: the call allocates on the device, checked by the backend)
             check_host_memory(f"operation {op!r}", int(spec.memory(*args, **kwargs)))
-        decision = self.router.decide(op, args, kwargs, backend=backend)
+        decision = self.router.decide(op, args, kwargs, backend=backend, on_gpu=on_gpu)
         self._local.decision = decision
         borrowed = spec.borrows(*args, **kwargs) if spec.borrows is not None else None
         if borrowed is None:

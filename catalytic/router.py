@@ -187,11 +187,12 @@ class Router:
             args, kwargs = spec.validate(*args, **kwargs)
         return self.decide(op, args, kwargs, backend=backend)
 
-    def decide(self, op, args, kwargs, *, backend=None):
+    def decide(self, op, args, kwargs, *, backend=None, on_gpu=None):
         """Decide where ``op(*args, **kwargs)`` runs (arguments already validated).
 
         A lattice as first argument brings its routing policy (``enable_gpu``,
-        ``enable_smart_routing``)."""
+        ``enable_smart_routing``). ``on_gpu``: whether an argument is a GPU array, when
+        the caller has already looked (:func:`gpu_input`)."""
         spec = self.registry.operation(op)
         policy = getattr(args[0], "_routing_policy", None) if args else None
         allowed, reference_only = policy() if policy is not None else (None, False)
@@ -204,7 +205,8 @@ class Router:
         predictions, sources = {}, {}
         rejected = dict(static_rejected)
         best, best_t = None, None
-        on_gpu = gpu_input(args, kwargs)
+        if on_gpu is None:
+            on_gpu = gpu_input(args, kwargs)
         for name, impl, overhead, throughput, src, device in candidates:
             if on_gpu and device == "cpu":
                 rejected[name] = GPU_INPUT_REASON

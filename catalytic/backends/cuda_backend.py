@@ -194,8 +194,7 @@ def release(lat) -> None:
 def cleanup() -> None:
     """Drop every cached device copy (after a GPU failure or under memory pressure)."""
     for lat in list(_resident):
-        lat._backend_state.pop(NAME, None)
-    _resident.clear()
+        release(lat)
 
 
 def cached_bytes(exclude=None) -> int:

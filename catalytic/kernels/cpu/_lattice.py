@@ -75,3 +75,16 @@ def c_strides(shape) -> np.ndarray:
     for a in range(shape.shape[0] - 2, -1, -1):
         strides[a] = strides[a + 1] * shape[a + 1]
     return strides
+
+
+def check_sources(src, n, open_=None) -> None:
+    """IndexError for a source (int64 array) outside ``[0, n)``, or on a blocked site
+    when ``open_`` is given (length 0: all sites open). Host-side, shared by the CPU and
+    CUDA host functions."""
+    if src.size == 0:
+        return
+    if src.min() < 0 or src.max() >= n:
+        bad = src[(src < 0) | (src >= n)][0]
+        raise IndexError(f"source {bad} out of range for a lattice of {n} sites")
+    if open_ is not None and open_.shape[0] and not open_[src].all():
+        raise IndexError(f"source {src[open_[src] == 0][0]} is a blocked site")

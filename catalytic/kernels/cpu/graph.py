@@ -47,7 +47,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from catalytic.kernels.cpu._lattice import c_strides, neighbors_into
+from catalytic.kernels.cpu._lattice import c_strides, check_sources, neighbors_into
 
 __all__ = [
     "bfs_distance",
@@ -1606,11 +1606,7 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     else:
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
     src = src.astype(np.int64)
-    if src.size and (src.min() < 0 or src.max() >= g.n):
-        raise IndexError(f"source {src[(src < 0) | (src >= g.n)][0]} out of range for a "
-                         f"lattice of {g.n} sites")
-    if g.open_.shape[0] and src.size and not g.open_[src].all():
-        raise IndexError(f"source {src[g.open_[src] == 0][0]} is a blocked site")
+    check_sources(src, g.n, g.open_)
     out = np.full(g.n, np.nan)
     if src.shape[0] == 0:
         return out

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda, int64
 
-from catalytic.kernels.cpu._lattice import c_strides
+from catalytic.kernels.cpu._lattice import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._lattice import MAX_STENCIL, neighbor, neighbors_into
 
@@ -372,15 +372,6 @@ def _launch(kernel, work, stream, *args):
         kernel[_blocks(work), THREADS, stream](*args)
 
 
-def _check_sources(src, n, open_h=None):
-    """IndexError for a source out of range (or blocked, when ``open_h`` is given)."""
-    if src.size and (src.min() < 0 or src.max() >= n):
-        bad = src[(src < 0) | (src >= n)][0]
-        raise IndexError(f"source {bad} out of range for a lattice of {n} sites")
-    if open_h is not None and open_h.shape[0] and src.size and not open_h[src].all():
-        raise IndexError(f"source {src[open_h[src] == 0][0]} is a blocked site")
-
-
 def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
     """Level-synchronous frontier BFS from the flat indices ``src``; returns the device
     int64 distance array. With ``stop >= 0`` it stops after the level that reaches
@@ -389,7 +380,7 @@ def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
     dist = cuda.device_array(n, dtype=np.int64, stream=stream)
     _launch(_fill, n, stream, dist, np.int64(-1))
     src = np.unique(np.asarray(src, dtype=np.int64).reshape(-1))
-    _check_sources(src, n)
+    check_sources(src, n)
     m = int(src.shape[0])
     if m == 0 or n == 0:
         return dist
@@ -418,7 +409,7 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream):
     dist = cuda.device_array(n, dtype=np.float64, stream=stream)
     _launch(_fill, n, stream, dist, np.float64(np.inf))
     src = np.unique(np.asarray(src, dtype=np.int64).reshape(-1))
-    _check_sources(src, n)
+    check_sources(src, n)
     if src.shape[0] == 0 or n == 0:
         return dist
     _launch(_scatter, src.shape[0], stream, dist, _transfer.to_device(src, stream=stream),
@@ -775,7 +766,7 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     else:
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
     src = src.astype(np.int64)
-    _check_sources(src, n, open_h)
+    check_sources(src, n, open_h)
     out = np.full(n, np.nan)
     if src.shape[0] == 0:
         return out
@@ -868,7 +859,7 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
     src = np.asarray(sources, dtype=np.int64).reshape(-1)
     if src.shape[0] != B:
         raise ValueError(f"sources has {src.shape[0]} entries, open_stack {B} rows")
-    _check_sources(src, n)
+    check_sources(src, n)
     if d_stack.shape[1] not in (0, n):
         raise ValueError(f"open_stack rows have {d_stack.shape[1]} entries, lattice {n} sites")
     dist = cuda.device_array((B, n), dtype=np.int64, stream=stream)
