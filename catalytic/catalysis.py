@@ -13,10 +13,22 @@ be borrowed when its contents have a *short description* that can rebuild them:
 
 The engine independently verifies the buffer's digest before and after every call,
 also when the call raises.
+
+Threads
+-------
+A borrowed buffer holds search state, not its contents, until the call gives it back,
+so no other thread may read or borrow those bytes meanwhile. :func:`lend` holds the
+buffer's byte range for the whole call (digest before, work, restore, digest after):
+a thread asking for an overlapping range waits until it is free. The lock is by
+address, so two views of the same memory (``buf`` and ``buf[10:]``) exclude each
+other; the holding thread may take its own range again. The engine takes it for every
+operation that borrows a buffer, including ``xor_transform(key=None)``, which reads its
+key from the lattice's own buffer: a key is never read from bytes that are on loan.
 """
 
 from __future__ import annotations
 
+import threading
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,13 +54,72 @@ def _bytes_of(buf: np.ndarray) -> np.ndarray:
     return buf.reshape(-1).view(np.uint8)
 
 
+class _RangeLocks:
+    """Exclusive, re-entrant locks on byte ranges ``[lo, hi)`` of this process's
+    address space; a request waits while another thread holds an overlapping range."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._held: list[tuple[int, int, int]] = []  # (lo, hi, thread ident)
+
+    def _blocked(self, lo: int, hi: int, me: int) -> bool:
+        return any(owner != me and a < hi and lo < b for a, b, owner in self._held)
+
+    @contextmanager
+    def hold(self, lo: int, hi: int):
+        me = threading.get_ident()
+        entry = (lo, hi, me)
+        with self._cond:
+            while self._blocked(lo, hi, me):
+                self._cond.wait()
+            self._held.append(entry)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held.remove(entry)
+                self._cond.notify_all()
+
+
+_ranges = _RangeLocks()
+
+
+@contextmanager
+def lend(buf: np.ndarray):
+    """Hold ``buf``'s bytes for this thread until the block ends (see "Threads" above).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> buf = np.zeros(16, np.uint8)
+    >>> with lend(buf), lend(buf[4:]):   # the same thread may take it again
+    ...     buf[0] = 1
+    >>> int(buf[0])
+    1
+    """
+    if buf.nbytes == 0:
+        yield
+        return
+    lo = buf.__array_interface__["data"][0]
+    with _ranges.hold(lo, lo + buf.nbytes):
+        yield
+
+
 @contextmanager
 def borrowed_scratch(lattice, buf: np.ndarray, nbytes: int):
     """Yield ``(scratch, record)``: a uint8 array of ``nbytes`` and a :class:`BorrowRecord`.
 
     ``scratch`` is a view into ``buf`` when it can be borrowed (see module docstring),
     else fresh memory. The buffer's bytes are restored on exit, also on an exception.
+    The buffer is held (:func:`lend`) for the whole block.
     """
+    with lend(buf):
+        with _borrowed_scratch(lattice, buf, nbytes) as got:
+            yield got
+
+
+@contextmanager
+def _borrowed_scratch(lattice, buf: np.ndarray, nbytes: int):
     record = BorrowRecord(needed=int(nbytes))
     raw = _bytes_of(buf)
     if raw.size < nbytes or nbytes == 0:

@@ -5,7 +5,8 @@
 1. validate and normalise the arguments (the operation's ``validate``), before any work;
 2. check host memory for what the call will allocate (``InsufficientMemoryError``);
 3. ask the router which backend runs it (and why);
-4. if the call borrows auxiliary memory, take its digest;
+4. if the call borrows auxiliary memory, hold that buffer for this thread (other
+   threads wait) and take its digest;
 5. run, timing it; a failure on a non-CPU backend is retried once and then falls back
    to the best CPU backend, with the reason recorded (unless fallback is off);
 6. verify the borrowed memory came back bit-identical, also when the call raised;
@@ -26,6 +27,7 @@ import numpy as np
 import pluggy
 
 from catalytic import hookspecs
+from catalytic.catalysis import lend
 from catalytic.config import Settings, load_settings
 from catalytic.errors import CatalyticViolation, InsufficientMemoryError, PluginError
 from catalytic.registry import Registry
@@ -191,21 +193,23 @@ class Engine:
         borrowed = spec.borrows(*args, **kwargs) if spec.borrows is not None else None
         if borrowed is None:
             return self._call(spec, decision, args, kwargs)
-        before = buffer_digest(borrowed)
-        try:
-            result = self._call(spec, decision, args, kwargs)
-        except BaseException as err:
+        # the buffer is this thread's from the first digest to the last (catalysis.lend)
+        with lend(borrowed):
+            before = buffer_digest(borrowed)
+            try:
+                result = self._call(spec, decision, args, kwargs)
+            except BaseException as err:
+                if buffer_digest(borrowed) != before:
+                    raise CatalyticViolation(
+                        f"operation {op!r} on {decision.backend!r} raised and did not "
+                        "restore its auxiliary memory"
+                    ) from err
+                raise
             if buffer_digest(borrowed) != before:
                 raise CatalyticViolation(
-                    f"operation {op!r} on {decision.backend!r} raised and did not restore "
-                    "its auxiliary memory"
-                ) from err
-            raise
-        if buffer_digest(borrowed) != before:
-            raise CatalyticViolation(
-                f"operation {op!r} on {decision.backend!r} did not restore its auxiliary "
-                "memory bit-identically"
-            )
+                    f"operation {op!r} on {decision.backend!r} did not restore its "
+                    "auxiliary memory bit-identically"
+                )
         return result
 
     def _call(self, spec, decision, args, kwargs):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,7 +123,8 @@ class UnifiedCatalyticLattice:
         self._engine = engine
         self._aux = np.empty(int(aux_memory_size), dtype=np.uint8)
         self._fill_key(self._aux, 0)
-        self._last_borrow = None
+        #: what each thread last saw (the borrow record of its last catalytic search)
+        self._per_thread = threading.local()
         self._built = False
         #: per-backend state (e.g. the cuda backend's device copies of mask and weights)
         self._backend_state: dict = {}
@@ -284,8 +286,17 @@ class UnifiedCatalyticLattice:
 
     @property
     def last_borrow(self):
-        """:class:`~catalytic.catalysis.BorrowRecord` of the last catalytic path search."""
+        """:class:`~catalytic.catalysis.BorrowRecord` of this thread's last catalytic
+        path search on this lattice (None before the first)."""
         return self._last_borrow
+
+    @property
+    def _last_borrow(self):
+        return getattr(self._per_thread, "borrow", None)
+
+    @_last_borrow.setter
+    def _last_borrow(self, record):
+        self._per_thread.borrow = record
 
     def connected_components(self, *, backend=None) -> Components:
         """Connected components of the open sites (see :class:`Components`)."""

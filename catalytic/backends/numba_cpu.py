@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 
 import numba
 import numpy as np
@@ -94,6 +95,39 @@ def on_free_cpus(func):
             return func(lat, *args, **kwargs)
         finally:
             numba.set_num_threads(prev)
+
+    return wrapper
+
+
+#: serialises numba-cpu calls while Numba's threading layer may be "workqueue", which
+#: aborts the process when two threads launch parallel kernels at once
+_WORKQUEUE_LOCK = threading.Lock()
+_layer_safe = False
+
+
+def _threading_layer_is_safe() -> bool:
+    """True once Numba has chosen a thread-safe threading layer (tbb or omp). Numba
+    chooses on the first parallel launch; until then the answer is False."""
+    global _layer_safe
+    if not _layer_safe:
+        try:
+            _layer_safe = numba.threading_layer() != "workqueue"
+        except ValueError:  # no parallel kernel has run yet
+            return False
+    return _layer_safe
+
+
+def thread_safe(func):
+    """Run ``func`` under a process-wide lock unless Numba's threading layer is known to
+    be thread-safe, so that threads sharing a lattice never crash the process (with
+    tbb or omp, the usual layers, calls run concurrently)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if _layer_safe or _threading_layer_is_safe():
+            return func(*args, **kwargs)
+        with _WORKQUEUE_LOCK:
+            return func(*args, **kwargs)
 
     return wrapper
 
@@ -271,5 +305,5 @@ GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_ca
 @hookimpl
 def catalytic_add_operations(registry):
     for op, (func, supports) in IMPLEMENTATIONS.items():
-        run = on_free_cpus(func) if op in GRAPH_OPS else func
+        run = thread_safe(on_free_cpus(func) if op in GRAPH_OPS else func)
         registry.add_implementation(op, NAME, run, supports=supports, cost=DEFAULT_COST)

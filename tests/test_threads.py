@@ -1,0 +1,176 @@
+"""Several threads using one lattice (and one lent buffer) get the serial answers.
+
+The lattice is small enough that ``find_path_catalytic`` borrows the lattice's own
+buffer, the same bytes ``xor_transform(key=None)`` reads its key from: the two must never
+see each other's work. Every result of the concurrent run is compared with the result of
+the same call made alone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import catalytic as cat
+from lattice_oracles import available_backends
+
+SHAPE = (30, 30)
+N_THREADS = 8
+
+
+def _lattice():
+    rng = np.random.default_rng(3)
+    mask = rng.random(SHAPE) >= 0.25
+    mask[0, :] = mask[:, -1] = True  # 0 and 899 are open and joined along the border
+    return cat.Lattice(shape=SHAPE, mask=mask, seed=11)
+
+
+def _calls(L, lent, backends):
+    """(name, callable) pairs; each callable returns something comparable with ==."""
+    data = np.arange(2000, dtype=np.int64) * 7919
+    small = np.arange(37, dtype=np.uint8)
+    field = np.linspace(0.0, 1.0, L.n_points).reshape(L.shape)
+    end = L.n_points - 1
+    calls = []
+    for b in backends:
+        calls += [
+            (f"xor/{b}", lambda b=b: L.xor_transform(data, backend=b).tobytes()),
+            (f"xor-small/{b}", lambda b=b: L.xor_transform(small, backend=b).tobytes()),
+            (f"path-own/{b}", lambda b=b: L.find_path_catalytic(0, end, backend=b).path.tolist()),
+            (f"path-lent/{b}",
+             lambda b=b: L.find_path_catalytic(0, end, auxiliary_memory=lent, backend=b).path.tolist()),
+            (f"shortest/{b}", lambda b=b: L.find_shortest_path(0, end, backend=b).path.tolist()),
+            (f"dist/{b}", lambda b=b: L.distance_field(0, backend=b).tobytes()),
+            (f"count/{b}", lambda b=b: L.count_shortest_paths(0, end, backend=b)),
+            (f"comps/{b}", lambda b=b: L.connected_components(backend=b).labels.tobytes()),
+            (f"laplacian/{b}", lambda b=b: L.laplacian(field, backend=b).tobytes()),
+        ]
+    calls.append(("xor/routed", lambda: L.xor_transform(data).tobytes()))
+    calls.append(("path-own/routed", lambda: L.find_path_catalytic(0, end).path.tolist()))
+    return calls
+
+
+def test_threads_sharing_a_lattice_get_serial_answers():
+    backends = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
+    L = _lattice()
+    lent = np.zeros(4096, dtype=np.uint8)
+    lent[::64] = 5  # compressible, not all zeros
+    lent_before = lent.copy()
+    key_before = L.xor_transform(np.zeros(1000, np.uint8), backend="numpy").tobytes()
+    calls = _calls(L, lent, backends)
+    serial = {name: f() for name, f in calls}
+
+    rounds = 40
+    jobs = [calls[(i * 7 + r) % len(calls)] for r in range(rounds) for i in range(len(calls))]
+    start = threading.Barrier(N_THREADS)
+
+    def worker(t):
+        start.wait()
+        wrong = []
+        for name, f in jobs[t::N_THREADS]:
+            got = f()
+            if got != serial[name]:
+                wrong.append(name)
+        return wrong
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(N_THREADS) as pool:
+        results = list(pool.map(worker, range(N_THREADS)))
+    elapsed = time.perf_counter() - t0
+    wrong = [w for r in results for w in r]
+    assert not wrong, f"{len(wrong)} of {len(jobs)} concurrent calls differ from serial: {sorted(set(wrong))}"
+    np.testing.assert_array_equal(lent, lent_before)
+    assert L.xor_transform(np.zeros(1000, np.uint8), backend="numpy").tobytes() == key_before
+    assert elapsed < 30, f"stress run took {elapsed:.1f} s"
+
+
+def test_last_borrow_is_per_thread():
+    """Each thread sees the borrow record of its own last call."""
+    L = _lattice()
+    lent = np.zeros(4096, dtype=np.uint8)
+    random_buf = np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8)
+    barrier = threading.Barrier(2)
+    seen = {}
+
+    def run(name, buf):
+        barrier.wait()
+        for _ in range(50):
+            L.find_path_catalytic(0, L.n_points - 1, auxiliary_memory=buf, backend="numpy")
+            seen.setdefault(name, set()).add(L.last_borrow.method.split(" ")[0])
+
+    threads = [threading.Thread(target=run, args=("lent", lent)),
+               threading.Thread(target=run, args=("random", random_buf))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"lent": {"lent"}, "random": {"fresh"}}
+
+
+def test_overlapping_views_of_a_buffer_exclude_each_other():
+    """``lend`` locks by address: a view overlapping a held buffer waits for it."""
+    from catalytic.catalysis import lend
+
+    buf = np.zeros(256, np.uint8)
+    held = threading.Event()
+    release = threading.Event()
+    events = []
+
+    def holder():
+        with lend(buf[:128]):
+            held.set()
+            release.wait(5)
+            events.append("holder done")
+
+    def other(view, tag):
+        held.wait(5)
+        with lend(view):
+            events.append(tag)
+
+    t1 = threading.Thread(target=holder)
+    t2 = threading.Thread(target=other, args=(buf[100:], "overlapping"))
+    t3 = threading.Thread(target=other, args=(buf[128:], "disjoint"))
+    for t in (t1, t2, t3):
+        t.start()
+    t3.join(5)
+    time.sleep(0.1)
+    assert events == ["disjoint"]  # the overlapping view is still waiting
+    release.set()
+    for t in (t1, t2):
+        t.join(5)
+    assert events == ["disjoint", "holder done", "overlapping"]
+
+
+def test_numba_cpu_calls_are_serialised_until_the_threading_layer_is_known(monkeypatch):
+    """Numba's workqueue layer aborts the process on concurrent parallel launches; until
+    a thread-safe layer is known, numba-cpu implementations run one at a time."""
+    import numba
+
+    import catalytic.backends.numba_cpu as nc
+
+    monkeypatch.setattr(nc, "_layer_safe", False)
+    monkeypatch.setattr(numba, "threading_layer", lambda: "workqueue")
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    @nc.thread_safe
+    def kernel():
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        with lock:
+            active[0] -= 1
+
+    threads = [threading.Thread(target=kernel) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 1
+    monkeypatch.setattr(numba, "threading_layer", lambda: "omp")
+    assert nc._threading_layer_is_safe()
