@@ -257,14 +257,55 @@ class UnifiedCatalyticLattice:
         """Exact number of distinct shortest paths (Python int, never overflows)."""
         return self._run("count_shortest_paths", start, end, backend=backend)
 
-    def find_all_paths(self, start, end, max_length=None, *, limit=100_000, backend=None):
+    def find_all_paths(self, start, end, max_length=None, *, limit=100_000,
+                       max_steps=1_000_000, backend=None):
         """All simple paths start -> end with at most ``max_length`` steps.
 
-        Returns a list of flat-index arrays. Raises ``ValueError`` when more than
-        ``limit`` paths exist (their number grows exponentially with length).
+        Parameters
+        ----------
+        start, end : int or tuple
+            Sites (flat index or coordinates).
+        max_length : int, optional
+            Longest path, in steps. Default: no bound but the lattice.
+        limit : int, default 100_000
+            Raise ``ValueError`` when more paths than this exist (their number grows
+            exponentially with length).
+        max_steps : int, default 1_000_000
+            Raise ``ValueError`` after the depth-first search has pushed this many sites
+            onto its path in all, found paths or not (a few seconds and about half
+            a GiB at the default on a 2-D lattice). Without
+            ``max_length`` on a large lattice the search wanders far from ``end``; this
+            is what stops it.
+
+        Returns
+        -------
+        list of ndarray
+            Flat-index paths, start first, in depth-first order.
+
+        Raises
+        ------
+        ValueError
+            More than ``limit`` paths, or ``max_steps`` reached.
+        InsufficientMemoryError
+            The search state (bounded by ``max_steps``) does not fit in free memory, or
+            the paths found outgrow half the memory free when they started to grow.
+
+        Notes
+        -----
+        Depth-first search over simple paths: exponential in ``max_length`` in general.
+        Memory: about ``160 + 48 k`` bytes per site visited (at most ``max_steps``), and
+        the paths returned.
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> L = cat.Lattice(shape=(2, 2))
+        >>> sorted(p.tolist() for p in L.find_all_paths(0, 3))
+        [[0, 1, 3], [0, 2, 3]]
         """
         return self._run(
-            "all_paths", start, end, max_length=max_length, limit=limit, backend=backend
+            "all_paths", start, end, max_length=max_length, limit=limit,
+            max_steps=max_steps, backend=backend,
         )
 
     def find_path_catalytic(self, start, end, auxiliary_memory=None, *, backend=None) -> PathResult:

@@ -58,6 +58,10 @@ DISTRIBUTIONS = ("uniform", "normal", "integers")
 
 #: find_all_paths stops and raises past this many paths unless told otherwise
 DEFAULT_PATH_LIMIT = 100_000
+#: find_all_paths stops and raises after this many search steps (sites pushed onto the
+#: depth-first path) unless told otherwise: 4.5 s and ~0.5 GiB on an open 2-D lattice
+#: (measured on the 2-core development machine)
+DEFAULT_SEARCH_STEPS = 1_000_000
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -120,6 +124,18 @@ def device_array(x, name, *, float64=False):
 
 
 def _lattice_field(lat, field, name="field"):
+    """A site field for ``laplacian``/``diffuse``: the lattice's shape (or flat), real
+    numbers; GPU fields are checked from their metadata only.
+
+    NaN and inf are accepted and propagate as IEEE arithmetic makes them, as
+    ``scipy.ndimage.laplace`` and NumPy do: a non-finite value at an open site makes its
+    own Laplacian value and its open neighbours' non-finite (``inf - inf`` and
+    ``0 * inf`` are NaN), and a diffusion step spreads it one site further. Blocked sites
+    are not part of the lattice: whatever they hold, their Laplacian is 0 and diffusion
+    leaves them as they are. Every backend gives the same NaN positions. This is the
+    rule of every array operation (see :mod:`catalytic.ops`); site ``weights``, part of
+    the lattice's definition, still refuse NaN.
+    """
     if on_device(field):
         # checked from its metadata: copying it to the host would defeat keeping it there
         field = device_array(field, name, float64=True)
@@ -138,8 +154,6 @@ def _lattice_field(lat, field, name="field"):
         raise ValueError(
             f"{name} has shape {arr.shape}; expected the lattice shape {lat.geometry.shape}"
         )
-    if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf")
     return arr.reshape(lat.geometry.shape)
 
 
@@ -192,14 +206,17 @@ def v_pair(lat, start, end):
     return (lat, g.site(start, "start"), g.site(end, "end")), {}
 
 
-def v_all_paths(lat, start, end, max_length=None, limit=DEFAULT_PATH_LIMIT):
+def v_all_paths(lat, start, end, max_length=None, limit=DEFAULT_PATH_LIMIT,
+                max_steps=DEFAULT_SEARCH_STEPS):
     g = lat.geometry
     if max_length is not None:
         max_length = _check_int(max_length, "max_length", 0)
     limit = _check_int(limit, "limit", 1)
+    max_steps = _check_int(max_steps, "max_steps", 1)
     return (lat, g.site(start, "start"), g.site(end, "end")), {
         "max_length": max_length,
         "limit": limit,
+        "max_steps": max_steps,
     }
 
 
@@ -249,14 +266,62 @@ def v_communities(lat, method="louvain", seed=None):
     }
 
 
+def _xor_refusal(dt) -> str:
+    """Why ``xor_transform`` refuses data of the non-integer dtype ``dt``, and what to
+    do instead: a message that is true for that kind of data."""
+    head = "xor_transform needs integer data, got"
+    uint = {2: "np.uint16", 4: "np.uint32", 8: "np.uint64"}
+    kind = dt.kind
+    if kind == "b":
+        return (f"{head} dtype bool; booleans have no integer bits to XOR, cast them first "
+                "with .astype(np.uint8) (True is 1)")
+    if kind == "f":
+        return (f"{head} dtype {dt}; XOR of float bits is not a numeric operation (view "
+                f"the bits with .view({uint.get(dt.itemsize, 'np.uint8')}) if you mean it)")
+    if kind == "c":
+        return (f"{head} complex dtype {dt}; XOR of complex numbers is not defined (view the "
+                f"bits of the real and imaginary parts with "
+                f".view({uint.get(dt.itemsize // 2, 'np.uint8')}) if you mean it)")
+    if kind == "O":
+        return (f"{head} dtype object (references to Python objects, not numbers in memory); "
+                "convert it to an integer array first, e.g. np.asarray(data, dtype=np.int64)")
+    if kind == "U":
+        return (f"{head} string dtype {dt}; to XOR text, XOR its encoded bytes: "
+                "np.frombuffer(text.encode(), dtype=np.uint8)")
+    if kind == "S":
+        return (f"{head} bytes dtype {dt}; XOR the raw bytes with data.view(np.uint8)")
+    if kind == "V":
+        what = "structured" if dt.names else "raw void"
+        return (f"{head} {what} dtype {dt}; XOR each integer field (data['name']) or the "
+                "raw bytes (data.view(np.uint8)) instead")
+    if kind in "Mm":
+        what = "datetimes" if kind == "M" else "time differences"
+        return (f"{head} dtype {dt} ({what}); XOR their int64 representation with "
+                ".view(np.int64) if you mean it")
+    return f"{head} dtype {dt}"
+
+
+def _device_dtype(x):
+    """The dtype of a GPU array from its metadata, or None when it cannot be read."""
+    try:
+        if getattr(x, "__cuda_ndarray__", False):
+            return np.dtype(x.dtype)
+        return np.dtype(x.__cuda_array_interface__["typestr"])
+    except Exception:  # device_array then says what is wrong
+        return None
+
+
 def v_xor(lat, data, key=None):
-    arr = device_array(data, "data") if on_device(data) else np.asarray(data)
-    dt = np.dtype(arr.dtype)
-    if not np.issubdtype(dt, np.integer):
-        raise TypeError(
-            f"xor_transform needs integer data, got dtype {dt}; XOR of float bits is "
-            "not a numeric operation (view the bits with .view(np.uint64) if you mean it)"
-        )
+    if on_device(data):
+        dt = _device_dtype(data)
+        if dt is not None and dt.kind not in "iu":
+            raise TypeError(_xor_refusal(dt))
+        arr = device_array(data, "data")
+    else:
+        arr = np.asarray(data)
+    dt = arr.dtype if isinstance(arr, np.ndarray) else np.dtype(arr.dtype)
+    if dt.kind not in "iu":
+        raise TypeError(_xor_refusal(dt))
     if key is not None and on_device(key):
         k = device_array(key, "key")
         if k.size == 0:
@@ -362,6 +427,26 @@ def mem_sites(per_site):
         return lat.geometry.n_points * per_site
 
     return memory
+
+
+#: bytes the all-paths search holds per site it has visited (the cached neighbour list:
+#: a Python list of k ints and its dict entry, ~48 B per int with its list slot) and per
+#: level of the current path (list and set entries, a list iterator)
+ALL_PATHS_SITE_BYTES = (160, 48)
+ALL_PATHS_LEVEL_BYTES = 200
+
+
+def mem_all_paths(lat, start, end, *, max_length=None, limit=DEFAULT_PATH_LIMIT,
+                  max_steps=DEFAULT_SEARCH_STEPS):
+    """Bytes of the all-paths search state, bounded by ``max_steps``: the neighbour
+    lists of the sites it visits and the current path. The paths it returns are counted
+    as they are found (see ``numpy_backend.all_paths``): their total is bounded by
+    ``limit`` but cannot be known before the search."""
+    g = lat.geometry
+    depth = g.n_open - 1 if max_length is None else max_length
+    visited = min(g.n_open, max_steps + 1)
+    base, per_int = ALL_PATHS_SITE_BYTES
+    return visited * (base + per_int * len(g.offsets)) + min(depth, max_steps) * ALL_PATHS_LEVEL_BYTES
 
 
 def mem_graph(lat, *_, **__):

@@ -437,3 +437,46 @@ def test_weighted_backends_agree_with_reference_on_larger_lattices(spec, data):
         np.testing.assert_array_equal(L.distance_field(s, backend=b), ref_d, err_msg=b)
         p = L.find_shortest_path(s, t, backend=b)
         assert p.path.tolist() == ref_p.path.tolist() and p.distance == ref_p.distance, b
+
+
+def test_find_all_paths_on_a_huge_lattice_stops_with_a_clear_error():
+    """2^31 x 2^31 sites and no max_length: the search is bounded by max_steps (it used
+    to grow memory until the process was killed)."""
+    L = cat.Lattice(shape=(2**31, 2**31))
+    with pytest.raises(ValueError, match="max_steps=20000 search steps"):
+        L.find_all_paths(0, L.n_points - 1, limit=10, max_steps=20_000)
+    # max_length bounds the depth: nothing of length <= 3 reaches the far corner
+    assert L.find_all_paths(0, L.n_points - 1, max_length=3) == []
+
+
+def test_find_all_paths_max_steps_counts_search_steps():
+    L = cat.Lattice(shape=(4, 4))
+    assert len(L.find_all_paths(0, 15, max_steps=10**6)) == 184
+    with pytest.raises(ValueError, match="max_steps=50 "):
+        L.find_all_paths(0, 15, max_steps=50)
+    for bad, err in ((0, ValueError), (True, TypeError), (2.0, TypeError)):
+        with pytest.raises(err, match="max_steps"):
+            L.find_all_paths(0, 15, max_steps=bad)
+
+
+def test_find_all_paths_memory_model_refuses_before_work(monkeypatch):
+    import catalytic.engine as engine_mod
+
+    L = cat.Lattice(shape=(2**31, 2**31))
+    need = cat.operations.mem_all_paths(L, 0, 1, max_steps=10**6)
+    assert need >= 10**6 * (160 + 48 * 4)  # a visited site's neighbour list, each step
+    monkeypatch.setattr(engine_mod, "available_memory", lambda: need - 1)
+    with pytest.raises(cat.InsufficientMemoryError) as info:
+        L.find_all_paths(0, 1, max_steps=10**6)
+    assert info.value.needed == need
+
+
+def test_find_all_paths_output_is_checked_as_it_grows(monkeypatch):
+    import catalytic.backends.numpy_backend as nb
+    import catalytic.engine as engine_mod
+
+    L = cat.Lattice(shape=(4, 4))
+    monkeypatch.setattr(nb, "_OUTPUT_CHECK_BYTES", 1)
+    monkeypatch.setattr(engine_mod, "available_memory", lambda: 20_000)
+    with pytest.raises(cat.InsufficientMemoryError, match="find_all_paths output"):
+        L.find_all_paths(0, 15)

@@ -114,19 +114,31 @@ def _count_weighted(g, start, end):
     return int(count[end])
 
 
-def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT):
+def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT,
+              max_steps=O.DEFAULT_SEARCH_STEPS):
+    """Depth-first enumeration of simple paths, bounded three ways: ``max_length``
+    (depth), ``limit`` (paths found) and ``max_steps`` (sites pushed onto the path in
+    all). The paths found are held as they are found; when their bytes outgrow the memory
+    that was free at the start, the search stops with InsufficientMemoryError."""
+    from catalytic.engine import available_memory
+    from catalytic.errors import InsufficientMemoryError
+
     g = lat.geometry
     cutoff = g.n_open - 1 if max_length is None else max_length
     if start == end:
         return [np.array([start], dtype=np.int64)]
     nbrs: dict[int, list[int]] = {}
+    site_neighbours = _site_neighbours(g)
 
     def neighbours(v):
         if v not in nbrs:
-            nbrs[v] = g.get_neighbors(v).tolist()
+            nbrs[v] = site_neighbours(v)
         return nbrs[v]
 
     out = []
+    out_bytes = 0
+    room = None  # free memory for the output, read when the output first grows large
+    steps = 0
     path = [start]
     on_path = {start}
     stack = [iter(neighbours(start))]
@@ -141,18 +153,72 @@ def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT):
         if nxt == end:
             if len(path) > cutoff:  # one more step would exceed max_length (max_length=0)
                 continue
-            out.append(np.array(path + [end], dtype=np.int64))
+            found = np.array(path + [end], dtype=np.int64)
+            out.append(found)
             if len(out) > limit:
                 raise ValueError(
                     f"more than limit={limit} paths from {start} to {end}; pass a smaller "
                     "max_length or a larger limit"
                 )
+            out_bytes += found.nbytes + 112  # the array and its header
+            if out_bytes >= _OUTPUT_CHECK_BYTES:
+                room = available_memory() if room is None else room
+                if out_bytes > room // 2:
+                    raise InsufficientMemoryError(
+                        f"find_all_paths output ({len(out)} paths so far)", 2 * out_bytes, room
+                    )
             continue
         if len(path) < cutoff:
+            steps += 1
+            if steps > max_steps:
+                raise ValueError(
+                    f"find_all_paths from {start} to {end} stopped after max_steps="
+                    f"{max_steps} search steps ({len(out)} paths found, path depth "
+                    f"{len(path)}) without finishing; pass max_length to bound the path "
+                    "length, or a larger max_steps"
+                )
             path.append(nxt)
             on_path.add(nxt)
             stack.append(iter(neighbours(nxt)))
     return out
+
+
+def _site_neighbours(g):
+    """``neighbours(v)``: ``g.get_neighbors(v)`` as a list, in plain Python (about 5x
+    faster for one site than the vectorised path; the all-paths search asks per site)."""
+    shape, periodic, d = g.shape, g.periodic, g.dimensions
+    strides = [int(s) for s in g.strides]
+    offsets = [tuple(int(x) for x in o) for o in g.offsets]
+    open_ = g.open_flat if g.mask is not None else None
+    dedupe = g.dedupe
+
+    def neighbours(v):
+        c, r = [], v
+        for s in strides:
+            q, r = divmod(r, s)
+            c.append(q)
+        out = []
+        for o in offsets:
+            j = 0
+            for a in range(d):
+                x = c[a] + o[a]
+                if not 0 <= x < shape[a]:
+                    if not periodic[a]:
+                        break
+                    x %= shape[a]
+                j += x * strides[a]
+            else:
+                if open_ is None or open_[j]:
+                    out.append(j)
+        if dedupe:
+            out = [u for u in dict.fromkeys(out) if u != v]
+        return out
+
+    return neighbours
+
+
+#: output bytes of find_all_paths below which free memory is not read (psutil ~30 us)
+_OUTPUT_CHECK_BYTES = 64 * 2**20
 
 
 def path_catalytic(lat, start, end, aux):
@@ -471,7 +537,7 @@ OPERATIONS = [
     ("distance_field", distance_field, O.v_sources, O.sites_work, O.mem_sites(16), {}),
     ("shortest_path", shortest_path, O.v_pair, O.sites_work, O.mem_sites(16), {}),
     ("count_shortest_paths", count_shortest_paths, O.v_pair, O.sites_work, O.mem_sites(24), {}),
-    ("all_paths", all_paths, O.v_all_paths, O.sites_work, None, {}),
+    ("all_paths", all_paths, O.v_all_paths, O.sites_work, O.mem_all_paths, {}),
     ("path_catalytic", path_catalytic, O.v_catalytic, O.sites_work, O.mem_sites(2),
      {"borrows": lambda lat, s, e, aux: aux}),
     ("connected_components", connected_components, O.v_none, O.sites_work, O.mem_sites(12), {}),
