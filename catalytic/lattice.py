@@ -438,6 +438,29 @@ class UnifiedCatalyticLattice:
         self._last_borrow = None
         self._built = False
 
+    # -- pickling: by geometry and seed -------------------------------------------------
+    def __reduce__(self):
+        """Pickle by definition: geometry, seed, buffer size, routing flags, and the
+        settings of the engine given as ``engine=`` (None: the receiving process's
+        engine). The key buffer is regenerated from the seed; caches, device copies and
+        per-thread records are not carried. An unpickled lattice with its own engine
+        gets one engine per distinct settings per process, built from those settings
+        (with the entry-point plugins, not plugins registered on the original object)."""
+        g = self.geometry
+        definition = {
+            "shape": g.shape,
+            "periodic": g.periodic,
+            "stencil": g.offsets if g.stencil == "custom" else g.stencil,
+            "mask": g.mask,
+            "weights": g.weights,
+            "seed": self.seed,
+            "aux_memory_size": int(self._aux.size),
+            "enable_gpu": self.enable_gpu,
+            "enable_smart_routing": self.enable_smart_routing,
+        }
+        settings = None if self._engine is None else self._engine.settings
+        return _unpickle_lattice, (definition, settings)
+
     def __enter__(self):
         return self.build_lattice()
 
@@ -455,6 +478,23 @@ class UnifiedCatalyticLattice:
 
 
 Lattice = UnifiedCatalyticLattice
+
+
+_unpickled_engines: dict = {}
+_unpickled_lock = threading.Lock()
+
+
+def _unpickle_lattice(definition, settings):
+    engine = None
+    if settings is not None:
+        from catalytic.engine import Engine
+
+        key = repr(settings)
+        with _unpickled_lock:
+            engine = _unpickled_engines.get(key)
+            if engine is None:
+                engine = _unpickled_engines[key] = Engine(settings=settings)
+    return UnifiedCatalyticLattice(**definition, engine=engine)
 
 
 def _cpu_only(backend) -> bool:
