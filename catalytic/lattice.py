@@ -316,7 +316,19 @@ class UnifiedCatalyticLattice:
         restored exactly; see :mod:`catalytic.catalysis`. The buffer comes back
         bit-identical (verified by digest), also if the call raises. The result equals
         ``find_shortest_path`` on an unweighted lattice. ``self.last_borrow`` says how
-        the memory was used.
+        the memory was used (for this thread's last call).
+
+        Threads: a buffer is held by one call at a time (others wait), so concurrent
+        calls lending the same buffer, or using this lattice's own, get the serial
+        answers.
+
+        Process death: a lent ``numpy.memmap`` opened for writing holds the search
+        state *on disk* during the call. Its restore information is first written to a
+        journal beside the file (``<file>.catalytic-journal.<position>``, deleted when
+        the file is restored). If the process is killed mid-call, the file stays
+        modified and the journal stays; lending the file again raises
+        ``CatalyticError`` until ``catalytic.catalysis.recover(path)`` has put the
+        original bytes back. Arrays in memory die with the process and need nothing.
         """
         if self.geometry.weights is not None:
             raise ValueError(
