@@ -10,19 +10,43 @@ import numpy as np
 
 
 def cmd_info(args) -> int:
+    """Print backends, devices, plugins, operations and calibration.
+
+    Returns 0, or 1 when the configuration has a problem, printed as ``PROBLEM:`` lines:
+    an engine that cannot be built (a bad ``CATALYTIC_*`` value or calibration file;
+    the error goes to stderr instead of a traceback), a ``CATALYTIC_BACKEND`` naming no
+    registered backend, or a user calibration file that was rejected.
+    """
     import platform
+    import warnings
 
     import numba
 
     import catalytic as cat
+    from catalytic.errors import CatalyticError
 
-    eng = cat.get_engine()
     print(f"catalytic {cat.__version__} on Python {platform.python_version()}, "
           f"numpy {np.__version__}, numba {numba.__version__}")
+    try:
+        with warnings.catch_warnings():
+            # what building the engine warns about is printed below, once
+            warnings.simplefilter("ignore", RuntimeWarning)
+            eng = cat.get_engine()
+    except (CatalyticError, ValueError) as err:
+        print(f"PROBLEM: the engine cannot be built: {err}", file=sys.stderr)
+        return 1
+    status = 0
     print("backends:")
     for name, (ok, why) in eng.backends().items():
         dev = eng.registry.backends[name].device
         print(f"  {name:<10} {dev:<4} {'available' if ok else 'UNAVAILABLE'}: {why}")
+    if eng.settings.backend is not None:
+        problem = eng.backend_setting_problem()
+        if problem is None:
+            print(f"forced backend: {eng.settings.backend} (every operation runs there)")
+        else:
+            print(f"PROBLEM: {problem}")
+            status = 1
     devs = cat.devices()
     if not devs:
         print("devices: no CUDA GPU found (the cuda backend is unavailable; CPU backends run everything)")
@@ -40,7 +64,10 @@ def cmd_info(args) -> int:
         print(f"  FAILED {name}: {msg}")
     print(f"operations ({len(eng.operations())}): {', '.join(eng.operations())}")
     print(f"calibration: {eng.router.calibration_source}")
-    return 0
+    if eng.router.calibration_problem is not None:
+        print(f"PROBLEM: {eng.router.calibration_problem}")
+        status = 1
+    return status
 
 
 def _show(L, label):

@@ -1,16 +1,27 @@
 """Settings from keyword arguments and ``CATALYTIC_*`` environment variables.
 
 Keyword arguments win over the environment; the environment wins over defaults.
+One rule for every variable: surrounding whitespace is stripped, and a variable that
+is empty (or only whitespace) counts as unset, i.e. takes the default.
 
-=================================  ========================================  =======
-variable                           meaning                                   default
-=================================  ========================================  =======
-``CATALYTIC_BACKEND``              force one backend for every operation     unset
-``CATALYTIC_FALLBACK``             ``0`` turns the CPU fallback off          ``1``
-``CATALYTIC_MEMORY_THRESHOLD``     device-memory cleanup threshold (0, 1]    ``0.85``
-``CATALYTIC_DISABLE_PLUGIN_AUTOLOAD``  ``1`` skips entry-point plugins       ``0``
-``CATALYTIC_CALIBRATION``          path of a calibration JSON to use         shipped
-=================================  ========================================  =======
+=====================================  ==============================================  ========
+variable                               meaning                                         default
+=====================================  ==============================================  ========
+``CATALYTIC_BACKEND``                  force one backend for every operation; must     unset
+                                       name a registered backend (``catalytic info``
+                                       lists them; ``Engine.run`` raises
+                                       ``ValueError`` otherwise)
+``CATALYTIC_FALLBACK``                 ``0`` turns the CPU fallback off (a GPU         ``1``
+                                       failure then raises, and the engine never
+                                       disables a failing backend)
+``CATALYTIC_MEMORY_THRESHOLD``         device-memory cleanup threshold in (0, 1]       ``0.85``
+``CATALYTIC_DISABLE_PLUGIN_AUTOLOAD``  ``1`` skips entry-point plugins                 ``0``
+``CATALYTIC_CALIBRATION``              path of a calibration JSON to use (a bad file   shipped
+                                       is a ``CalibrationError``)
+=====================================  ==============================================  ========
+
+Booleans take ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything
+else is a ``ValueError`` naming the variable and its value.
 """
 
 from __future__ import annotations
@@ -19,19 +30,27 @@ import os
 from dataclasses import dataclass, field, fields, replace
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env(name: str) -> str | None:
+    """``os.environ[name]`` with surrounding whitespace stripped; None when unset or
+    empty (the rule for every ``CATALYTIC_*`` variable)."""
+    value = os.environ.get(name, "").strip()
+    return value or None
 
 
 def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
+    value = _env(name)
+    if value is None:
         return default
-    value = raw.strip().lower()
-    if value in _TRUE:
+    if value.lower() in _TRUE:
         return True
-    if value in _FALSE:
+    if value.lower() in _FALSE:
         return False
-    raise ValueError(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
+    raise ValueError(
+        f"{name}={os.environ[name]!r} is not a boolean (use 1/0, true/false, yes/no, on/off)"
+    )
 
 
 @dataclass(frozen=True)
@@ -62,17 +81,20 @@ class Settings:
 def load_settings(**overrides) -> Settings:
     """Settings from the environment, then ``overrides`` (keyword arguments win)."""
     env = {
-        "backend": os.environ.get("CATALYTIC_BACKEND") or None,
+        "backend": _env("CATALYTIC_BACKEND"),
         "fallback": _env_bool("CATALYTIC_FALLBACK", True),
         "disable_plugin_autoload": _env_bool("CATALYTIC_DISABLE_PLUGIN_AUTOLOAD", False),
-        "calibration_path": os.environ.get("CATALYTIC_CALIBRATION") or None,
+        "calibration_path": _env("CATALYTIC_CALIBRATION"),
     }
-    raw = os.environ.get("CATALYTIC_MEMORY_THRESHOLD")
+    raw = _env("CATALYTIC_MEMORY_THRESHOLD")
     if raw is not None:
         try:
             env["memory_threshold"] = float(raw)
         except ValueError as err:
-            raise ValueError(f"CATALYTIC_MEMORY_THRESHOLD={raw!r} is not a number") from err
+            raise ValueError(
+                f"CATALYTIC_MEMORY_THRESHOLD={os.environ['CATALYTIC_MEMORY_THRESHOLD']!r} "
+                "is not a number"
+            ) from err
     known = {f.name for f in fields(Settings)}
     unknown = set(overrides) - known
     if unknown:

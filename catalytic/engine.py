@@ -8,7 +8,9 @@
 4. if the call borrows auxiliary memory, hold that buffer for this thread (other
    threads wait) and take its digest;
 5. run, timing it; a failure on a non-CPU backend is retried once and then falls back
-   to the best CPU backend, with the reason recorded (unless fallback is off);
+   to the best CPU backend, with the reason recorded (unless fallback is off); after
+   ``BACKEND_FAILURE_LIMIT`` such calls in a row the backend is disabled for the
+   process (``Engine.reset_backend`` re-enables it);
 6. verify the borrowed memory came back bit-identical, also when the call raised;
 7. record the measured time next to the router's prediction.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import threading
 import time
 import warnings
@@ -31,13 +34,18 @@ from catalytic.catalysis import lend
 from catalytic.config import Settings, load_settings
 from catalytic.errors import CatalyticViolation, InsufficientMemoryError, PluginError
 from catalytic.registry import Registry
-from catalytic.router import Decision, Router, gpu_input
+from catalytic.router import Decision, Router, gpu_input, preference_order
 
 hookimpl = pluggy.HookimplMarker("catalytic")
 
 #: below this many bytes the host-memory check is skipped (psutil costs ~30 us a call)
 MEMORY_CHECK_MIN_BYTES = 32 * 2**20
 _USER_ERRORS = (ValueError, TypeError, IndexError, KeyError, MemoryError)
+#: consecutive calls that fail twice (call + retry) with the same exception type before
+#: the engine disables a non-CPU backend for the process (see ``Engine._recover``)
+BACKEND_FAILURE_LIMIT = 3
+#: how many recent fallbacks ``Engine.fallbacks`` keeps (``fallback_count`` counts all)
+FALLBACK_RECORD_MAX = 100
 _REGISTRATION_HOOKS = ("catalytic_add_backends", "catalytic_add_operations")
 
 
@@ -90,11 +98,20 @@ class Engine:
         self.registry = Registry()
         self.router = Router(self.registry, self.settings)
         self.plugin_errors: dict[str, str] = {}
+        #: the last FALLBACK_RECORD_MAX fallbacks, oldest first ({op, from, to, reason})
         self.fallbacks: list[dict] = []
+        #: every fallback of this engine, also those no longer in ``fallbacks``
+        self.fallback_count = 0
+        # backend -> (exception type, consecutive calls that failed twice with it)
+        self._failures: dict[str, tuple[type, int]] = {}
+        self._failures_lock = threading.Lock()
         self._local = threading.local()
         self._register_builtins()
         if not self.settings.disable_plugin_autoload:
             self._load_entrypoints()
+        problem = self.backend_setting_problem()
+        if problem is not None:
+            warnings.warn(problem, RuntimeWarning, stacklevel=2)
 
     # -- plugins ------------------------------------------------------------------------
     def _register_builtins(self):
@@ -130,8 +147,30 @@ class Engine:
 
         All or nothing: if a hook raises, everything the plugin added is removed and a
         :class:`PluginError` naming the plugin and the hook is raised.
+
+        Raises
+        ------
+        PluginError
+            The name is taken (or blocked), the object is already registered under
+            another name, a hook implementation does not match its specification, or a
+            registration hook raised.
         """
-        name = self.pm.register(plugin, name)
+        wanted = name if name is not None else self.pm.get_canonical_name(plugin)
+        if self.pm.is_blocked(wanted):
+            raise PluginError(f"plugin name {wanted!r} is blocked")
+        holder = self.pm.get_plugin(wanted)
+        if holder is not None:
+            raise PluginError(
+                f"plugin name {wanted!r} is already registered (by {holder!r}); "
+                "register under another name, or unregister_plugin() it first"
+            )
+        taken = self.pm.get_name(plugin)
+        if taken is not None:
+            raise PluginError(f"plugin {plugin!r} is already registered as {taken!r}")
+        try:
+            name = self.pm.register(plugin, wanted)
+        except (ValueError, pluggy.PluginValidationError) as err:
+            raise PluginError(f"plugin {wanted!r} cannot be registered: {err}") from err
         if name is None:
             raise PluginError(f"plugin {plugin!r} is blocked or already registered")
         for hook_name in _REGISTRATION_HOOKS:
@@ -226,10 +265,20 @@ class Engine:
                 raise
             return self._recover(spec, decision, args, kwargs, err)
         self.router.record(decision, decision.backend, time.perf_counter() - t0)
+        if self._failures:
+            self._failure_streak(decision.backend, None)
         return result
 
     def _recover(self, spec, decision, args, kwargs, err):
-        """A non-CPU backend failed: clean up, retry once, then fall back to the CPU."""
+        """A non-CPU backend failed: clean up, retry once, then fall back to the CPU.
+
+        A call whose retry fails too counts against the backend: after
+        ``BACKEND_FAILURE_LIMIT`` such calls in a row with the same exception type, the
+        backend is disabled for the process (:meth:`reset_backend` re-enables it) and
+        the router sends later calls elsewhere, with the reason in ``explain()``. A
+        call that succeeds on the backend resets the count. With fallback off, nothing
+        is counted or disabled: every failure raises.
+        """
         impls = self.registry.implementations[spec.name]
         backend = self.registry.backends[decision.backend]
         self._cleanup_backend(backend.name)
@@ -240,6 +289,7 @@ class Engine:
             self._cleanup_backend(backend.name)
             if not self.settings.fallback:
                 raise err2 from err
+            disabled = self._failure_streak(backend.name, err2)
             cpu = {
                 n: i for n, i in impls.items()
                 if self.registry.backends.get(n) is not None
@@ -248,9 +298,17 @@ class Engine:
             }
             if not cpu:
                 raise err2 from err
-            target = min(cpu, key=lambda b: self.router.predict(spec.name, b, decision.work))
+            order = preference_order(cpu)
+            if decision.work != decision.work:  # NaN: work() raised, nothing to predict
+                target = order[0]
+            else:
+                target = min(order, key=lambda b: self.router.predict(spec.name, b, decision.work))
             why = f"{decision.backend} failed twice ({type(err2).__name__}: {err2}); fell back to {target}"
-            self.fallbacks.append({"op": spec.name, "from": decision.backend, "to": target, "reason": why})
+            if disabled:
+                why += f"; {decision.backend} is now disabled for this process"
+            self._record_fallback(
+                {"op": spec.name, "from": decision.backend, "to": target, "reason": why}
+            )
             fallback = Decision(
                 spec.name, target, why, decision.predictions, decision.rejected,
                 decision.sources, decision.work, decision.forced,
@@ -261,7 +319,68 @@ class Engine:
             self.router.record(fallback, target, time.perf_counter() - t0, decision.backend)
             return result
         self.router.record(decision, decision.backend, time.perf_counter() - t0)
+        self._failure_streak(backend.name, None)
         return result
+
+    def _record_fallback(self, entry: dict) -> None:
+        with self._failures_lock:
+            self.fallback_count += 1
+            self.fallbacks.append(entry)
+            if len(self.fallbacks) > FALLBACK_RECORD_MAX:
+                del self.fallbacks[: len(self.fallbacks) - FALLBACK_RECORD_MAX]
+
+    def _failure_streak(self, name: str, err: BaseException | None) -> bool:
+        """Count a call on non-CPU backend ``name`` that failed twice with ``err``, or
+        reset the count (``err`` None: the call succeeded). Returns True when this
+        failure disables the backend."""
+        with self._failures_lock:
+            if err is None:
+                self._failures.pop(name, None)
+                return False
+            kind, count = self._failures.get(name, (None, 0))
+            count = count + 1 if kind is type(err) else 1
+            self._failures[name] = (type(err), count)
+            backend = self.registry.backends.get(name)
+            if count < BACKEND_FAILURE_LIMIT or backend is None or backend.disabled:
+                return False  # (disabled already: by a call that ran alongside this one)
+            reason = (
+                f"disabled for this process after {count} calls in a row failed twice each "
+                f"with {type(err).__name__} (last: {err}); engine.reset_backend({name!r}) "
+                "re-enables it"
+            )
+            self.registry.disable_backend(name, reason)
+        warnings.warn(f"backend {name!r} {reason}", RuntimeWarning, stacklevel=5)
+        return True
+
+    def reset_backend(self, name: str) -> None:
+        """Re-enable a backend the engine disabled after repeated failures.
+
+        The failure count starts again from zero and the backend's availability probe
+        is asked again. ``Registry.refresh()`` does not re-enable a disabled backend:
+        the probe says whether the device is there, not whether calls on it succeed.
+
+        Raises
+        ------
+        ValueError
+            No backend has that name (the message lists the registered ones).
+        """
+        with self._failures_lock:
+            self.registry.enable_backend(name)
+            self._failures.pop(name, None)
+
+    def backend_setting_problem(self) -> str | None:
+        """What is wrong with the forced-backend setting (``CATALYTIC_BACKEND`` or
+        ``backend=``), or None: it must name a registered backend."""
+        name = self.settings.backend
+        if name is None or name in self.registry.backends:
+            return None
+        env = os.environ.get("CATALYTIC_BACKEND", "").strip()
+        via = f"CATALYTIC_BACKEND={name!r}" if env == name else f"backend setting {name!r}"
+        return (
+            f"{via} names no registered backend; registered: "
+            f"{', '.join(sorted(self.registry.backends))} (calls will raise ValueError "
+            "unless a plugin registered later adds it)"
+        )
 
     def _cleanup_backend(self, name: str) -> None:
         backend = self.registry.backends.get(name)

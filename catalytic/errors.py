@@ -37,6 +37,19 @@ class MemoryShortfall(str):
         return obj
 
 
+class HookFailure(str):
+    """A backend's "cannot run" reason saying that a plugin's ``supports()`` or
+    ``work()`` raised; names the plugin and the hook, and keeps the exception so the
+    router can raise :class:`PluginError` from it when no backend can run the call."""
+
+    def __new__(cls, plugin: str, hook: str, error: BaseException, where: str = ""):
+        at = f" ({where})" if where else ""
+        text = f"plugin {plugin!r} failed in hook {hook}{at}: {type(error).__name__}: {error}"
+        obj = super().__new__(cls, text)
+        obj.plugin, obj.hook, obj.error = plugin, hook, error
+        return obj
+
+
 class CatalyticViolation(CatalyticError):
     """Auxiliary memory lent to an operation did not come back bit-identical."""
 
@@ -47,6 +60,28 @@ class PluginError(CatalyticError):
 
 class NoBackendError(CatalyticError, RuntimeError):
     """No registered backend can run an operation; the message says how to fix it."""
+
+
+class CalibrationError(CatalyticError, ValueError):
+    """A calibration file is not valid JSON or does not follow the schema.
+
+    Raised when the file is read (the engine is built), never later. The message names
+    the file and, for schema errors, the key path (``entries.<op>.<backend>.<key>``);
+    for JSON errors, the line and column.
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    key : str or None
+        Dotted key path of the offending value; None for a JSON syntax error.
+    """
+
+    def __init__(self, path, problem: str, key: str | None = None):
+        self.path = str(path)
+        self.key = key
+        where = f": {key}" if key else ""
+        super().__init__(f"calibration file {self.path!r}{where}: {problem}")
 
 
 def _fmt(n: float) -> str:

@@ -37,7 +37,10 @@ class Backend:
     """A place operations run: ``numpy``, ``numba-cpu``, ``cuda``, or a plugin's own.
 
     ``available`` is a callable returning ``(ok, reason)``; it is asked once and cached
-    (``Registry.refresh()`` asks again).
+    (``Registry.refresh()`` asks again). ``disabled`` is set when the engine has taken
+    the backend out of service for the process (repeated failures, see
+    :meth:`Registry.disable_backend`); it wins over the probe until
+    :meth:`Registry.enable_backend`.
     """
 
     name: str
@@ -46,8 +49,12 @@ class Backend:
     plugin: str = ""
     description: str = ""
     _status: tuple[bool, str] | None = field(default=None, repr=False)
+    disabled: str | None = field(default=None, repr=False)
 
     def status(self) -> tuple[bool, str]:
+        """``(available, reason)``: the cached probe, or ``(False, why)`` when disabled."""
+        if self.disabled is not None:
+            return False, self.disabled
         if self._status is None:
             try:
                 ok, reason = self.available()
@@ -181,9 +188,27 @@ class Registry:
         self.version += 1
 
     def refresh(self) -> None:
-        """Ask every backend's availability probe again."""
+        """Ask every backend's availability probe again.
+
+        A backend disabled by :meth:`disable_backend` stays disabled: the probe says
+        whether the device is there, not whether calls on it succeed. Use
+        :meth:`enable_backend` (or ``Engine.reset_backend``) to put it back.
+        """
         for b in self.backends.values():
             b._status = None
+        self.version += 1
+
+    def disable_backend(self, name: str, reason: str) -> None:
+        """Take backend ``name`` out of service: ``status()`` is ``(False, reason)`` and
+        the router rejects it with that reason until :meth:`enable_backend`."""
+        self.backend(name).disabled = str(reason)
+        self.version += 1
+
+    def enable_backend(self, name: str) -> None:
+        """Undo :meth:`disable_backend` and ask the backend's probe again."""
+        b = self.backend(name)
+        b.disabled = None
+        b._status = None
         self.version += 1
 
     # -- lookup --------------------------------------------------------------------------

@@ -12,17 +12,48 @@ Two separate questions, each answered with a reason:
 ``explain()`` returns the :class:`Decision` with every backend's prediction and every
 rejection's reason. ``stats()`` counts decisions and keeps measured times next to the
 predictions so the model can be checked against reality.
+
+Plugin failures while routing. An implementation's ``supports()`` that raises rules
+out that backend for the call; the rejection reason names the plugin, the hook, and
+the exception (:class:`~catalytic.errors.HookFailure`). Only when no backend can run
+the call, and at least one was ruled out that way, is
+:class:`~catalytic.errors.PluginError` raised, chained from the plugin's exception; a
+backend forced with ``backend=`` or ``CATALYTIC_BACKEND`` whose ``supports()`` raises
+gets that ``PluginError`` at once. An operation's ``work()`` that raises leaves no cost
+to compare: the call goes to the first backend in preference order (numpy, numba-cpu,
+cuda, then the others in registration order; :func:`preference_order`) that can run
+it, ``Decision.predictions`` is empty, ``Decision.work`` is NaN, and
+``Decision.reason`` names the plugin and the exception. Exceptions from ``validate``
+(the user's bad arguments) are not caught: they reach the caller unchanged.
+
+Calibration files are validated when they are read (:func:`read_calibration`); a file
+that is not JSON or does not follow the schema is a
+:class:`~catalytic.errors.CalibrationError` naming the file and the key. A bad file
+named by ``CATALYTIC_CALIBRATION`` (or ``calibration_path=``) stops the engine from
+being built; a bad file at the user path (:func:`user_calibration_path`) is reported
+with a ``RuntimeWarning``, kept in ``Router.calibration_problem`` (``catalytic info``
+prints it and exits with status 1), and the shipped file is used instead, so that
+``catalytic calibrate`` can still run and overwrite it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
+import warnings
 from importlib import resources
 from pathlib import Path
 
-from catalytic.errors import InsufficientMemoryError, MemoryShortfall, NoBackendError
+from catalytic.errors import (
+    CalibrationError,
+    HookFailure,
+    InsufficientMemoryError,
+    MemoryShortfall,
+    NoBackendError,
+    PluginError,
+)
 from catalytic.operations import on_device
 
 #: cost used for an implementation with neither calibration nor a default
@@ -53,13 +84,15 @@ class Decision:
     reason : str
         Why this backend, in words.
     predictions : dict
-        backend -> predicted seconds, for every backend that can run the call.
+        backend -> predicted seconds, for every backend that can run the call (empty
+        when the operation's ``work()`` raised: nothing could be predicted).
     rejected : dict
         backend -> reason it cannot run the call.
     sources : dict
         backend -> where its cost parameters came from (calibrated, plugin default).
     work : float
-        Work units of the call, as the operation's work function counts them.
+        Work units of the call, as the operation's work function counts them (NaN when
+        that function raised).
     forced : bool
         True when ``backend=`` or ``CATALYTIC_BACKEND`` chose the backend.
     """
@@ -122,21 +155,172 @@ def user_calibration_path() -> Path:
     return Path(base) / "catalytic" / "calibration.json"
 
 
+#: calibration file format this version reads and ``catalytic calibrate`` writes
+CALIBRATION_VERSION = 1
+#: top-level keys of a calibration file: required ones, then optional ones, with types
+_CAL_REQUIRED = {"version": int, "entries": dict}
+_CAL_OPTIONAL = {"created": str, "machine": dict, "model": str}
+#: keys of one ``entries.<op>.<backend>`` object
+_ENTRY_REQUIRED = ("overhead_s", "throughput")
+_ENTRY_OPTIONAL = ("samples",)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _shown(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate_calibration(doc, path) -> None:
+    """Check a calibration document against the schema ``catalytic calibrate`` writes.
+
+    Parameters
+    ----------
+    doc : object
+        The parsed JSON.
+    path : str or os.PathLike
+        The file it came from, for the error message.
+
+    Raises
+    ------
+    CalibrationError
+        Naming the file and the key path of the first problem: an unknown or missing
+        key, a wrong type, a negative ``overhead_s``, a ``throughput`` that is not
+        positive, a ``samples`` row that is not ``[work, seconds]``. Operations and
+        backends under ``entries`` may be any names (their plugins may be absent).
+
+    Notes
+    -----
+    The schema (``version`` 1)::
+
+        {"version": 1, "created": str, "machine": {...}, "model": str,
+         "entries": {op: {backend: {"overhead_s": float >= 0, "throughput": float > 0,
+                                    "samples": [[work, seconds], ...]}}}}
+
+    ``version`` and ``entries`` are required, the other top-level keys optional;
+    ``samples`` is optional. O(number of entries and samples).
+
+    Examples
+    --------
+    >>> validate_calibration({"version": 1, "entries": {}}, "cal.json")
+    >>> validate_calibration({"version": 1, "entries": {"op": {"numpy": {
+    ...     "overhead_s": 1e-6, "throughput": 0}}}}, "cal.json")
+    Traceback (most recent call last):
+    ...
+    catalytic.errors.CalibrationError: calibration file 'cal.json': entries.op.numpy.throughput: must be a finite number > 0, got 0
+    """
+    if not isinstance(doc, dict):
+        raise CalibrationError(path, f"the top level must be a JSON object, got {_shown(doc)}")
+    allowed = {**_CAL_REQUIRED, **_CAL_OPTIONAL}
+    for key in doc:
+        if key not in allowed:
+            raise CalibrationError(path, f"unknown key (allowed: {', '.join(allowed)})", key)
+    for key in _CAL_REQUIRED:
+        if key not in doc:
+            raise CalibrationError(path, "missing (required: version, entries)", key)
+    for key, kind in allowed.items():
+        value = doc.get(key)
+        if key in doc and (not isinstance(value, kind) or isinstance(value, bool)):
+            want = {int: "an integer", dict: "an object", str: "a string"}[kind]
+            raise CalibrationError(path, f"must be {want}, got {_shown(value)}", key)
+    if doc["version"] != CALIBRATION_VERSION:
+        raise CalibrationError(
+            path, f"unsupported version {doc['version']!r} (this catalytic reads version "
+            f"{CALIBRATION_VERSION}; run catalytic calibrate to write a new file)", "version")
+    for op, per in doc["entries"].items():
+        if not isinstance(per, dict):
+            raise CalibrationError(path, f"must be an object of backends, got {_shown(per)}",
+                                   f"entries.{op}")
+        for backend, entry in per.items():
+            at = f"entries.{op}.{backend}"
+            if not isinstance(entry, dict):
+                raise CalibrationError(path, f"must be an object, got {_shown(entry)}", at)
+            for key in entry:
+                if key not in _ENTRY_REQUIRED + _ENTRY_OPTIONAL:
+                    raise CalibrationError(
+                        path, "unknown key (allowed: overhead_s, throughput, samples)",
+                        f"{at}.{key}")
+            for key in _ENTRY_REQUIRED:
+                if key not in entry:
+                    raise CalibrationError(path, "missing (required: overhead_s, throughput)",
+                                           f"{at}.{key}")
+            overhead, throughput = entry["overhead_s"], entry["throughput"]
+            if not _is_number(overhead) or overhead < 0:
+                got = _shown(overhead)
+                raise CalibrationError(path, f"must be a finite number >= 0, got {got}",
+                                       f"{at}.overhead_s")
+            if not _is_number(throughput) or throughput <= 0:
+                got = _shown(throughput)
+                raise CalibrationError(path, f"must be a finite number > 0, got {got}",
+                                       f"{at}.throughput")
+            samples = entry.get("samples", [])
+            if not isinstance(samples, list):
+                got = _shown(samples)
+                raise CalibrationError(path, f"must be a list of [work, seconds], got {got}",
+                                       f"{at}.samples")
+            for i, row in enumerate(samples):
+                if (not isinstance(row, list) or len(row) != 2
+                        or not all(_is_number(v) and v >= 0 for v in row)):
+                    raise CalibrationError(
+                        path, f"must be [work, seconds], two finite numbers >= 0, got "
+                        f"{_shown(row)}", f"{at}.samples[{i}]")
+
+
+def read_calibration(path: str | os.PathLike) -> dict:
+    """Read one calibration file and validate it (:func:`validate_calibration`).
+
+    Returns
+    -------
+    dict
+        The whole document; the router uses its ``entries``.
+
+    Raises
+    ------
+    CalibrationError
+        The file cannot be read, is not JSON (the message gives line and column), or
+        does not follow the schema (the message gives the key path).
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise CalibrationError(
+            path, f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+        ) from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise CalibrationError(path, f"cannot be read: {type(err).__name__}: {err}") from err
+    validate_calibration(doc, path)
+    return doc
+
+
 def load_calibration(path: str | os.PathLike | None = None) -> tuple[dict, str]:
     """Calibration entries and where they came from.
 
     Order: ``path`` (or ``CATALYTIC_CALIBRATION``), the user's file written by
-    ``catalytic calibrate``, then the file shipped with the package.
+    ``catalytic calibrate``, then the file shipped with the package. The first file
+    that exists is read and validated; a bad one raises :class:`CalibrationError`
+    (the :class:`Router` decides what a bad user file means, see the module docstring).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` was given and is not a file.
+    CalibrationError
+        The file found is not valid (see :func:`read_calibration`).
     """
     candidates = [path] if path else [user_calibration_path(), shipped_calibration_path()]
     for p in candidates:
         p = Path(p)
         if p.is_file():
-            with open(p) as fh:
-                data = json.load(fh)
-            return data.get("entries", {}), str(p)
+            return read_calibration(p)["entries"], str(p)
         if path:
-            raise FileNotFoundError(f"calibration file {str(p)!r} does not exist")
+            raise FileNotFoundError(
+                f"calibration file {str(p)!r} does not exist or is not a file"
+            )
     return {}, "none"
 
 
@@ -146,9 +330,24 @@ class Router:
     def __init__(self, registry, settings, calibration_path=None):
         self.registry = registry
         self.settings = settings
-        self.calibration, self.calibration_source = load_calibration(
-            calibration_path or settings.calibration_path
-        )
+        path = calibration_path or settings.calibration_path
+        #: why the user's calibration file was not used (None when it was, or is absent)
+        self.calibration_problem: str | None = None
+        try:
+            self.calibration, self.calibration_source = load_calibration(path)
+        except CalibrationError as err:
+            if path or Path(err.path) != user_calibration_path():
+                raise
+            # the user's own file is bad: say so, and use the shipped one, so that
+            # `catalytic calibrate` (which builds an engine) can still overwrite it
+            self.calibration_problem = (
+                f"{err}; using the shipped calibration instead (fix or delete the file, "
+                "or run catalytic calibrate)"
+            )
+            warnings.warn(self.calibration_problem, RuntimeWarning, stacklevel=3)
+            self.calibration, self.calibration_source = load_calibration(
+                shipped_calibration_path()
+            )
         self._lock = threading.Lock()
         self._stats: dict = {}
         self._plans: dict = {}
@@ -197,10 +396,11 @@ class Router:
         policy = getattr(args[0], "_routing_policy", None) if args else None
         allowed, reference_only = policy() if policy is not None else (None, False)
         impls = self.registry.implementations.get(op, {})
-        work = float(spec.work(*args, **kwargs))
+        work, no_work = self._work(spec, args, kwargs)
         forced = backend or self.settings.backend
         if forced:
-            return self._forced(op, impls, forced, args, kwargs, work, explicit=bool(backend))
+            return self._forced(op, impls, forced, args, kwargs, work, explicit=bool(backend),
+                                no_work=no_work)
         candidates, static_rejected = self._plan(op, impls, allowed, reference_only)
         predictions, sources = {}, {}
         rejected = dict(static_rejected)
@@ -212,10 +412,13 @@ class Router:
                 rejected[name] = GPU_INPUT_REASON
                 continue
             if impl.supports is not None:
-                why = impl.supports(*args, **kwargs)
+                why = self._supports(impl, args, kwargs)
                 if why is not None:
                     rejected[name] = why
                     continue
+            if no_work is not None:  # no cost to compare: the first that can run it
+                best = name
+                break
             t = overhead + work / throughput
             predictions[name] = t
             sources[name] = src
@@ -227,8 +430,33 @@ class Router:
                 worst = min(short, key=lambda w: w.needed)
                 raise InsufficientMemoryError(f"operation {op!r} ({worst.what})",
                                               worst.needed, worst.available)
-            raise NoBackendError(self._no_backend_message(op, impls, rejected))
+            message = self._no_backend_message(op, impls, rejected)
+            failed = [w for w in rejected.values() if isinstance(w, HookFailure)]
+            if failed:
+                raise PluginError(message) from failed[0].error
+            raise NoBackendError(message)
+        if no_work is not None:
+            reason = (f"no cost prediction ({no_work}); first backend in preference order "
+                      "that can run it")
+            return Decision(op, best, reason, {}, rejected, {}, work, False)
         return Decision(op, best, None, predictions, rejected, sources, work, False)
+
+    @staticmethod
+    def _work(spec, args, kwargs) -> tuple[float, HookFailure | None]:
+        """``(work, None)``, or ``(nan, failure)`` when the operation's ``work()`` raised."""
+        try:
+            return float(spec.work(*args, **kwargs)), None
+        except Exception as err:
+            return math.nan, HookFailure(spec.plugin, "work()", err, f"operation {spec.name!r}")
+
+    @staticmethod
+    def _supports(impl, args, kwargs) -> str | None:
+        """``impl.supports(*args, **kwargs)``, or a :class:`HookFailure` when it raised."""
+        try:
+            return impl.supports(*args, **kwargs)
+        except Exception as err:
+            return HookFailure(impl.plugin, "supports()", err,
+                               f"operation {impl.op!r}, backend {impl.backend!r}")
 
     def _plan(self, op, impls, allowed, reference_only):
         """What does not depend on the call's arguments, cached until the registry
@@ -240,7 +468,7 @@ class Router:
         if hit is not None and hit[0] == version:
             return hit[1], hit[2]
         candidates, rejected = [], {}
-        for name in sorted(impls, key=_rank):
+        for name in preference_order(impls):
             impl = impls[name]
             why = self._cannot(name, impl, (), {}, allowed, check_supports=False)
             if why is None and reference_only and name != "numpy":
@@ -254,7 +482,7 @@ class Router:
         self._plans[key] = (version, candidates, rejected)
         return candidates, rejected
 
-    def _forced(self, op, impls, name, args, kwargs, work, explicit):
+    def _forced(self, op, impls, name, args, kwargs, work, explicit, no_work=None):
         via = "backend= argument" if explicit else "CATALYTIC_BACKEND"
         if name not in self.registry.backends:
             raise ValueError(
@@ -273,8 +501,15 @@ class Router:
                 f"operation {op!r} on backend {name!r} (forced by {via}; {why.what})",
                 why.needed, why.available,
             )
+        if isinstance(why, HookFailure):
+            raise PluginError(
+                f"backend {name!r} (forced by {via}) cannot run {op!r}: {why}"
+            ) from why.error
         if why is not None:
             raise NoBackendError(f"backend {name!r} (forced by {via}) cannot run {op!r}: {why}")
+        if no_work is not None:
+            reason = f"forced by {via}; no cost prediction ({no_work})"
+            return Decision(op, name, reason, {}, {}, {}, work, True)
         overhead, throughput, src = self.cost_params(op, name)
         pred = {name: overhead + work / throughput}
         return Decision(op, name, f"forced by {via}", pred, {}, {name: src}, work, True)
@@ -291,12 +526,13 @@ class Router:
         if check_supports and backend.device == "cpu" and gpu_input(args, kwargs):
             return GPU_INPUT_REASON
         if check_supports and impl.supports is not None:
-            return impl.supports(*args, **kwargs)
+            return self._supports(impl, args, kwargs)
         return None
 
     def can_run(self, name, args, kwargs, op) -> bool:
         """Whether backend ``name`` can run ``op(*args, **kwargs)`` (arguments already
-        validated): registered, available and supporting these arguments."""
+        validated): registered, available and supporting these arguments (a
+        ``supports()`` that raises counts as "no")."""
         impl = self.registry.implementations.get(op, {}).get(name)
         return impl is not None and self._cannot(name, impl, args, kwargs, None) is None
 
@@ -307,6 +543,12 @@ class Router:
                 "that provides one"
             )
         reasons = "; ".join(f"{b}: {w}" for b, w in rejected.items())
+        failed = sorted({w.plugin for w in rejected.values() if isinstance(w, HookFailure)})
+        if failed:
+            return (
+                f"no backend can run {op!r} ({reasons}). Fix: fix the plugin that raised, "
+                f"or unregister it (engine.unregister_plugin({failed[0]!r}))"
+            )
         return (
             f"no backend can run {op!r} ({reasons}). Fix: install the missing extra "
             '(e.g. pip install "catalytic[cuda]"), force another backend with backend= '
@@ -364,3 +606,17 @@ class Router:
 
 def _rank(backend: str) -> int:
     return _PREFERENCE.index(backend) if backend in _PREFERENCE else len(_PREFERENCE)
+
+
+def preference_order(backends) -> list[str]:
+    """Backend names in the router's order of preference (numpy, numba-cpu, cuda, then
+    the others in the order given, i.e. registration order): the order ties are broken
+    in, and the order used when an operation's ``work()`` raised and nothing can be
+    predicted.
+
+    Examples
+    --------
+    >>> preference_order(["cuda", "zeta", "alpha", "numpy"])
+    ['numpy', 'cuda', 'zeta', 'alpha']
+    """
+    return sorted(backends, key=_rank)
