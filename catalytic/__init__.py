@@ -10,6 +10,7 @@ from catalytic import ops
 from catalytic.backends.cuda_backend import devices
 from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
 from catalytic.errors import (
+    CalibrationError,
     CatalyticError,
     CatalyticViolation,
     InsufficientMemoryError,
@@ -23,6 +24,7 @@ from catalytic.router import Decision
 __version__ = "0.1.0"
 
 __all__ = [
+    "CalibrationError",
     "CatalyticError",
     "CatalyticViolation",
     "Communities",
