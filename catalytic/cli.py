@@ -1,4 +1,4 @@
-"""Command line: ``catalytic info | demo | calibrate``."""
+"""Command line: ``catalytic info | demo | calibrate | recover``."""
 
 from __future__ import annotations
 
@@ -164,6 +164,24 @@ def cmd_calibrate(args) -> int:
     return main(rest)
 
 
+def cmd_recover(args) -> int:
+    """Apply the journals left beside lent memory-mapped files (see
+    :func:`catalytic.catalysis.recover`); exit 1 if one cannot be applied."""
+    from catalytic.catalysis import recover
+    from catalytic.errors import CatalyticError
+
+    status = 0
+    for path in args.paths:
+        try:
+            n = recover(path)
+        except (CatalyticError, OSError) as err:
+            print(f"{path}: NOT restored: {err}")
+            status = 1
+            continue
+        print(f"{path}: {'restored from ' + str(n) + ' journal(s)' if n else 'no journal, nothing to do'}")
+    return status
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="catalytic", description="n-D lattice computation engine")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -173,8 +191,13 @@ def main(argv=None) -> int:
     c = sub.add_parser("calibrate", help="measure the router's cost model on this machine")
     c.add_argument("--output", "-o", default=None)
     c.add_argument("--quick", action="store_true")
+    r = sub.add_parser("recover", help="restore memory-mapped files lent to calls that "
+                       "were killed (from the journals beside them)")
+    r.add_argument("paths", nargs="+", help="the lent files")
     args = ap.parse_args(argv)
-    return {"info": cmd_info, "demo": cmd_demo, "calibrate": cmd_calibrate}[args.cmd](args)
+    commands = {"info": cmd_info, "demo": cmd_demo, "calibrate": cmd_calibrate,
+                "recover": cmd_recover}
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":

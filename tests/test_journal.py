@@ -126,3 +126,21 @@ def test_journal_on_every_backend(tmp_path, backend):
     assert "journalled" in L.last_borrow.method
     assert catalysis.journals(path) == []
     np.testing.assert_array_equal(np.fromfile(path, np.uint8), content)
+
+
+def test_recover_command_line(tmp_path, capsys):
+    from catalytic.cli import main
+
+    path, content = _file(tmp_path)
+    with open(path, "r+b") as fh:  # what a killed call leaves: state on disk + a journal
+        fh.write(b"\x07" * 100)
+    import zlib
+
+    name = catalysis._write_journal(str(path), 0, 100, zlib.compress(content[:100].tobytes()),
+                                    zlib.crc32(content[:100].tobytes()))
+    catalysis._active_journals.discard(name)  # as in a new process
+    assert main(["recover", str(path)]) == 0
+    assert "restored from 1 journal" in capsys.readouterr().out
+    np.testing.assert_array_equal(np.fromfile(path, np.uint8), content)
+    assert main(["recover", str(path)]) == 0
+    assert "nothing to do" in capsys.readouterr().out
