@@ -27,6 +27,15 @@ in stencil order, starting from 0.0, then forms ``deg * f_i - acc``):
 
 Both run ``prange`` over chunks of the lattice; each site's output depends only on the
 input field, so the result is deterministic for any number of threads.
+
+Interrupts
+----------
+Python signal handlers (Ctrl-C's ``KeyboardInterrupt``, a ``SIGALRM`` handler that
+raises) only run when a kernel call returns, so one pass over the lattice is split into
+kernel calls of about ``_BUDGET`` neighbour reads (5-20 ms each), and
+:func:`diffuse` makes one pass per step: an interrupt surfaces between two calls, on the
+main thread (the only one Python runs signal handlers on). The result does not depend on
+the split.
 """
 
 from __future__ import annotations
@@ -40,6 +49,12 @@ __all__ = ["laplacian", "diffuse"]
 
 #: Sites per ``prange`` chunk; below this a single chunk is used.
 _CHUNK_SITES = 1 << 14
+#: Work per kernel call, in neighbour reads (sites times stencil entries; a masked site
+#: counts 4 times, a de-duplicated one k times, as they take the slower per-site
+#: paths): a pass over a larger lattice is split into several calls so that signal
+#: handlers run between them. 2**25 reads take 5-20 ms on two cores with the field in
+#: memory. Read at each call, so a test can shrink it.
+_BUDGET = 1 << 25
 
 
 # --------------------------------------------------------------------------- kernels
@@ -47,19 +62,20 @@ _CHUNK_SITES = 1 << 14
 
 @njit(cache=True, nogil=True, parallel=True)
 def _generic_kernel(
-    shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler, nbr, chunk
+    shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler, nbr, chunk,
+    s_lo, s_hi,
 ):
-    """Laplacian (``euler`` False) or one Euler step (True) via ``neighbors_into``.
+    """Laplacian (``euler`` False) or one Euler step (True) via ``neighbors_into``, for
+    sites ``[s_lo, s_hi)``.
 
     ``nbr`` is int64[nchunks, k] scratch, one row per chunk; chunk ``c`` covers sites
-    ``[c * chunk, min(n, (c + 1) * chunk))``.
+    ``[s_lo + c * chunk, min(s_hi, s_lo + (c + 1) * chunk))``.
     """
-    n = field.shape[0]
     has_mask = open_.shape[0] != 0
     for c in prange(nbr.shape[0]):
         buf = nbr[c]
-        lo = c * chunk
-        hi = min(n, lo + chunk)
+        lo = s_lo + c * chunk
+        hi = min(s_hi, lo + chunk)
         for i in range(lo, hi):
             fi = field[i]
             if has_mask and open_[i] == 0:
@@ -110,24 +126,35 @@ def _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask, field,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler, base, rows):
-    """Laplacian or one Euler step, row by row along the last axis (no dedupe).
+def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler, base, rows,
+                 seg, s_lo, s_hi):
+    """Laplacian or one Euler step, row by row along the last axis (no dedupe), for row
+    segments ``[s_lo, s_hi)``: each row is cut into segments of ``seg`` sites (one per
+    row unless rows are longer).
 
     ``base`` is int64[nchunks, k] scratch: per stencil offset, the flat index of the
     displaced row start (or -1 when the displacement leaves an open axis). Chunk ``c``
-    covers rows ``[c * rows, min(nrows, (c + 1) * rows))``.
+    covers segments ``[s_lo + c * rows, min(s_hi, s_lo + (c + 1) * rows))``.
     """
     d = shape.shape[0]
     k = offsets.shape[0]
     w = shape[d - 1]
     wrap_last = periodic[d - 1] != 0
     has_mask = open_.shape[0] != 0
-    nrows = field.shape[0] // w
+    spr = (w + seg - 1) // seg
     for c in prange(base.shape[0]):
         rb = base[c]
-        r_lo = c * rows
-        r_hi = min(nrows, r_lo + rows)
-        for r in range(r_lo, r_hi):
+        g_lo = s_lo + c * rows
+        g_hi = min(s_hi, g_lo + rows)
+        for sg in range(g_lo, g_hi):
+            if spr == 1:  # whole rows
+                r = sg
+                x0 = 0
+                x1 = w
+            else:
+                r = sg // spr
+                x0 = (sg - r * spr) * seg
+                x1 = min(w, x0 + seg)
             row0 = r * w
             # Resolve every axis but the last once for this row.
             for q in range(k):
@@ -161,15 +188,18 @@ def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, eu
             if has_mask or xhi <= xlo:
                 xlo = 0
                 xhi = 0
-            cnt = xhi - xlo
-            acc = out[row0 + xlo : row0 + xhi]
-            own = field[row0 + xlo : row0 + xhi]
+            # this segment's share [ilo, ihi) of the interior
+            ilo = max(xlo, x0)
+            ihi = max(min(xhi, x1), ilo)
+            cnt = ihi - ilo
+            acc = out[row0 + ilo : row0 + ihi]
+            own = field[row0 + ilo : row0 + ihi]
             for x in range(cnt):
                 acc[x] = 0.0
             for q in range(k):
                 if rb[q] < 0:
                     continue
-                src = rb[q] + offsets[q, d - 1] + xlo
+                src = rb[q] + offsets[q, d - 1] + ilo
                 nb = field[src : src + cnt]
                 for x in range(cnt):
                     acc[x] += nb[x]
@@ -180,10 +210,10 @@ def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, eu
                 for x in range(cnt):
                     acc[x] = m_in * own[x] - acc[x]
             # Edges (and every site when there is a mask): per-site checks.
-            for x in range(0, xlo):
+            for x in range(x0, min(xlo, x1)):
                 _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask,
                            field, out, alpha, euler)
-            for x in range(xhi, w):
+            for x in range(max(xhi, x0), x1):
                 _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask,
                            field, out, alpha, euler)
 
@@ -217,28 +247,40 @@ def _check_field(name, a, n):
 
 
 def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler):
-    """Pick the kernel and the chunking, allocate the per-chunk scratch, run one pass."""
+    """Pick the kernel and the chunking, allocate the per-chunk scratch, run one pass in
+    kernel calls of about ``_BUDGET`` neighbour reads each (one call when the lattice is
+    smaller)."""
     n = field.shape[0]
     k = max(offsets.shape[0], 1)
     if n == 0:
         return
+    T = get_num_threads()
     if dedupe:
-        chunk = max(_CHUNK_SITES, -(-n // (8 * get_num_threads())))
-        nchunks = -(-n // chunk)
-        nbr = np.empty((nchunks, k), dtype=np.int64)
-        _generic_kernel(
-            shape, strides, periodic, offsets, open_, bool(dedupe), field, out,
-            float(alpha), euler, nbr, chunk,
-        )
+        per_call = min(n, max(1, _BUDGET // (k * k)))  # sites per kernel call
+        chunk = max(_CHUNK_SITES, -(-per_call // (8 * T)))
+        nbr = np.empty((-(-per_call // chunk), k), dtype=np.int64)
+        for lo in range(0, n, per_call):
+            hi = min(n, lo + per_call)
+            _generic_kernel(
+                shape, strides, periodic, offsets, open_, bool(dedupe), field, out,
+                float(alpha), euler, nbr[:-(-(hi - lo) // chunk)], chunk, lo, hi,
+            )
     else:
         w = int(shape[-1])
-        nrows = n // w
-        rows = max(1, _CHUNK_SITES // w, -(-nrows // (8 * get_num_threads())))
-        nchunks = -(-nrows // rows)
-        base = np.empty((nchunks, k), dtype=np.int64)
-        _rows_kernel(
-            shape, strides, periodic, offsets, open_, field, out, float(alpha), euler, base, rows
-        )
+        cost = k * (4 if open_.shape[0] else 1)  # per site
+        # whole rows, or rows cut into 8 segments per thread per call when one row
+        # alone is over the budget (a 1-D lattice is one row)
+        seg = w if cost * w <= _BUDGET else max(1, _BUDGET // (8 * T * cost))
+        nseg = n // w * -(-w // seg)
+        per_call = min(nseg, max(1, _BUDGET // (cost * seg)))  # segments per kernel call
+        rows = max(1, _CHUNK_SITES // seg, -(-per_call // (8 * T)))  # segments per chunk
+        base = np.empty((-(-per_call // rows), k), dtype=np.int64)
+        for lo in range(0, nseg, per_call):
+            hi = min(nseg, lo + per_call)
+            _rows_kernel(
+                shape, strides, periodic, offsets, open_, field, out, float(alpha), euler,
+                base[:-(-(hi - lo) // rows)], rows, seg, lo, hi,
+            )
 
 
 def laplacian(shape, periodic, offsets, open_, dedupe, field, out):
@@ -280,7 +322,9 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out):
     -----
     O(n k d) work (O(n k) plus O(n/w k d) on the row kernel, w the last-axis size) and
     O(threads k) scratch. Each site sums its neighbours in stencil order, so the result
-    does not depend on the thread count, and both kernels agree bit for bit.
+    does not depend on the thread count, and both kernels agree bit for bit. Large
+    lattices are done in several kernel calls of about ``_BUDGET`` neighbour reads, so a
+    signal handler (Ctrl-C) runs between two of them (see the module docstring).
 
     Examples
     --------
@@ -333,7 +377,9 @@ def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out):
     between it and ``out`` so that the last one lands in ``out``. Each step computes
     ``f_i - alpha * (deg_i f_i - acc_i)`` with the same summation order as
     :func:`laplacian`; against repeated sparse mat-vecs ``f - alpha * (L @ f)`` it agrees
-    to rounding (relative error ~ ``steps * k * eps``).
+    to rounding (relative error ~ ``steps * k * eps``). Each step is one or more kernel
+    calls of about ``_BUDGET`` neighbour reads, so a signal handler (Ctrl-C) runs between
+    two of them (see the module docstring).
 
     Examples
     --------

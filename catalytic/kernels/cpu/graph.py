@@ -37,6 +37,35 @@ The out-neighbours of site ``i`` are its neighbour set from ``_lattice.py``. Dis
 follow out-neighbours; paths are walked back over *in*-neighbours (the stencil negated),
 which for the usual symmetric stencils is the same set as the neighbour set.
 Connected components treat the neighbour relation as undirected.
+
+Interrupts
+----------
+While an ``@njit`` function runs, the calling thread does not come back to the Python
+interpreter, so Python signal handlers (``KeyboardInterrupt`` from Ctrl-C, a ``SIGALRM``
+handler that raises) wait until it returns. Every long loop here is therefore
+resumable: a kernel call does about ``_BUDGET`` units of work (a unit is about one
+neighbour visit or one site scanned; a BFS level, a walk step and a heap pop cost
+``_LEVEL_COST`` or ``_HEAP_COST`` more), leaves its position in a small int64 state
+array that the host function holds (or, for row passes, takes a window of rows), and
+returns; the host function calls it again until the work is done. A pending handler
+runs between two calls, so its exception leaves the host function within one call,
+and everything the call allocated is freed as it unwinds. The BFS distances, the hop
+and weighted searches and their walk-backs, path counting, closeness (a call may stop
+inside a search), the catalytic path, every phase of the component labelling and the
+fill and copy of the padded arrays work this way; their results do not depend on the
+budget, bit for bit.
+
+Measured on two cores of a shared 2-core cloud machine, on lattices of 1e7 to 4e7 sites,
+every call of these kernels took 5-60 ms once the arrays were in memory, and 0.1-0.4 s
+when it wrote memory the process had never touched (page faults); the budget does not
+grow with the lattice, so neither do these times. Not split: single NumPy calls over
+the whole lattice (an allocation, ``count_nonzero``, the index conversion of a returned
+path: one memory pass each), and one row of the last axis in the component labelling
+(a 1-D lattice is one row: a phase took about 150 ms per 4e7 sites there, so about
+4.5 s for 1.2e9, extrapolated). Python runs signal
+handlers on the main thread only, so Ctrl-C does not stop a search that another thread
+(a thread pool) started. An interrupted call cannot be resumed: calling it again starts
+from scratch.
 """
 
 from __future__ import annotations
@@ -65,6 +94,17 @@ WALL = -2
 PORTAL = -3
 INT64_MAX = np.iinfo(np.int64).max
 _INT32_LIMIT = 2**31 - 1
+
+#: Work units one kernel call does before it returns to its host function, so that
+#: signal handlers can run (see "Interrupts" above). Read by the host functions at each
+#: call, so a test can shrink it; the results do not depend on it.
+_BUDGET = 1 << 23
+#: Extra units charged per BFS level (or partial level) a call expands, for the level's
+#: own bookkeeping (about 100 ns, measured on a 1-D chain): chains of tiny levels (long
+#: thin lattices) then come back as often as wide ones.
+_LEVEL_COST = 64
+#: Units charged per Dijkstra heap pop besides its k neighbour visits (the sifts).
+_HEAP_COST = 32
 
 # ---------------------------------------------------------------------------------------
 # Geometry of the padded index space (host side)
@@ -181,9 +221,9 @@ def _fill_seg(dst, src_open, src_vals, has_mask, has_vals, open_val, wall_val):
 
 
 @njit(cache=True, nogil=True)
-def _fill_row(out, prow, vals, open_, open_val, wall_val, portal_val, shape, periodic, r,
-              pshape):
-    """Fill padded row ``prow`` (see :func:`_fill_padded`)."""
+def _fill_row(out, prow, x0, x1, vals, open_, open_val, wall_val, portal_val, shape, periodic,
+              r, pshape):
+    """Fill cells [x0, x1) of padded row ``prow`` (see :func:`_fill_padded`)."""
     d = shape.shape[0]
     PL = pshape[d - 1]
     L = shape[d - 1]
@@ -208,33 +248,50 @@ def _fill_row(out, prow, vals, open_, open_val, wall_val, portal_val, shape, per
     base = prow * PL
     row = out[base:base + PL]
     if wall:
-        row[:] = wall_val
+        row[x0:x1] = wall_val
         return
     halo_val = portal_val if periodic[d - 1] else wall_val
-    row[:rL] = halo_val
-    row[rL + L:] = halo_val
-    if portal:
-        row[rL:rL + L] = portal_val
+    a = max(x0, rL)  # the interior part [a, b) of the segment
+    b = min(x1, rL + L)
+    row[x0:min(x1, rL)] = halo_val
+    row[max(x0, rL + L):x1] = halo_val
+    if a >= b:
         return
-    ib = realrow * L
+    if portal:
+        row[a:b] = portal_val
+        return
+    ib = realrow * L + a - rL
+    n = b - a
     has_mask = open_.shape[0] != 0
     has_vals = vals.shape[0] != 0
-    _fill_seg(row[rL:rL + L], open_[ib:ib + L] if has_mask else open_,
-              vals[ib:ib + L] if has_vals else vals, has_mask, has_vals, open_val, wall_val)
+    _fill_seg(row[a:b], open_[ib:ib + n] if has_mask else open_,
+              vals[ib:ib + n] if has_vals else vals, has_mask, has_vals, open_val, wall_val)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _fill_padded(out, vals, open_, open_val, wall_val, portal_val, shape, periodic, r, pshape):
-    """Write the padded cell classes into ``out`` (length prod(pshape)).
+def _fill_padded(out, vals, open_, open_val, wall_val, portal_val, shape, periodic, r, pshape,
+                 seg, lo, hi):
+    """Write the padded cell classes of segments [lo, hi) into ``out`` (length
+    prod(pshape)); every padded row is cut into segments of ``seg`` cells (one segment
+    per row unless rows are longer).
 
     Interior open cells get ``vals[i]`` (or ``open_val`` when ``vals`` is empty), blocked
     cells and halo cells outside an open axis get ``wall_val``, halo cells outside only
-    periodic axes get ``portal_val``. Parallel over padded rows (last axis). O(psize).
+    periodic axes get ``portal_val``. Parallel over segments. O(cells).
     """
-    n_prow = out.shape[0] // pshape[shape.shape[0] - 1]
-    for prow in prange(n_prow):
-        _fill_row(out, np.int64(prow), vals, open_, open_val, wall_val, portal_val, shape,
-                  periodic, r, pshape)
+    PL = pshape[shape.shape[0] - 1]
+    spr = (PL + seg - 1) // seg
+    if spr == 1:  # whole rows (the usual case): no division, constant bounds
+        for ss in prange(lo, hi):
+            _fill_row(out, np.int64(ss), 0, PL, vals, open_, open_val, wall_val, portal_val,
+                      shape, periodic, r, pshape)
+        return
+    for ss in prange(lo, hi):
+        s = np.int64(ss)
+        prow = s // spr
+        x0 = (s - prow * spr) * seg
+        _fill_row(out, prow, x0, min(PL, x0 + seg), vals, open_, open_val, wall_val,
+                  portal_val, shape, periodic, r, pshape)
 
 
 @njit(cache=True, nogil=True)
@@ -249,7 +306,7 @@ def _copy_seg(dst, src, clip):
 
 
 @njit(cache=True, nogil=True)
-def _unpad_row(src, dst, row, shape, r, pshape, clip):
+def _unpad_row(src, dst, row, x0, x1, shape, r, pshape, clip):
     d = shape.shape[0]
     L = shape[d - 1]
     rem = row
@@ -262,17 +319,26 @@ def _unpad_row(src, dst, row, shape, r, pshape, clip):
         pmult *= pshape[a]
     pb = prow * pshape[d - 1] + r[d - 1]
     ib = row * L
-    _copy_seg(dst[ib:ib + L], src[pb:pb + L], clip)
+    _copy_seg(dst[ib + x0:ib + x1], src[pb + x0:pb + x1], clip)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _unpad(src, dst, shape, r, pshape, clip):
-    """Copy the interior of padded ``src`` into real-space ``dst``; with ``clip`` every
-    negative value becomes -1. Parallel over rows. O(n)."""
+def _unpad(src, dst, shape, r, pshape, clip, seg, lo, hi):
+    """Copy the interior of padded ``src`` into real-space ``dst``, segments [lo, hi) of
+    it: every real row is cut into segments of ``seg`` sites (one segment per row unless
+    rows are longer). With ``clip`` every negative value becomes -1. Parallel over
+    segments. O(sites)."""
     L = shape[shape.shape[0] - 1]
-    nrow = dst.shape[0] // L if L > 0 else 0
-    for row in prange(nrow):
-        _unpad_row(src, dst, np.int64(row), shape, r, pshape, clip)
+    spr = (L + seg - 1) // seg
+    if spr == 1:  # whole rows (the usual case): no division, constant bounds
+        for ss in prange(lo, hi):
+            _unpad_row(src, dst, np.int64(ss), 0, L, shape, r, pshape, clip)
+        return
+    for ss in prange(lo, hi):
+        s = np.int64(ss)
+        row = s // spr
+        x0 = (s - row * spr) * seg
+        _unpad_row(src, dst, row, x0, min(L, x0 + seg), shape, r, pshape, clip)
 
 
 @njit(cache=True, nogil=True)
@@ -363,25 +429,46 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
 
 
 @njit(cache=True, nogil=True)
-def _bfs_queue(work, queue, m0, stop, foff, offs, r, shape, pstrides, periodic, mode):
-    """Level-synchronous BFS in one queue: ``queue[:m0]`` holds the sources (labelled 0),
-    each level is appended after the previous one. Stops after the level that labels
-    ``stop`` (-1: never). Returns (number labelled, sum of their distances).
-    ``queue`` needs n_open + 1 slots. O(visited * k)."""
-    lo = 0
-    hi = m0
-    dn = 1
-    tot = 0
+def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, periodic, mode):
+    """Level-synchronous BFS in one queue, resumable: each level is appended after the
+    previous one. Stops after the level that labels ``stop`` (-1: never).
+
+    ``st = [lo, hi, t, dn, tot]``: ``queue[lo:hi]`` are the cells of the level being
+    expanded still to do, ``queue[hi:t]`` the cells labelled ``dn`` so far, ``tot`` the sum
+    of the distances of the completed levels. Start from ``[0, m0, m0, 1, 0]`` with the
+    sources (labelled 0) in ``queue[:m0]``. Returns after about ``budget`` units and
+    returns the units done; the search is over when ``lo == hi``, then ``hi`` cells are
+    labelled at total distance ``tot``. ``queue`` needs n_open + 1 slots.
+    O(visited * k) over all calls.
+    """
+    K = max(foff.shape[0], 1)
+    lo = st[0]
+    hi = st[1]
+    t = st[2]
+    dn = st[3]
+    tot = st[4]
+    used = 0
     while lo < hi:
-        t = _expand(work, queue, lo, hi, queue, hi, dn, foff, offs, r, shape, pstrides,
+        e = min(hi, lo + max((budget - used) // K, 1))
+        t = _expand(work, queue, lo, e, queue, t, dn, foff, offs, r, shape, pstrides,
                     periodic, mode)
-        tot += dn * (t - hi)
-        lo = hi
-        hi = t
-        dn += 1
-        if stop >= 0 and work[stop] != UNVISITED:
+        used += (e - lo) * K + _LEVEL_COST
+        lo = e
+        if lo == hi:
+            tot += dn * (t - hi)
+            hi = t
+            dn += 1
+            if stop >= 0 and work[stop] != UNVISITED:
+                lo = hi
+                break
+        if used >= budget:
             break
-    return hi, tot
+    st[0] = lo
+    st[1] = hi
+    st[2] = t
+    st[3] = dn
+    st[4] = tot
+    return used
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -426,57 +513,92 @@ def _dedupe_level(work, nxt, m, bufs, cnt, dn):
 
 
 @njit(cache=True, nogil=True)
-def _bfs_frontiers(work, cur, nxt, m, bufs, cnt, par_min, foff, offs, r, shape, pstrides,
-                   periodic, mode):
-    """Level-synchronous BFS with two frontier arrays (``cur[:m]`` holds the sources).
+def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, foff, offs, r, shape,
+                   pstrides, periodic, mode):
+    """Level-synchronous BFS with two frontier arrays ``a`` and ``b``, resumable.
+
+    ``st = [m, lo, m2, dn, c]``: the current frontier is ``a[:m]`` (``c`` 0) or ``b[:m]``
+    (``c`` 1), its cells before ``lo`` are expanded, and the ``m2`` cells they labelled
+    ``dn`` are at the start of the other array. Start from ``[m, 0, 0, 1, 0]`` with the
+    sources in ``a[:m]``; the search is over when ``m`` is 0. Returns after about
+    ``budget`` units (at a round or slice boundary, possibly mid-level).
 
     Levels of at least ``par_min`` cells are expanded by all threads in rounds of
-    ``bufs.shape[1] // k`` cells per thread; smaller ones by this thread alone. A cell
-    claimed by two threads at once appears twice in the next frontier, which costs one
-    redundant expansion; if such repeats would overflow ``nxt`` the level is de-duplicated.
-    ``cur`` and ``nxt`` need n_open + 1 slots. O(n k / threads) for large frontiers.
+    ``bufs.shape[1] // k`` cells per thread; smaller ones by this thread alone, in slices
+    that fit the budget. A cell claimed by two threads at once appears twice in the next
+    frontier, which costs one redundant expansion; if such repeats would overflow the
+    next frontier the level is de-duplicated. ``a`` and ``b`` need n_open + 1 slots.
+    O(n k / threads) for large frontiers, over all calls.
     """
     T = bufs.shape[0]
     K = max(foff.shape[0], 1)
     chunk = max((bufs.shape[1] - 1) // K, 1)
-    cap = nxt.shape[0] - 1
-    dn = 1
+    cap = b.shape[0] - 1
+    m = st[0]
+    lo = st[1]
+    m2 = st[2]
+    dn = st[3]
+    c = st[4]
+    if c == 0:
+        cur = a
+        nxt = b
+    else:
+        cur = b
+        nxt = a
+    used = 0
     while m > 0:
         if T == 1 or m < par_min:
-            m2 = _expand(work, cur, 0, m, nxt, 0, dn, foff, offs, r, shape, pstrides,
-                         periodic, mode)
+            if lo == 0 and m * K <= budget - used:
+                # the whole level: the constant start positions let LLVM specialise
+                # the inlined expansion (about 5% faster than the general call below)
+                hi = m
+                m2 = _expand(work, cur, 0, m, nxt, 0, dn, foff, offs, r, shape, pstrides,
+                             periodic, mode)
+            else:
+                hi = min(m, lo + max((budget - used) // K, 1))
+                m2 = _expand(work, cur, lo, hi, nxt, m2, dn, foff, offs, r, shape,
+                             pstrides, periodic, mode)
         else:
-            m2 = 0
-            for lo in range(0, m, T * chunk):
-                hi = min(m, lo + T * chunk)
-                _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
-                            pstrides, periodic, mode)
-                tot = 0
+            hi = min(m, lo + T * chunk)
+            _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
+                        pstrides, periodic, mode)
+            tot = 0
+            for t in range(T):
+                tot += cnt[t]
+            if m2 + tot > cap:
+                m2 = _dedupe_level(work, nxt, m2, bufs, cnt, dn)
+            else:
                 for t in range(T):
-                    tot += cnt[t]
-                if m2 + tot > cap:
-                    m2 = _dedupe_level(work, nxt, m2, bufs, cnt, dn)
-                else:
-                    for t in range(T):
-                        c = cnt[t]
-                        nxt[m2:m2 + c] = bufs[t, :c]
-                        m2 += c
-        cur, nxt = nxt, cur
-        m = m2
-        dn += 1
+                    k = cnt[t]
+                    nxt[m2:m2 + k] = bufs[t, :k]
+                    m2 += k
+        used += (hi - lo) * K + _LEVEL_COST
+        lo = hi
+        if lo == m:
+            cur, nxt = nxt, cur
+            c = 1 - c
+            m = m2
+            m2 = 0
+            lo = 0
+            dn += 1
+        if used >= budget:
+            break
+    st[0] = m
+    st[1] = lo
+    st[2] = m2
+    st[3] = dn
+    st[4] = c
 
 
 @njit(cache=True, nogil=True)
-def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode, end):
-    """Walk from ``end`` to the source over in-neighbours, each time to the one with the
-    smallest index whose distance is one less. Writes end..start into ``path``
-    (length work[end] + 1). O(D k)."""
+def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, periodic, mode):
+    """Steps ``m .. m_end - 1`` of :func:`_walk_back_hops`: ``path[:m]`` is already
+    walked, ``path[m]`` becomes the in-neighbour of ``path[m - 1]`` with the smallest
+    index whose distance is one less. O((m_end - m) k)."""
     K = nfoff.shape[0]
-    v = end
-    D = work[end]
-    path[0] = end
-    m = 1
-    while D > 0:
+    v = path[m - 1]
+    D = work[v]
+    for h in range(m, m_end):
         best = -1
         for k in range(K):
             u = _step(work, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
@@ -484,34 +606,50 @@ def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode
                 continue
             if work[u] == D - 1 and (best < 0 or u < best):
                 best = u
-        path[m] = best
-        m += 1
+        path[h] = best
         v = best
         D -= 1
-    return m
 
 
 @njit(cache=True, nogil=True)
-def _count_run(work, cnt, queue, buf, foff, offs, r, shape, pstrides, periodic, mode,
-               dedupe, start, end):
-    """Count shortest hop paths ``start`` -> ``end`` by BFS layer dynamic programming.
+def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode, end):
+    """Walk from ``end`` to the source over in-neighbours, each time to the one with the
+    smallest index whose distance is one less. Writes end..start into ``path``
+    (length work[end] + 1) in one call (the CPU host function calls
+    :func:`_walk_hops_part` in chunks instead). O(D k)."""
+    D = work[end]
+    path[0] = end
+    _walk_hops_part(work, path, 1, D + 1, nfoff, noffs, r, shape, pstrides, periodic, mode)
+    return D + 1
 
-    Counts saturate at INT64_MAX; a saturated count means "at least INT64_MAX". Returns
-    the count at ``end`` (0 when unreachable). O(visited * k), plus O(k^2) per site with
-    ``dedupe``.
+
+@njit(cache=True, nogil=True)
+def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides, periodic,
+               mode, dedupe, end):
+    """Count shortest hop paths to ``end`` by BFS layer dynamic programming, resumable.
+
+    ``st = [head, tail, limit]``: the FIFO ``queue[head:tail]`` still to expand, and the
+    distance of ``end`` once labelled (INT64_MAX before). Start from ``[0, 1, INT64_MAX]``
+    with the start cell in ``queue[0]``, its ``work`` 0 and its ``cnt`` 1. Returns after
+    about ``budget`` units; done when ``head == tail``, and then ``cnt[end]`` is the count
+    if ``work[end] >= 0``. Counts saturate at INT64_MAX; a saturated count means "at
+    least INT64_MAX". O(visited * k), plus O(k^2) per site with ``dedupe``, over all calls.
     """
     K = foff.shape[0]
-    work[start] = 0
-    cnt[start] = 1
-    queue[0] = start
-    head = 0
-    tail = 1
-    limit = INT64_MAX
+    head = st[0]
+    tail = st[1]
+    limit = st[2]
+    cost = K + 1 + (K * K // 8 if dedupe else 0)
+    used = 0
     while head < tail:
+        if used >= budget:
+            break
+        used += cost
         p = queue[head]
         head += 1
         dp = work[p]
         if dp >= limit:
+            head = tail
             break
         c = cnt[p]
         dn = dp + 1
@@ -548,9 +686,9 @@ def _count_run(work, cnt, queue, buf, foff, offs, r, shape, pstrides, periodic, 
                     cnt[q] = INT64_MAX
                 else:
                     cnt[q] += c
-    if work[end] < 0:
-        return 0
-    return cnt[end]
+    st[0] = head
+    st[1] = tail
+    st[2] = limit
 
 
 # ---------------------------------------------------------------------------------------
@@ -597,19 +735,25 @@ def _sift_down(hkey, hidx, pos, i, size):
 
 
 @njit(cache=True, nogil=True)
-def _dijkstra_run(pd, pw, hkey, hidx, pos, size, foff, offs, r, shape, pstrides, periodic,
-                  mode, stop):
-    """Dijkstra with an indexed binary heap (decrease-key) in padded space.
+def _dijkstra_run(pd, pw, hkey, hidx, pos, size, budget, foff, offs, r, shape, pstrides,
+                  periodic, mode, stop):
+    """Dijkstra with an indexed binary heap (decrease-key) in padded space, resumable.
 
     ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
     cell (``WALL``/``PORTAL`` negative), ``pos`` each cell's heap slot (-1 never queued,
-    -2 settled). ``hkey/hidx[:size]`` is the seeded heap. With ``stop >= 0`` it stops
-    once every cell with cost <= cost(stop) is settled, so those costs equal a full run's.
-    O((n + e) log n).
+    -2 settled). ``hkey/hidx[:size]`` is the heap (seeded with the sources). With
+    ``stop >= 0`` it stops once every cell with cost <= cost(stop) is settled, so those
+    costs equal a full run's. Returns ``(size, done)`` after about ``budget`` units; call
+    again with the returned size until ``done``. O((n + e) log n) over all calls.
     """
     K = foff.shape[0]
-    limit = np.inf
+    limit = pd[stop] if stop >= 0 and pos[stop] == -2 else np.inf
+    cost = K + _HEAP_COST
+    used = 0
     while size > 0:
+        if used >= budget:
+            return size, False
+        used += cost
         p = hidx[0]
         dp = hkey[0]
         if dp > limit:
@@ -650,28 +794,24 @@ def _dijkstra_run(pd, pw, hkey, hidx, pos, size, foff, offs, r, shape, pstrides,
                 else:
                     hkey[s] = nd
                     _sift_up(hkey, hidx, pos, s)
-    return size
+    return size, True
 
 
 @njit(cache=True, nogil=True)
-def _walk_back_weighted(pd, pw, mark, stack, nfoff, noffs, r, shape, pstrides, periodic,
-                        mode, start, end):
-    """Walk from ``end`` back to ``start`` over tight in-edges (``pd[u] + pw[v] == pd[v]``),
-    always to the smallest-index unmarked candidate; backtrack on a dead end.
-
-    With strictly positive increments this is the plain greedy walk; the marks only
-    matter when zero-cost steps allow cycles. Writes end..start into ``stack`` and
-    returns its length (0 if ``start`` was not reached, which cannot happen after a
-    successful Dijkstra). O(visited * k).
-    """
+def _walk_weighted_part(pd, pw, mark, stack, top, budget, nfoff, noffs, r, shape, pstrides,
+                        periodic, mode, start):
+    """Resumable core of :func:`_walk_back_weighted`: continue the walk whose stack is
+    ``stack[:top]``. Returns ``(top, done)`` after about ``budget`` units; when done,
+    ``top`` is the path length (0 if ``start`` was not reached)."""
     K = nfoff.shape[0]
-    stack[0] = end
-    mark[end] = 1
-    top = 1
+    used = 0
     while top > 0:
+        if used >= budget:
+            return top, False
+        used += K + _LEVEL_COST
         v = stack[top - 1]
         if v == start:
-            return top
+            return top, True
         wv = pw[v]
         dv = pd[v]
         best = -1
@@ -687,35 +827,77 @@ def _walk_back_weighted(pd, pw, mark, stack, nfoff, noffs, r, shape, pstrides, p
             mark[best] = 1
             stack[top] = best
             top += 1
-    return 0
+    return 0, True
+
+
+@njit(cache=True, nogil=True)
+def _walk_back_weighted(pd, pw, mark, stack, nfoff, noffs, r, shape, pstrides, periodic,
+                        mode, start, end):
+    """Walk from ``end`` back to ``start`` over tight in-edges (``pd[u] + pw[v] == pd[v]``),
+    always to the smallest-index unmarked candidate; backtrack on a dead end.
+
+    With strictly positive increments this is the plain greedy walk; the marks only
+    matter when zero-cost steps allow cycles. Writes end..start into ``stack`` and
+    returns its length (0 if ``start`` was not reached, which cannot happen after a
+    successful Dijkstra). One call (the CPU host function calls
+    :func:`_walk_weighted_part` in chunks instead). O(visited * k).
+    """
+    stack[0] = end
+    mark[end] = 1
+    top, _ = _walk_weighted_part(pd, pw, mark, stack, 1, INT64_MAX, nfoff, noffs, r, shape,
+                                 pstrides, periodic, mode, start)
+    return top
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _closeness_run(work_t, queue_t, psrc, out, n_open, foff, offs, r, shape, pstrides,
-                   periodic, mode):
-    """One BFS per source; thread slot t takes sources t, t+T, t+2T, ... and reuses
-    ``work_t[t]`` (reset through its queue after each search) and ``queue_t[t]``.
-    O(len(psrc) * n k / T)."""
+def _closeness_run(work_t, queue_t, st_t, psrc, out, n_open, budget, foff, offs, r, shape,
+                   pstrides, periodic, mode):
+    """One BFS per source, resumable; thread slot t takes sources t, t+T, t+2T, ... and
+    reuses ``work_t[t]`` (reset through its queue after each search) and ``queue_t[t]``.
+
+    ``st_t[t] = [s, lo, hi, t, dn, tot, busy]``: slot t is on source index ``s``, with
+    the :func:`_bfs_queue` state in the middle while ``busy``. Start from
+    ``[t, 0, 0, 0, 0, 0, 0]``; every slot does about ``budget`` units per call; done when
+    every ``s >= len(psrc)``. O(len(psrc) * n k / T) over all calls.
+    """
     T = work_t.shape[0]
     ns = psrc.shape[0]
     for tt in prange(T):
         t = np.int64(tt)
         work = work_t[t]
         queue = queue_t[t]
-        for s in range(t, ns, T):
-            p0 = psrc[s]
-            work[p0] = 0
-            queue[0] = p0
-            reached, tot = _bfs_queue(work, queue, 1, -1, foff, offs, r, shape, pstrides,
-                                      periodic, mode)
+        st = st_t[t]
+        q = st[1:6]
+        used = 0
+        while st[0] < ns and used < budget:
+            s = st[0]
+            if st[6] == 0:
+                p0 = psrc[s]
+                work[p0] = 0
+                queue[0] = p0
+                q[0] = 0
+                q[1] = 1
+                q[2] = 1
+                q[3] = 1
+                q[4] = 0
+                st[6] = 1
+            used += _bfs_queue(work, queue, q, -1, budget - used, foff, offs, r, shape,
+                               pstrides, periodic, mode)
+            if q[0] < q[1]:
+                continue
+            reached = q[1]
+            tot = q[4]
             for h in range(reached):
                 work[queue[h]] = UNVISITED
+            used += reached
             if tot > 0 and n_open > 1:
                 c = (reached - 1.0) / tot
                 c *= (reached - 1.0) / (n_open - 1)
             else:
                 c = 0.0
             out[s] = c
+            st[6] = 0
+            st[0] = s + T
 
 
 # ---------------------------------------------------------------------------------------
@@ -771,13 +953,25 @@ def _union(parent, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _relabel(parent):
-    """Turn a forest with ``parent[x] <= x`` into labels in place: entries < 0 become 0,
-    trees are numbered 1..count by their root (= smallest index). When x is reached its
-    parent has already been converted to the label of their common root. Returns count.
-    Branch-free; O(len(parent))."""
-    count = 0
-    for i in range(parent.shape[0]):
+def _relabel(parent, lo, hi, count):
+    """Turn a forest with ``parent[x] <= x`` into labels in place, entries [lo, hi) of it
+    (call it for consecutive ranges from 0, passing the count so far): entries < 0
+    become 0, trees are numbered 1..count by their root (= smallest index). When x is
+    reached its parent has already been converted to the label of their common root.
+    Returns the count so far. Branch-free; O(hi - lo).
+
+    The same loop twice: from a constant 0 LLVM unrolls it further, 20% faster on the
+    single range that every forest under ``_BUDGET`` entries is relabelled in."""
+    if lo == 0:
+        for i in range(hi):
+            p = parent[i]
+            isroot = p == i
+            count += isroot
+            lab = parent[max(p, 0)]
+            v = count if isroot else lab
+            parent[i] = v if p >= 0 else 0
+        return count
+    for i in range(lo, hi):
         p = parent[i]
         isroot = p == i
         count += isroot
@@ -790,6 +984,17 @@ def _relabel(parent):
 @njit(cache=True, nogil=True)
 def _chunk_bounds(nrow, T, t):
     return nrow * t // T, nrow * (t + 1) // T
+
+
+@njit(cache=True, nogil=True)
+def _window(nrow, T, t, s, w):
+    """Rows of window ``s`` (``w`` rows each) of chunk ``t`` of ``T``: a call of a row
+    kernel does one window of every chunk, so its host function can return to Python
+    between calls while the chunks (and the work each thread does) stay those of one
+    whole pass. Returns (chunk start, chunk end, window start, window end)."""
+    lo, hi = _chunk_bounds(nrow, T, t)
+    a = min(hi, lo + s * w)
+    return lo, hi, a, min(hi, a + w)
 
 
 # --- components over runs ------------------------------------------------------------
@@ -816,12 +1021,13 @@ def _runs_count_row(seg):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _runs_count(open_, L, row_cnt, T):
-    """``row_cnt[row]`` = number of runs in each row; parallel over row chunks. O(n)."""
+def _runs_count(open_, L, row_cnt, T, s, w):
+    """``row_cnt[row]`` = number of runs in each row of window ``s`` (see
+    :func:`_window`); parallel over row chunks. O(T w L)."""
     nrow = row_cnt.shape[0]
     for tt in prange(T):
-        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
-        for row in range(lo, hi):
+        _, _, a, b = _window(nrow, T, np.int64(tt), s, w)
+        for row in range(a, b):
             row_cnt[row] = _runs_count_row(open_[row * L:(row + 1) * L])
 
 
@@ -859,15 +1065,15 @@ def _runs_write_row(seg, rs, re, k0, spill):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _runs_write(open_, L, row_ptr, rs, re, T):
-    """Fill ``rs``/``re`` for all rows: row chunks in parallel, each in ascending order.
-    A row's scratch slot is the first slot of the next row that has runs; the scan may
-    use it only when that row lies in the same chunk (it is then rewritten later by
-    the same thread). O(n)."""
+def _runs_write(open_, L, row_ptr, rs, re, T, s, w):
+    """Fill ``rs``/``re`` for the rows of window ``s``: row chunks in parallel, each in
+    ascending order (over the windows too). A row's scratch slot is the first slot of
+    the next row that has runs; the scan may use it only when that row lies in the same
+    chunk (it is then rewritten later, in this window or a later one). O(T w L)."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
-        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
-        for row in range(lo, hi):
+        _, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
+        for row in range(a, b):
             _runs_write_row(open_[row * L:(row + 1) * L], rs, re, row_ptr[row],
                             row_ptr[row + 1] < row_ptr[hi])
 
@@ -965,18 +1171,30 @@ def _runs_union_rows(rp, rs, re, row_ptr, row_lo, row_hi, chunk_lo, chunk_hi, cr
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _runs_union(rp, rs, re, row_ptr, half, shape, periodic, T):
-    """All run unions: row chunks join their internal pairs in parallel (they touch
-    disjoint run ranges), then the pairs across chunk boundaries are joined in order."""
+def _runs_union_inside(rp, rs, re, row_ptr, half, shape, periodic, T, s, w):
+    """Run unions inside the row chunks, window ``s`` of each, in parallel: the chunks
+    touch disjoint run ranges as long as no union across chunks has been made, so
+    every window of this pass runs before :func:`_runs_union_cross`."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
-        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
-        _runs_union_rows(rp, rs, re, row_ptr, lo, hi, lo, hi, False, half, shape, periodic)
-    if T > 1:
-        for t in range(T):
-            lo, hi = _chunk_bounds(nrow, T, t)
-            _runs_union_rows(rp, rs, re, row_ptr, lo, hi, lo, hi, True, half, shape,
+        lo, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
+        if a == lo and b == hi:
+            # the whole chunk in one window (lattices under _BUDGET sites): passing the
+            # same values twice lets LLVM specialise the call, 1-3% faster
+            _runs_union_rows(rp, rs, re, row_ptr, lo, hi, lo, hi, False, half, shape,
                              periodic)
+        else:
+            _runs_union_rows(rp, rs, re, row_ptr, a, b, lo, hi, False, half, shape,
+                             periodic)
+
+
+@njit(cache=True, nogil=True)
+def _runs_union_cross(rp, rs, re, row_ptr, half, shape, periodic, T, s, w):
+    """Run unions across chunk boundaries (window ``s`` of each chunk), in order."""
+    nrow = row_ptr.shape[0] - 1
+    for t in range(T):
+        lo, hi, a, b = _window(nrow, T, t, s, w)
+        _runs_union_rows(rp, rs, re, row_ptr, a, b, lo, hi, True, half, shape, periodic)
 
 
 @njit(cache=True, nogil=True)
@@ -994,11 +1212,12 @@ def _runs_label_row(out, seg, lab, a0):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _runs_label(out, open_, lab, row_ptr, L, T):
+def _runs_label(out, open_, lab, row_ptr, L, T, s, w):
+    """Labels of the rows of window ``s``; parallel over row chunks. O(T w L)."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
-        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
-        for row in range(lo, hi):
+        _, _, a, b = _window(nrow, T, np.int64(tt), s, w)
+        for row in range(a, b):
             if row_ptr[row + 1] == row_ptr[row]:
                 out[row * L:(row + 1) * L] = 0
             else:
@@ -1051,9 +1270,9 @@ def _cc_rows(parent, row_lo, row_hi, chunk_lo, chunk_hi, cross, half, shape, per
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _cc_init(parent, open_):
+def _cc_init(parent, open_, lo, hi):
     has_mask = open_.shape[0] != 0
-    for i in prange(parent.shape[0]):
+    for i in prange(lo, hi):
         if has_mask and open_[i] == 0:
             parent[i] = -1
         else:
@@ -1061,16 +1280,22 @@ def _cc_init(parent, open_):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _cc_union(parent, L, half, shape, periodic, T):
-    """Site unions: row chunks in parallel, then the pairs across chunks in order."""
+def _cc_union_inside(parent, L, half, shape, periodic, T, s, w):
+    """Site unions inside the row chunks, window ``s`` of each, in parallel (every
+    window before :func:`_cc_union_cross`, as for the runs)."""
     nrow = parent.shape[0] // L
     for tt in prange(T):
-        lo, hi = _chunk_bounds(nrow, T, np.int64(tt))
-        _cc_rows(parent, lo, hi, lo, hi, False, half, shape, periodic)
-    if T > 1:
-        for t in range(T):
-            lo, hi = _chunk_bounds(nrow, T, t)
-            _cc_rows(parent, lo, hi, lo, hi, True, half, shape, periodic)
+        lo, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
+        _cc_rows(parent, a, b, lo, hi, False, half, shape, periodic)
+
+
+@njit(cache=True, nogil=True)
+def _cc_union_cross(parent, L, half, shape, periodic, T, s, w):
+    """Site unions across chunk boundaries (window ``s`` of each chunk), in order."""
+    nrow = parent.shape[0] // L
+    for t in range(T):
+        lo, hi, a, b = _window(nrow, T, t, s, w)
+        _cc_rows(parent, a, b, lo, hi, True, half, shape, periodic)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1162,23 +1387,28 @@ def _from_coords(c, k, offs, shape, strides, periodic, open_):
 
 
 @njit(cache=True, nogil=True)
-def _catalytic_bfs(state, n, queue, c, start, end, offs, shape, strides, periodic, open_):
-    """BFS whose only per-site state is ``state[i]`` = 0 (unvisited) or 1 + dist mod 3.
+def _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, periodic, open_):
+    """BFS whose only per-site state is ``state[i]`` = 0 (unvisited) or 1 + dist mod 3,
+    resumable.
 
-    Zeroes ``state[:n]`` first. Returns dist(start, end) or -1. O(visited * k).
+    ``st = [head, tail, level_end, level, dist]``: the FIFO ``queue[head:tail]`` still to
+    expand, the queue position where level ``level + 1`` starts, and dist(start, end)
+    once found (-1 before). Start from ``[0, 1, 1, 0, -1]`` with ``state[:n]`` zeroed,
+    ``state[start]`` 1 and ``queue[0] = start``. Returns after about ``budget`` units;
+    done when ``head == tail``, with ``dist`` -1 when ``end`` is unreachable.
+    O(visited * k d) over all calls.
     """
-    for i in range(n):
-        state[i] = 0
-    state[start] = 1
-    if start == end:
-        return 0
     K = offs.shape[0]
-    queue[0] = start
-    head = 0
-    tail = 1
-    level_end = 1
-    level = 0
+    head = st[0]
+    tail = st[1]
+    level_end = st[2]
+    level = st[3]
+    cost = K * 2 + 1
+    used = 0
     while head < tail:
+        if used >= budget:
+            break
+        used += cost
         if head == level_end:
             level += 1
             level_end = tail
@@ -1194,28 +1424,33 @@ def _catalytic_bfs(state, n, queue, c, start, end, offs, shape, strides, periodi
             queue[tail] = j
             tail += 1
             if j == end:
-                return level + 1
-    return -1
+                st[4] = level + 1
+                head = tail
+                break
+    st[0] = head
+    st[1] = tail
+    st[2] = level_end
+    st[3] = level
 
 
 @njit(cache=True, nogil=True)
-def _catalytic_walk(state, path, c, D, end, noffs, shape, strides, periodic, open_):
-    """Walk from ``end`` (distance D) back to the source: each time to the smallest-index
-    in-neighbour whose state says distance D-1 (mod 3). Writes end..start. O(D k)."""
+def _catalytic_walk(state, path, c, D, m, m_end, noffs, shape, strides, periodic, open_):
+    """Steps ``m .. m_end - 1`` of the walk from ``path[0]`` = ``end`` (distance D) back
+    to the source: each time to the smallest-index in-neighbour whose state says the
+    distance one less (mod 3). Writes end..start into ``path[:D + 1]`` over calls with
+    consecutive ranges from m = 1. O((m_end - m) k d)."""
     K = noffs.shape[0]
-    v = end
-    path[0] = end
-    for m in range(1, D + 1):
-        want = 1 + (D - m) % 3
+    v = path[m - 1]
+    for h in range(m, m_end):
+        want = 1 + (D - h) % 3
         _coords(v, strides, c)
         best = -1
         for k in range(K):
             u = _from_coords(c, k, noffs, shape, strides, periodic, open_)
             if u >= 0 and state[u] == want and (best < 0 or u < best):
                 best = u
-        path[m] = best
+        path[h] = best
         v = best
-    return D + 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -1223,12 +1458,64 @@ def _catalytic_walk(state, path, c, D, end, noffs, shape, strides, periodic, ope
 # ---------------------------------------------------------------------------------------
 
 
+def _segments(nrow, row_len):
+    """Cut ``nrow`` rows of ``row_len`` cells into segments of at most ``_BUDGET`` cells
+    (whole rows unless they are longer) and group them into kernel calls of about
+    ``_BUDGET`` cells, so signal handlers run between calls. Returns the segment length
+    and the (first, end) segment range of each call."""
+    seg = max(1, min(int(row_len), _BUDGET))
+    nseg = nrow * -(-int(row_len) // seg)
+    step = max(1, _BUDGET // seg)
+    return seg, [(a, min(nseg, a + step)) for a in range(0, nseg, step)]
+
+
+def _fill_classes(out, vals, g: Plan, open_val, wall_val, portal_val):
+    """:func:`_fill_padded` over the whole padded array, in calls of about ``_BUDGET``
+    cells."""
+    PL = int(g.pshape[-1])
+    seg, calls = _segments(out.shape[0] // PL if PL else 0, PL)
+    for a, b in calls:
+        _fill_padded(out, vals, g.open_, open_val, wall_val, portal_val, g.shape, g.periodic,
+                     g.r, g.pshape, seg, a, b)
+
+
+def _unpad_all(src, dst, g: Plan, clip):
+    """:func:`_unpad` over the whole lattice, in calls of about ``_BUDGET`` sites."""
+    L = int(g.shape[-1])
+    seg, calls = _segments(g.n // L if L else 0, L)
+    for a, b in calls:
+        _unpad(src, dst, g.shape, g.r, g.pshape, clip, seg, a, b)
+
+
+def _filled(size, value, dtype) -> np.ndarray:
+    """``np.full(size, value, dtype)`` filled in slices of ``_BUDGET`` entries (one
+    NumPy fill of a 1e9-entry array takes seconds and is not interruptible)."""
+    out = np.empty(size, dtype=dtype)
+    step = max(_BUDGET, 1)
+    for a in range(0, size, step):
+        out[a:a + step] = value
+    return out
+
+
+def _arange(start, stop, dtype) -> np.ndarray:
+    """``np.arange(start, stop, dtype=dtype)``, in slices of ``_BUDGET`` entries when
+    longer."""
+    size = stop - start
+    step = max(_BUDGET, 1)
+    if size <= step:
+        return np.arange(start, stop, dtype=dtype)
+    out = np.empty(size, dtype=dtype)
+    for a in range(0, size, step):
+        b = min(size, a + step)
+        out[a:b] = np.arange(start + a, start + b, dtype=dtype)
+    return out
+
+
 def _work_array(g: Plan, open_val=UNVISITED) -> np.ndarray:
     work = np.empty(g.psize, dtype=g.itype)
     empty = np.empty(0, dtype=g.itype)
     t = g.itype
-    _fill_padded(work, empty, g.open_, t(open_val), t(WALL), t(PORTAL), g.shape, g.periodic,
-                 g.r, g.pshape)
+    _fill_classes(work, empty, g, t(open_val), t(WALL), t(PORTAL))
     return work
 
 
@@ -1241,14 +1528,19 @@ def _ngeo(g: Plan):
 
 
 def _hop_search(g: Plan, psrc, stop=-1):
-    """Sequential BFS from padded sources ``psrc`` (stopping after ``stop``'s level);
-    returns the padded distance array."""
+    """Sequential BFS from padded sources ``psrc`` (stopping after ``stop``'s level), in
+    calls of about ``_BUDGET`` units; returns the padded distance array."""
     work = _work_array(g)
     psrc = np.unique(np.asarray(psrc, dtype=np.int64))
-    queue = np.empty(max(g.n_open, psrc.shape[0]) + 1, dtype=g.itype)
+    m = psrc.shape[0]
+    queue = np.empty(max(g.n_open, m) + 1, dtype=g.itype)
     work[psrc] = 0
-    queue[: psrc.shape[0]] = psrc
-    _bfs_queue(work, queue, psrc.shape[0], stop, *_geo(g))
+    queue[:m] = psrc
+    st = np.array([0, m, m, 1, 0], dtype=np.int64)
+    geo = _geo(g)
+    budget = _BUDGET
+    while st[0] < st[1]:
+        _bfs_queue(work, queue, st, stop, budget, *geo)
     return work
 
 
@@ -1285,6 +1577,11 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
     array, two int32 frontier arrays of n_open entries, then the int64 result: at most
     12 bytes per site at once (int64 work and frontiers past 2**31 padded cells).
 
+    The search runs in kernel calls of about ``_BUDGET`` units (neighbour visits), also
+    splitting wide levels, so a signal handler (Ctrl-C) runs within one call (5-60 ms
+    measured, longer while fresh memory is first written) and its exception leaves this
+    function; see "Interrupts" in the module docstring.
+
     Examples
     --------
     >>> import numpy as np
@@ -1305,20 +1602,25 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
     K = max(g.offs.shape[0], 1)
     bufs = np.empty((T, K * _PAR_CHUNK + 1) if T > 1 else (1, 1), dtype=g.itype)
     cnt = np.zeros(bufs.shape[0], dtype=np.int64)
-    _bfs_frontiers(work, cur, nxt, m, bufs, cnt, _PAR_MIN, *_geo(g))
+    st = np.array([m, 0, 0, 1, 0], dtype=np.int64)
+    geo = _geo(g)
+    par_min = _PAR_MIN
+    budget = _BUDGET
+    while st[0] > 0:
+        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, *geo)
     del cur, nxt, bufs
     out = np.empty(g.n, dtype=np.int64)
-    _unpad(work, out, g.shape, g.r, g.pshape, True)
+    _unpad_all(work, out, g, True)
     return out
 
 
 def _weighted_search(g: Plan, weights, psrc, stop=-1):
     """Dijkstra from padded sources; returns (padded costs, padded entry weights)."""
     pw = np.empty(g.psize, dtype=np.float64)
-    _fill_padded(pw, np.ascontiguousarray(weights, dtype=np.float64), g.open_, 0.0,
-                 float(WALL), float(PORTAL), g.shape, g.periodic, g.r, g.pshape)
-    pd = np.full(g.psize, np.inf)
-    pos = np.full(g.psize, -1, dtype=g.itype)
+    _fill_classes(pw, np.ascontiguousarray(weights, dtype=np.float64), g, 0.0, float(WALL),
+                  float(PORTAL))
+    pd = _filled(g.psize, np.inf, np.float64)
+    pos = _filled(g.psize, -1, g.itype)
     cap = max(g.n_open, 1)
     hkey = np.empty(cap, dtype=np.float64)
     hidx = np.empty(cap, dtype=g.itype)
@@ -1328,7 +1630,11 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1):
     hkey[:m] = 0.0  # all keys equal: already a heap
     hidx[:m] = psrc
     pos[psrc] = np.arange(m)
-    _dijkstra_run(pd, pw, hkey, hidx, pos, m, *_geo(g), stop)
+    geo = _geo(g)
+    budget = _BUDGET
+    size, done = m, False
+    while not done:
+        size, done = _dijkstra_run(pd, pw, hkey, hidx, pos, size, budget, *geo, stop)
     return pd, pw
 
 
@@ -1352,7 +1658,8 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources)
     Notes
     -----
     Dijkstra with an indexed binary heap: O((n + e) log n) time, about 40 bytes per
-    padded cell.
+    padded cell. Runs in kernel calls of about ``_BUDGET`` units, so a signal handler
+    (Ctrl-C) runs between two of them; see "Interrupts" in the module docstring.
 
     Examples
     --------
@@ -1365,7 +1672,7 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources)
     g = make_plan(shape, periodic, offsets, open_)
     pd, _ = _weighted_search(g, weights, _to_padded(sources, g))
     out = np.empty(g.n, dtype=np.float64)
-    _unpad(pd, out, g.shape, g.r, g.pshape, False)
+    _unpad_all(pd, out, g, False)
     return out
 
 
@@ -1394,7 +1701,9 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     (weighted). Zero (or below-rounding) weights can make that greedy walk cycle; the
     weighted walk therefore never revisits a site and backtracks from dead ends, which
     gives the same path whenever the greedy walk does not revisit. O(n k) hops,
-    O((n + e) log n) weighted.
+    O((n + e) log n) weighted. The search and the walk run in kernel calls of about
+    ``_BUDGET`` units, so a signal handler (Ctrl-C) runs between two of them; see
+    "Interrupts" in the module docstring.
 
     Examples
     --------
@@ -1405,20 +1714,29 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     """
     g = make_plan(shape, periodic, offsets, open_)
     ps, pe = _to_padded([start, end], g)
+    ngeo = _ngeo(g)
+    budget = _BUDGET
     if weights is None:
         work = _hop_search(g, [ps], stop=pe)
         D = int(work[pe])
         if D < 0:
             return np.empty(0, dtype=np.int64)
         path = np.empty(D + 1, dtype=np.int64)
-        _walk_back_hops(work, path, *_ngeo(g), pe)
+        path[0] = pe
+        step = max(1, budget // (g.offs.shape[0] + _LEVEL_COST))  # a step costs a level
+        for a in range(1, D + 1, step):
+            _walk_hops_part(work, path, a, min(D + 1, a + step), *ngeo)
         return _to_real(path[::-1], g)
     pd, pw = _weighted_search(g, weights, [ps], stop=pe)
     if not np.isfinite(pd[pe]):
         return np.empty(0, dtype=np.int64)
     mark = np.zeros(g.psize, dtype=np.uint8)
     stack = np.empty(max(g.n_open, 1), dtype=np.int64)
-    m = _walk_back_weighted(pd, pw, mark, stack, *_ngeo(g), ps, pe)
+    stack[0] = pe
+    mark[pe] = 1
+    m, done = 1, False
+    while not done:
+        m, done = _walk_weighted_part(pd, pw, mark, stack, m, budget, *ngeo, ps)
     return _to_real(stack[:m][::-1], g)
 
 
@@ -1446,6 +1764,8 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
     -----
     BFS layer dynamic programming, stopping after the layer before ``end``:
     O(n k) time (O(n k^2) with ``dedupe``), int32 distances and int64 counts per cell.
+    Runs in kernel calls of about ``_BUDGET`` units, so a signal handler (Ctrl-C) runs
+    between two of them; see "Interrupts" in the module docstring.
 
     Examples
     --------
@@ -1463,7 +1783,15 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
     cnt = np.empty(g.psize, dtype=np.int64)
     queue = np.empty(max(g.n_open, 1), dtype=g.itype)
     buf = np.empty(max(g.offs.shape[0], 1), dtype=np.int64)
-    c = int(_count_run(work, cnt, queue, buf, *_geo(g), bool(dedupe), ps, pe))
+    work[ps] = 0
+    cnt[ps] = 1
+    queue[0] = ps
+    st = np.array([0, 1, INT64_MAX], dtype=np.int64)
+    geo = _geo(g)
+    budget = _BUDGET
+    while st[0] < st[1]:
+        _count_run(work, cnt, queue, buf, st, budget, *geo, bool(dedupe), pe)
+    c = int(cnt[pe]) if work[pe] >= 0 else 0
     if c == INT64_MAX:
         return c, True
     return c, False
@@ -1514,6 +1842,12 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
     in order. O(n + R k alpha) time for R runs (O(n k alpha) per site); besides the
     labels, about 12 bytes per run (R <= n/2 + 1).
 
+    Every phase runs in kernel calls over windows of about ``_BUDGET`` sites (one
+    window of each thread's chunk per call), so a signal handler (Ctrl-C) runs between
+    two of them; a row of the last axis is never split, so a lattice with very long rows
+    (a 1-D lattice of 1e9 sites is one row) goes seconds without a check. See
+    "Interrupts" in the module docstring.
+
     Examples
     --------
     >>> import numpy as np
@@ -1536,32 +1870,61 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
     T = max(1, min(numba.get_num_threads(), nrow))
     unit = np.zeros(d, dtype=np.int64)
     unit[-1] = -1
+    # Each kernel call does window s (w rows) of each of the T row chunks.
+    w = max(1, _BUDGET // (T * L))
+    chunk_rows = -(-nrow // T)
+    wins = range(-(-chunk_rows // w))
     if L == 1 or (half == unit).all(axis=1).any():
         if open_.shape[0] == 0:
-            open_ = np.ones(n, dtype=np.uint8)  # one run per row; O(n) bytes, rarely used
+            open_ = _filled(n, 1, np.uint8)  # one run per row; O(n) bytes, rarely used
         row_cnt = np.empty(nrow, dtype=np.int64)
-        _runs_count(open_, L, row_cnt, T)
+        for s in wins:
+            _runs_count(open_, L, row_cnt, T, s, w)
         row_ptr = np.zeros(nrow + 1, dtype=np.int64)
         np.cumsum(row_cnt, out=row_ptr[1:])
         n_runs = int(row_ptr[-1])
         xtype = np.int32 if L <= _INT32_LIMIT else np.int64
         rs = np.empty(n_runs + 1, dtype=xtype)
         re = np.empty(n_runs + 1, dtype=xtype)
-        _runs_write(open_, L, row_ptr, rs, re, T)
+        for s in wins:
+            _runs_write(open_, L, row_ptr, rs, re, T, s, w)
         # lab[0] = 0 ahead of the run forest rp = lab[1:], so lab[a + 1] labels run a
-        lab = np.arange(-1, n_runs, dtype=np.int32 if n_runs < _INT32_LIMIT else np.int64)
+        lab = _arange(-1, n_runs, np.int32 if n_runs < _INT32_LIMIT else np.int64)
         rp = lab[1:]
-        _runs_union(rp, rs, re, row_ptr, half, shape, periodic, T)
-        count = int(_relabel(rp))
+        for s in wins:
+            _runs_union_inside(rp, rs, re, row_ptr, half, shape, periodic, T, s, w)
+        if T > 1:
+            for s in wins:
+                _runs_union_cross(rp, rs, re, row_ptr, half, shape, periodic, T, s, w)
+        count = _relabel_all(rp)
         lab[0] = 0
         labels = np.empty(n, dtype=ltype)
-        _runs_label(labels, open_, lab.astype(ltype, copy=False), row_ptr, L, T)
+        lab = lab.astype(ltype, copy=False)
+        for s in wins:
+            _runs_label(labels, open_, lab, row_ptr, L, T, s, w)
         return labels, count
     parent = np.empty(n, dtype=ltype)
-    _cc_init(parent, open_)
-    _cc_union(parent, L, half, shape, periodic, T)
-    count = int(_relabel(parent))
-    return parent, count
+    step = max(_BUDGET, 1)
+    for a in range(0, n, step):
+        _cc_init(parent, open_, a, min(n, a + step))
+    # a site costs one union per half-offset, about 4 units each
+    w = max(1, _BUDGET // (T * L * 4 * max(half.shape[0], 1)))
+    wins = range(-(-chunk_rows // w))
+    for s in wins:
+        _cc_union_inside(parent, L, half, shape, periodic, T, s, w)
+    if T > 1:
+        for s in wins:
+            _cc_union_cross(parent, L, half, shape, periodic, T, s, w)
+    return parent, _relabel_all(parent)
+
+
+def _relabel_all(parent) -> int:
+    """:func:`_relabel` over the whole forest in ranges of ``_BUDGET`` entries."""
+    count = 0
+    step = max(_BUDGET, 1)
+    for a in range(0, parent.shape[0], step):
+        count = _relabel(parent, a, min(parent.shape[0], a + step), count)
+    return int(count)
 
 
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarray:
@@ -1591,7 +1954,10 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     One BFS per source, the sources spread over the threads, each thread with its own
     padded work array and queue: O(len(sources) n k / threads) time,
     O(threads * n) memory. Distances are taken along out-neighbours (NetworkX's directed
-    closeness uses in-distances; the two agree for symmetric stencils).
+    closeness uses in-distances; the two agree for symmetric stencils). Runs in kernel
+    calls of about ``_BUDGET`` units per thread (a call may stop inside a search), so a
+    signal handler (Ctrl-C) runs between two of them; see "Interrupts" in the module
+    docstring.
 
     Examples
     --------
@@ -1616,7 +1982,14 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     work_t[1:] = work_t[0]
     queue_t = np.empty((T, g.n_open + 1), dtype=g.itype)
     vals = np.empty(src.shape[0], dtype=np.float64)
-    _closeness_run(work_t, queue_t, _to_padded(src, g), vals, g.n_open, *_geo(g))
+    psrc = _to_padded(src, g)
+    st_t = np.zeros((T, 7), dtype=np.int64)
+    st_t[:, 0] = np.arange(T)
+    ns = src.shape[0]
+    geo = _geo(g)
+    budget = _BUDGET
+    while (st_t[:, 0] < ns).any():
+        _closeness_run(work_t, queue_t, st_t, psrc, vals, g.n_open, budget, *geo)
     out[src] = vals
     return out
 
@@ -1645,7 +2018,10 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     BFS with an int32 FIFO queue of n_open entries (int64 past 2**31 sites), stopping
     when ``end`` is labelled, then a walk back choosing the smallest-index in-neighbour
     whose state encodes distance D-1. Distances mod 3 identify D-1 because neighbours
-    of a symmetric stencil differ by at most one hop. O(n k) time.
+    of a symmetric stencil differ by at most one hop. O(n k) time. The search and the
+    walk run in kernel calls of about ``_BUDGET`` units, so a signal handler (Ctrl-C)
+    runs between two of them (the caller's restoring of ``state`` then runs as the
+    exception unwinds); see "Interrupts" in the module docstring.
 
     Examples
     --------
@@ -1667,13 +2043,28 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     queue = np.empty(max(n_open, 1), dtype=np.int32 if n <= _INT32_LIMIT else np.int64)
     strides = c_strides(shape)
     c = np.empty(d, dtype=np.int64)
-    D = int(_catalytic_bfs(state, n, queue, c, int(start), int(end), offs, shape, strides,
-                           periodic, open_))
+    budget = _BUDGET
+    step = max(budget, 1)
+    for a in range(0, n, step):  # state[:n] = 0, in slices
+        state[a:min(n, a + step)] = 0
+    start = int(start)
+    end = int(end)
+    state[start] = 1
+    queue[0] = start
+    st = np.array([0, 1, 1, 0, -1], dtype=np.int64)
+    while start != end and st[0] < st[1]:
+        _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, periodic,
+                       open_)
+    D = 0 if start == end else int(st[4])
     if D < 0:
         return np.empty(0, dtype=np.int64)
     path = np.empty(D + 1, dtype=np.int64)
-    _catalytic_walk(state, path, c, D, int(end), np.ascontiguousarray(-offs), shape, strides,
-                    periodic, open_)
+    path[0] = end
+    noffs = np.ascontiguousarray(-offs)
+    step = max(1, budget // max(2 * offs.shape[0], 1))
+    for a in range(1, D + 1, step):
+        _catalytic_walk(state, path, c, D, a, min(D + 1, a + step), noffs, shape, strides,
+                        periodic, open_)
     return path[::-1].copy()
 
 
