@@ -18,6 +18,8 @@ from lattice_oracles import (
     large_lattice_specs,
     lattice_specs,
     make,
+    offsets_of,
+    oracle_neighbors,
 )
 
 INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -141,6 +143,88 @@ def test_diffuse_large_agrees_across_backends():
         got = L.diffuse(f, 25, 0.05, backend=b)
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
         assert got[mask].sum() == pytest.approx(f[mask].sum(), rel=1e-12)
+
+
+# -- NaN and inf in fields: IEEE propagation, blocked sites stay out ------------------------------
+def field_with_specials(shape, seed):
+    """A float field with NaN, inf and -inf at random sites (about one site in five)."""
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=shape) * 10
+    flat = f.reshape(-1)
+    pick = rng.random(flat.size)
+    flat[pick < 0.08] = np.nan
+    flat[(pick >= 0.08) & (pick < 0.14)] = np.inf
+    flat[(pick >= 0.14) & (pick < 0.2)] = -np.inf
+    return f
+
+
+def oracle_laplacian_ieee(spec, f):
+    """``deg_i f_i - sum_j f_j`` site by site in Python floats (IEEE: 0 * inf and
+    inf - inf are NaN), 0 at blocked sites, from the neighbour definition."""
+    shape, mask = spec["shape"], spec["mask"]
+    per = spec["periodic"]
+    per = (per,) * len(shape) if isinstance(per, bool) else tuple(per)
+    offsets = offsets_of(spec["stencil"], len(shape))
+    flat = f.reshape(-1).tolist()
+    out = []
+    for i in range(len(flat)):
+        if mask is not None and not mask.reshape(-1)[i]:
+            out.append(0.0)
+            continue
+        nbrs = oracle_neighbors(shape, per, offsets, mask, i)
+        out.append(len(nbrs) * flat[i] - sum(flat[j] for j in nbrs))
+    return np.array(out).reshape(shape)
+
+
+def assert_same_field(got, want, msg):
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{msg}: NaN positions")
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{msg}: infinities")
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-9, atol=1e-9, err_msg=msg)
+
+
+@given(spec=lattice_specs(), seed=st.integers(0, 2**32 - 1), steps=st.integers(0, 4),
+       alpha=st.sampled_from([0.0, 0.05, 0.1]))
+def test_laplacian_and_diffuse_propagate_nan_and_inf(spec, seed, steps, alpha):
+    L = make(spec)
+    f = field_with_specials(L.shape, seed)
+    keep = f.copy()
+    want = oracle_laplacian_ieee(spec, f)
+    g = f.copy()
+    with np.errstate(invalid="ignore"):
+        for _ in range(steps):
+            g = g - alpha * oracle_laplacian_ieee(spec, g)
+    for b in available_backends():
+        with np.errstate(invalid="ignore"):  # inf - inf: NumPy/SciPy warn, kernels do not
+            lap = L.laplacian(f, backend=b)
+            dif = L.diffuse(f, steps=steps, alpha=alpha, backend=b)
+        assert_same_field(lap, want, f"{b} laplacian")
+        assert_same_field(dif, g, f"{b} diffuse")
+    np.testing.assert_array_equal(f, keep)
+
+
+def test_blocked_sites_holding_nan_do_not_reach_their_neighbours(backend, on_backend):
+    mask = np.ones((3, 4), bool)
+    mask[1, 1] = False
+    L = cat.Lattice(shape=(3, 4), mask=mask)
+    f = np.arange(12.0).reshape(3, 4)
+    f[1, 1] = np.nan  # blocked: not part of the lattice
+    f[2, 3] = np.inf
+    with np.errstate(invalid="ignore"):
+        lap = on_backend(L.laplacian, f)
+        dif = on_backend(L.diffuse, f, 2, 0.1)
+    assert lap[1, 1] == 0.0
+    want = np.isin(np.arange(12), [7, 10, 11]).reshape(3, 4)  # the inf site and its neighbours
+    np.testing.assert_array_equal(~np.isfinite(lap), want)
+    assert np.isnan(dif[1, 1]) and np.isfinite(dif[0, 0])  # blocked sites keep their value
+    # one open site and no neighbour: deg * f = 0 * nan is NaN, 0 * inf too
+    one = cat.Lattice(shape=(1,), mask=np.ones(1, bool))
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(on_backend(one.laplacian, np.array([np.nan]))).all()
+        assert np.isnan(on_backend(one.laplacian, np.array([np.inf]))).all()
+        # f - alpha * (L f) as NumPy evaluates it: inf - 0 * nan is NaN, even for alpha = 0
+        assert np.isnan(on_backend(one.diffuse, np.array([np.inf]), 1, 0.0)).all()
 
 
 # -- XOR transform ---------------------------------------------------------------------------------

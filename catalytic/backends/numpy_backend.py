@@ -443,9 +443,19 @@ def _laplacian_matrix(g):
     return csl(_adjacency(g).astype(np.float64))
 
 
+def _apply_laplacian(g, L, f):
+    """``L @ f``, 0 at blocked sites: csgraph stores their (zero) diagonal explicitly, and
+    ``0 * nan`` would turn a NaN or inf held by a blocked site into NaN."""
+    out = np.asarray(L @ f).reshape(-1)  # (a 1 x 1 sparse matrix gives a scalar)
+    if g.mask is not None:
+        out[g.open_flat == 0] = 0.0
+    return out
+
+
 def laplacian(lat, field):
     g = lat.geometry
-    return (_laplacian_matrix(g) @ field.reshape(-1).astype(np.float64)).reshape(g.shape)
+    f = field.reshape(-1).astype(np.float64)
+    return _apply_laplacian(g, _laplacian_matrix(g), f).reshape(g.shape)
 
 
 def diffuse(lat, field, *, steps=1, alpha=0.1):
@@ -453,7 +463,7 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
     L = _laplacian_matrix(g)
     f = field.reshape(-1).astype(np.float64)
     for _ in range(steps):
-        f = f - alpha * (L @ f)
+        f = f - alpha * _apply_laplacian(g, L, f)
     return f.reshape(g.shape)
 
 
