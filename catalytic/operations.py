@@ -189,11 +189,25 @@ def _numeric_array(x, name, *, gpu_float64=False):
     if on_device(x):
         return device_array(x, name, float64=gpu_float64)
     arr = np.asarray(x)
-    if arr.dtype == np.bool_ or not (
-        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
-    ):
+    if arr.dtype.kind not in "iuf":  # integers and floats; not bool, complex, ...
         raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     return arr
+
+
+def int_sum_result(total: int, dtype) -> np.int64:
+    """The result of ``reduce(x, "sum")`` for integer ``x`` from its exact sum ``total``
+    (a Python int): ``np.int64(total)``, or an OverflowError when it does not fit.
+
+    Every backend computes ``total`` exactly (never wrapping) and calls this, so they
+    agree on the result and on the error.
+    """
+    if -(2**63) <= total < 2**63:
+        return np.int64(total)
+    raise OverflowError(
+        f"reduce 'sum' of this {np.dtype(dtype).newbyteorder('=')} array is {total}, outside "
+        "the int64 range [-2**63, 2**63 - 1]; sum x.astype(np.float64) for a float result, "
+        "or sum(x.tolist()) for the exact Python int"
+    )
 
 
 # -- validators (public arguments -> plain arguments) ------------------------------------

@@ -6,11 +6,37 @@ cuda backend runs them and returns a Numba device array (``reduce``: a scalar), 
 chained calls keep data on the device. ``matmul`` and ``elementwise`` need float64 GPU
 operands, and GPU operands of ``elementwise`` must have equal shapes (no broadcasting).
 
+NaN and inf follow one rule in every operation that takes float data (``matmul``,
+``reduce``, ``elementwise``, ``normalize``, ``scale``, and the lattice's ``laplacian``
+and ``diffuse``): IEEE arithmetic, as NumPy and SciPy do. They are values, not errors;
+NaN and inf come out where NumPy's expression for the operation puts them, with the
+same NaN positions on every backend (numpy, numba-cpu, cuda) and for GPU arrays.
+Consequences: ``reduce`` of data holding a NaN is NaN for sum, mean, min and max (as
+``np.min``; drop them first with ``x[~np.isnan(x)]``); ``inf + -inf`` is NaN; ``normalize``
+of data holding a NaN is all NaN (its min and max are NaN), as
+``(x - x.min()) / (x.max() - x.min())`` is; ``matmul`` and the Laplacian carry a NaN or
+inf to every output that reads it (``0 * inf`` is NaN). Why not refuse non-finite input:
+these operations make NaN and inf themselves (``div`` by 0, ``log(0)``, a sum past
+1.8e308), so a check on input would not keep them out of results; the check is a full
+extra pass over every input on every call (a device reduction for GPU arrays); and it
+would make the same data valid for NumPy and invalid here. A lattice's site ``weights``
+still refuse NaN: they define the lattice, they are not data it computes on.
+
+Integer sums never wrap: ``reduce(x, "sum")`` of integers is exact, an int64 when the
+true sum fits and an OverflowError when it does not (where NumPy's int64 sum wraps
+silently, and a uint64 value above 2**63 would turn negative).
+
 Examples
 --------
 >>> import numpy as np, catalytic as cat
 >>> int(cat.ops.reduce(np.arange(10), "sum"))   # a NumPy scalar, as np.sum gives
 45
+>>> float(cat.ops.reduce(np.array([1.0, np.nan, 3.0]), "max"))   # NaN propagates
+nan
+>>> cat.ops.reduce(np.array([2**62, 2**62], dtype=np.int64), "sum")
+Traceback (most recent call last):
+...
+OverflowError: reduce 'sum' of this int64 array is 9223372036854775808, outside the int64 range [-2**63, 2**63 - 1]; sum x.astype(np.float64) for a float result, or sum(x.tolist()) for the exact Python int
 >>> cat.ops.matmul(np.eye(2), np.ones((2, 3))).shape
 (2, 3)
 >>> a = cat.ops.random((4,), seed=7)
@@ -33,10 +59,21 @@ def matmul(a, b, *, backend=None):
 def reduce(x, op="sum", *, backend=None):
     """Reduce all elements with ``op`` in sum, min, max, mean.
 
-    Integer sums are exact in int64 (wrapping on overflow, as NumPy's); mean is float64;
-    min and max keep the input's dtype. Float sums are accumulated in a different order
-    on each backend (NumPy pairwise, numba-cpu fixed chunks), so they agree within
-    ``1e-12 * sum(|x|)``, not bit for bit.
+    Integer sums are exact: an int64 when the true sum fits, else OverflowError (never
+    wrapping, unlike NumPy's; uint64 values above 2**63 count as themselves). The mean of
+    integers is that exact sum divided by n, correctly rounded to float64, so it is the
+    same on every backend and cannot overflow. Float sum and mean are float64; min and
+    max keep the input's dtype. NaN and inf propagate as in NumPy (see the module
+    docstring): one NaN makes every reduction NaN. Float sums are accumulated in a
+    different order on each backend (NumPy pairwise, numba-cpu fixed chunks, cuda
+    blocks), so they agree within ``1e-12 * sum(|x|)``, not bit for bit.
+
+    Raises
+    ------
+    OverflowError
+        If an integer sum does not fit in int64; the message gives the exact sum.
+    ValueError
+        If ``op`` is unknown, or min, max or mean of an empty array.
     """
     return get_engine().run("reduce", x, op, backend=backend)
 
@@ -60,7 +97,12 @@ def random(shape, seed=0, distribution="uniform", *, backend=None):
 
 
 def normalize(data, *, backend=None):
-    """Min-max scale to [0, 1] in float64 (a constant array gives zeros)."""
+    """Min-max scale to [0, 1] in float64: ``(x - x.min()) / (x.max() - x.min())``.
+
+    A constant array gives zeros. NaN and inf as NumPy's expression gives them: data
+    holding a NaN gives all NaN; an infinite min or max gives NaN where ``inf / inf``
+    occurs.
+    """
     return get_engine().run("normalize", data, backend=backend)
 
 

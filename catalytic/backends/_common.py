@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from catalytic import operations as O
+
 
 def canonical_labels(raw: np.ndarray, open_flat: np.ndarray, shape) -> tuple[np.ndarray, int]:
     """Renumber component ids so components are 1..count in order of lowest flat index.
@@ -171,10 +173,15 @@ def matmul_with(kern, a, b):
 
 def reduce_with(kern, x, op):
     arr = np.ascontiguousarray(x)
-    if np.issubdtype(arr.dtype, np.integer):
-        # sums are int64, as in the reference; min/max/mean keep the (native) dtype, so
-        # uint64 values >= 2**63 are not wrapped to negative numbers
-        arr = arr.astype(np.int64 if op == "sum" else arr.dtype.newbyteorder("="), copy=False)
+    if arr.dtype.kind in "iu":
+        # the native dtype as it is (uint64 values >= 2**63 are not cast to negative int64)
+        arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+        if op in ("sum", "mean"):
+            # exact, never wrapping: int64 or OverflowError; a correctly rounded mean
+            total = kern.int_sum(arr.reshape(-1))
+            if op == "sum":
+                return O.int_sum_result(total, arr.dtype)
+            return np.float64(total / arr.size)
     else:
         arr = arr.astype(np.float64, copy=False)
     result = kern.reduce(arr.reshape(-1), op)

@@ -417,10 +417,12 @@ def scale(data, *, factor=1.0):
 def reduce(x, op):
     if not O.on_device(x):
         return C.reduce_with(_arrays(), x, op)
-    r = _arrays().reduce(_flat(x), op)
-    if op == "sum" and np.issubdtype(np.dtype(x.dtype), np.integer):
-        return np.asarray(r).astype(np.int64)[()]  # int64, as in the reference (wraps)
-    return r
+    if op in ("sum", "mean") and np.dtype(x.dtype).kind in "iu":
+        # exact on the device (one 16-byte copy back), then as every backend: int64 or
+        # OverflowError, and a correctly rounded mean
+        total = _arrays().int_sum(_flat(x))
+        return O.int_sum_result(total, x.dtype) if op == "sum" else np.float64(total / x.size)
+    return _arrays().reduce(_flat(x), op)
 
 
 def _f64(x):

@@ -501,9 +501,33 @@ def matmul(a, b):
     return np.matmul(a.astype(np.float64), b.astype(np.float64))
 
 
+def _int_sum(x) -> int:
+    """The exact sum of an integer array, as a Python int (never wraps)."""
+    flat = x.reshape(-1)
+    n = flat.size
+    if x.dtype.itemsize <= 4 and n < 2**31:  # |x| < 2**32: the int64 sum cannot overflow
+        return int(flat.sum(dtype=np.int64))
+    if n <= 64:
+        return sum(flat.tolist())
+    # 64-bit values: sum the high and low 32-bit halves apart (each sum of at most 2**20
+    # halves fits in int64), then join them in Python ints
+    total = 0
+    for lo in range(0, n, 1 << 20):
+        c = flat[lo : lo + (1 << 20)]
+        total += (int((c >> 32).sum(dtype=np.int64)) << 32) + int(
+            (c & 0xFFFFFFFF).sum(dtype=np.int64)
+        )
+    return total
+
+
 def reduce(x, op):
+    if x.dtype.kind in "iu" and op in ("sum", "mean"):
+        total = _int_sum(x)
+        if op == "sum":
+            return O.int_sum_result(total, x.dtype)
+        return np.float64(total / x.size)  # int / int is correctly rounded
     if op == "sum":
-        return x.sum(dtype=np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64)
+        return x.sum(dtype=np.float64)
     if op == "mean":
         return np.float64(np.mean(x, dtype=np.float64))
     return getattr(np, op)(x)

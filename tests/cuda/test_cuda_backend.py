@@ -260,6 +260,77 @@ def test_reductions_of_gpu_arrays_match_the_reference(op, dtype):
 
 
 @sim
+@pytest.mark.parametrize(
+    "values, dtype",
+    [([2**63 - 1, -1, 1], np.int64), ([2**63 - 1, 1], np.int64), ([-(2**63), -1], np.int64),
+     ([2**63 + 5, 1], np.uint64), ([2**63 - 2, 1], np.uint64), ([2**64 - 1] * 3, np.uint64)],
+)
+def test_integer_sums_of_gpu_arrays_are_exact_or_raise(values, dtype):
+    from numba import cuda
+
+    d = cuda.to_device(np.array(values, dtype))
+    exact = sum(values)
+    if -(2**63) <= exact < 2**63:
+        got = cat.ops.reduce(d, "sum")
+        assert type(got) is np.int64 and int(got) == exact
+    else:
+        with pytest.raises(OverflowError, match=str(exact)):
+            cat.ops.reduce(d, "sum")
+    assert cat.get_engine().last_decision.backend == "cuda"
+    assert cat.ops.reduce(d, "mean") == exact / len(values)
+
+
+def _same_floats(got, want):
+    got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
+    want = np.asarray(want, dtype=np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-13)
+
+
+@sim
+def test_gpu_arrays_propagate_nan_and_inf_as_the_reference():
+    from numba import cuda
+
+    x = np.array([1.0, np.nan, 3.0, np.inf, -2.0, -np.inf, 0.5, 4.0])
+    y = np.array([2.0, 1.0, np.inf, np.inf, np.nan, -np.inf, 0.0, -1.0])
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    with np.errstate(all="ignore"):
+        for op in ("sum", "min", "max", "mean"):
+            _same_floats(cat.ops.reduce(dx, op), cat.ops.reduce(x, op, backend="numpy"))
+            _same_floats(cat.ops.reduce(dy[:6], op), cat.ops.reduce(y[:6], op, backend="numpy"))
+        _same_floats(cat.ops.normalize(dy), cat.ops.normalize(y, backend="numpy"))
+        _same_floats(cat.ops.scale(dx, -2.0), cat.ops.scale(x, -2.0, backend="numpy"))
+        for op in ("add", "sub", "mul", "div", "max", "min", "pow"):
+            _same_floats(cat.ops.elementwise(op, dx, dy),
+                         cat.ops.elementwise(op, x, y, backend="numpy"))
+        m = x.reshape(2, 4)
+        _same_floats(cat.ops.matmul(cuda.to_device(m), cuda.to_device(y.reshape(4, 2))),
+                     cat.ops.matmul(m, y.reshape(4, 2), backend="numpy"))
+        mask = np.ones((5, 6), bool)
+        mask[2, 2] = mask[0, 5] = False
+        L = cat.Lattice(shape=(5, 6), mask=mask)
+        f = np.resize(np.concatenate([x, y]), (5, 6))
+        f[2, 2] = np.nan  # blocked
+        got = L.laplacian(cuda.to_device(f))
+        assert cat.get_engine().last_decision.backend == "cuda"
+        _same_floats(got, L.laplacian(f, backend="numpy"))
+        got = L.diffuse(cuda.to_device(f), 3, 0.1)
+        assert cat.get_engine().last_decision.backend == "cuda"
+        _same_floats(got, L.diffuse(f, 3, 0.1, backend="numpy"))
+
+
+@sim
+def test_gpu_xor_refusals_name_the_dtype():
+    from numba import cuda
+
+    L = cat.Lattice(shape=(3,))
+    with pytest.raises(TypeError, match=r"dtype bool; .*astype\(np\.uint8\)"):
+        L.xor_transform(cuda.to_device(np.ones(3, bool)))
+    with pytest.raises(TypeError, match=r"float32; XOR of float bits .*np\.uint32"):
+        L.xor_transform(cuda.to_device(np.ones(3, np.float32)))
+
+
+@sim
 def test_gpu_inputs_get_clear_errors_before_any_work():
     from numba import cuda
 

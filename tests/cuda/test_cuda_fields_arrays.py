@@ -17,6 +17,7 @@ Tests with neither mark only check argument validation and run in both passes.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -132,9 +133,22 @@ INT_REDUCE_CASES = [
 ]
 
 
+def _same_result_or_error(f, g):
+    """Call both; they must return the same value and type, or raise the same error."""
+    try:
+        want = f()
+    except OverflowError as err:
+        with pytest.raises(OverflowError, match=re.escape(str(err))):
+            g()
+        return
+    got = g()
+    assert type(got) is type(want), (type(got), type(want))
+    assert got == want
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("dtype, n", INT_REDUCE_CASES)
-@pytest.mark.parametrize("op", ["sum", "min", "max"])
+@pytest.mark.parametrize("op", ["sum", "min", "max", "mean"])
 def test_reduce_integers_exact(dtype, n, op):
     rng = _rng(n)
     if dtype == np.bool_:
@@ -142,18 +156,37 @@ def test_reduce_integers_exact(dtype, n, op):
     else:
         info = np.iinfo(dtype)
         x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
-    got = gpu_arrays.reduce(x, op)
-    want = cpu_arrays.reduce(x, op)
-    assert type(got) is type(want), (type(got), type(want))
-    assert got == want
+    assert gpu_arrays.int_sum(x) == sum(x.tolist())
+    _same_result_or_error(lambda: cpu_arrays.reduce(x, op), lambda: gpu_arrays.reduce(x, op))
 
 
 @pytest.mark.sim
-def test_reduce_integer_sum_wraps_like_numpy():
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.uint32])
+def test_int_sum_is_exact_past_the_limits_and_over_several_launches(dtype, monkeypatch):
+    info = np.iinfo(dtype)
+    for x in (np.full(300, info.max, dtype), np.full(300, info.min, dtype),
+              np.array([info.max, info.max, 1, info.min], dtype)):
+        exact = sum(x.tolist())
+        assert gpu_arrays.int_sum(x) == exact
+        assert gpu_arrays.int_sum(cuda.to_device(x)) == exact
+        monkeypatch.setattr(gpu_arrays, "INT_SUM_LAUNCH", 128)  # 3 launches of <= 128
+        assert gpu_arrays.int_sum(x) == exact
+        assert gpu_arrays.int_sum(cuda.to_device(x)) == exact
+        monkeypatch.undo()
+        for op in ("sum", "mean"):
+            _same_result_or_error(lambda: cpu_arrays.reduce(x, op),
+                                  lambda: gpu_arrays.reduce(cuda.to_device(x), op))
+
+
+@pytest.mark.sim
+def test_reduce_integer_sum_raises_where_numpy_wraps():
     x = np.array([2**62, 2**62, 2**62, 7], dtype=np.int64)
-    assert gpu_arrays.reduce(x, "sum") == cpu_arrays.reduce(x, "sum")
+    with pytest.raises(OverflowError, match=str(3 * 2**62 + 7)):
+        gpu_arrays.reduce(x, "sum")
     u = np.array([2**63, 2**63, 5], dtype=np.uint64)
-    assert gpu_arrays.reduce(u, "sum") == cpu_arrays.reduce(u, "sum") == np.uint64(5)
+    with pytest.raises(OverflowError, match=str(2**64 + 5)):
+        gpu_arrays.reduce(u, "sum")
+    assert gpu_arrays.reduce(u, "mean") == (2**64 + 5) / 3
 
 
 @pytest.mark.sim
@@ -509,7 +542,8 @@ def _kernels():
         ("sum_f64<i32>", A._sum_f64_kernel, (nt.int32[::1], F64), "atom.global.add.f64"),
         ("sum_i64<i8>", A._sum_i64_kernel, (nt.int8[::1], I64), "atom.global.add.u64"),
         ("sum_i64<u8>", A._sum_i64_kernel, (U8, I64), "atom.global.add.u64"),
-        ("sum_u64<u32>", A._sum_u64_kernel, (nt.uint32[::1], nt.uint64[::1]), "atom.global.add.u64"),
+        ("sum_i64<u32>", A._sum_i64_kernel, (nt.uint32[::1], I64), "atom.global.add.u64"),
+        ("sum_split<i64>", A._sum_split_kernel, (I64, nt.int64, I64), "shr.s64"),
         (
             "minmax_f64<f32>",
             A._minmax_f64_kernel,

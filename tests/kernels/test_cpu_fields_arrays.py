@@ -340,21 +340,37 @@ def test_reduce_int_exact(dtype, n, seed):
         x = rng.random(n) < 0.5
     else:
         info = np.iinfo(dtype)
-        x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)  # int64 sums wrap
-    s = ar.reduce(x, "sum")
-    want = np.sum(x)
-    assert s.dtype == want.dtype and s == want
+        x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+    exact = sum(x.tolist())  # the oracle: Python ints, which never wrap
+    assert ar.int_sum(x) == exact
+    want_t = type(np.sum(x))  # the dtype np.sum gives; where it would wrap, an error
+    info = np.iinfo(want_t)
+    if info.min <= exact <= info.max:
+        s = ar.reduce(x, "sum")
+        assert type(s) is want_t and s == exact
+    else:
+        with pytest.raises(OverflowError, match=str(exact)):
+            ar.reduce(x, "sum")
     if n:
         assert ar.reduce(x, "min") == np.min(x) and ar.reduce(x, "max") == np.max(x)
         assert type(ar.reduce(x, "max")) is type(np.max(x))
         m = ar.reduce(x, "mean")
-        assert isinstance(m, np.float64)
-        assert abs(m - np.mean(x)) <= 1e-12 * max(1.0, np.mean(np.abs(x.astype(float))))
+        assert isinstance(m, np.float64) and m == exact / n  # correctly rounded
 
 
-def test_reduce_int64_sum_wraps_like_numpy():
-    x = np.full(100_000, 2**62, dtype=np.int64)
-    assert ar.reduce(x, "sum") == np.sum(x)
+@pytest.mark.parametrize("n", [3, 16385, 100_003])  # serial, parallel partials, parallel
+def test_int_sum_is_exact_past_the_64_bit_limits(n):
+    big = np.full(n, 2**63 - 1, dtype=np.int64)
+    assert ar.int_sum(big) == n * (2**63 - 1)
+    assert ar.int_sum(-big - 1) == -n * 2**63
+    assert ar.int_sum(np.full(n, 2**64 - 1, dtype=np.uint64)) == n * (2**64 - 1)
+    with pytest.raises(OverflowError, match=str(n * (2**63 - 1))):
+        ar.reduce(big, "sum")  # np.sum would wrap silently
+    assert ar.reduce(big, "mean") == float(2**63 - 1)
+    # partial sums overflow on the way, the total fits: exact, no false alarm
+    x = np.full(n, 2**62, dtype=np.int64)
+    x[n // 2 :] = -(2**62)
+    assert ar.reduce(x, "sum") == sum(x.tolist())
 
 
 @pytest.mark.parametrize("n", [50, 100_003])

@@ -10,7 +10,8 @@ Determinism: elementwise kernels and XOR write each output from its own inputs, 
 thread count cannot change them. Reductions split the input into chunks whose size
 depends on ``n`` only (never on the thread count) and combine the per-chunk partials in
 a fixed order, so a float sum is the same on any number of threads; integer sums are
-exact modulo 2**64.
+exact (:func:`int_sum` returns a Python int; :func:`reduce` raises OverflowError when it
+does not fit the result dtype).
 
 Loops run over views with ``range(0, m)``: a loop index Numba knows is non-negative
 needs no wrap-around check, which is what lets LLVM vectorise the inner loops.
@@ -25,6 +26,7 @@ __all__ = [
     "xor_bytes",
     "xor_elems",
     "reduce",
+    "int_sum",
     "elementwise",
     "scale",
     "normalize",
@@ -230,12 +232,30 @@ def _sum_f64_range(x, lo, hi):
 
 @njit(cache=True, nogil=True)
 def _sum_int_range(x, lo, hi, zero):
-    """Wrapping integer sum of ``x[lo:hi]`` in the type of ``zero`` (int64 or uint64)."""
+    """Integer sum of ``x[lo:hi]`` in the type of ``zero`` (int64): exact for elements of
+    at most 32 bits and ``hi - lo < 2**31``."""
     v = x[lo:hi]
     acc = zero
     for i in range(hi - lo):
         acc += v[i]
     return acc
+
+
+@njit(cache=True, nogil=True)
+def _sum_split_range(x, lo, hi, hmask):
+    """Exact sum of 64-bit integers ``x[lo:hi]`` (int64, or uint64 viewed as int64) as
+    two int64 sums: of the high halves ``(x >> 32) & hmask`` (``hmask`` -1 for signed,
+    0xFFFFFFFF for unsigned data) and of the low halves ``x & 0xFFFFFFFF``; the sum is
+    ``high * 2**32 + low``. Each half is below 2**32 in magnitude, so neither sum can
+    overflow for ``hi - lo < 2**31``."""
+    v = x[lo:hi]
+    h = np.int64(0)
+    lw = np.int64(0)
+    for i in range(hi - lo):
+        a = v[i]
+        h += (a >> 32) & hmask
+        lw += a & 0xFFFFFFFF
+    return h, lw
 
 
 @njit(cache=True, nogil=True)
@@ -269,6 +289,16 @@ def _sum_int_par(x, chunk, partials, zero):
     for c in prange(partials.shape[0]):
         lo = c * chunk
         partials[c] = _sum_int_range(x, lo, min(n, lo + chunk), zero)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sum_split_par(x, chunk, highs, lows, hmask):
+    n = x.shape[0]
+    for c in prange(highs.shape[0]):
+        lo = c * chunk
+        h, lw = _sum_split_range(x, lo, min(n, lo + chunk), hmask)
+        highs[c] = h
+        lows[c] = lw
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -319,6 +349,73 @@ def _minmax(x):
     return x.dtype.type(mn), x.dtype.type(mx)
 
 
+def int_sum(x):
+    """The exact sum of an integer or bool array, as a Python int (never wraps).
+
+    Parameters
+    ----------
+    x : ndarray of integer or bool dtype
+        C-contiguous, native byte order, any shape (treated as flat).
+
+    Returns
+    -------
+    int
+        ``sum(x.tolist())``, however large.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an integer or bool array.
+
+    Notes
+    -----
+    O(n) work, memory bound; parallel above ``_RED_CHUNK`` elements. Elements of up to
+    32 bits are summed in int64 per chunk of ``_RED_CHUNK`` (exact: below 2**46). 64-bit
+    elements are split into 32-bit halves summed apart (:func:`_sum_split_range`); the
+    per-chunk partials are joined in Python ints, so no bound on ``n`` applies.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> int_sum(np.array([2**62, 2**62, 2**62], dtype=np.int64))
+    13835058055282163712
+    """
+    x = _numeric("x", x)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"x must have an integer or bool dtype, got {x.dtype}")
+    n = x.shape[0]
+    nch = -(-n // _RED_CHUNK)
+    if x.dtype.itemsize < 8:
+        if n <= _RED_CHUNK:
+            return int(_sum_int_range(x, 0, n, np.int64(0)))
+        partials = np.empty(nch, dtype=np.int64)
+        _sum_int_par(x, _RED_CHUNK, partials, np.int64(0))
+        return sum(partials.tolist())
+    hmask = np.int64(0xFFFFFFFF if x.dtype.kind == "u" else -1)
+    v = x.view(np.int64)
+    if n <= _RED_CHUNK:
+        h, lw = _sum_split_range(v, 0, n, hmask)
+        return (int(h) << 32) + int(lw)
+    highs = np.empty(nch, dtype=np.int64)
+    lows = np.empty(nch, dtype=np.int64)
+    _sum_split_par(v, _RED_CHUNK, highs, lows, hmask)
+    return (sum(highs.tolist()) << 32) + sum(lows.tolist())
+
+
+def _sum_as(total, dtype):
+    """The exact integer sum ``total`` in the dtype ``np.sum`` gives for ``dtype``
+    (uint64 for unsigned integers, int64 for signed and bool), or an OverflowError
+    where ``np.sum`` would wrap."""
+    acc_t = np.uint64 if np.dtype(dtype).kind == "u" else np.int64
+    info = np.iinfo(acc_t)
+    if not info.min <= total <= info.max:
+        raise OverflowError(
+            f"the sum of this {np.dtype(dtype)} array is {total}, which does not fit "
+            f"{acc_t.__name__} ([{info.min}, {info.max}])"
+        )
+    return acc_t(total)
+
+
 def reduce(x, op):
     """Reduce a flat array with ``sum``, ``min``, ``max`` or ``mean``.
 
@@ -342,14 +439,19 @@ def reduce(x, op):
         If ``op`` is unknown, or ``min``/``max`` of an empty array.
     TypeError
         If the dtype is not supported.
+    OverflowError
+        If the exact sum of integers does not fit the result dtype (where ``np.sum``
+        would wrap silently).
 
     Notes
     -----
     O(n) work, memory bound; parallel above ``_RED_CHUNK`` elements.
 
-    Integer sums are exact modulo 2**64: they wrap on overflow exactly like numpy's
-    int64/uint64 sums. ``mean`` of integers converts each element to float64 first (as
-    numpy does), so it does not wrap.
+    Integer sums are exact (:func:`int_sum`) and never wrap. ``mean`` of integers is
+    that exact sum divided by ``n``, correctly rounded to float64.
+
+    NaN and inf propagate as in NumPy: a NaN makes ``sum``, ``mean``, ``min`` and
+    ``max`` NaN; ``inf`` and ``-inf`` together make the sum NaN.
 
     Float sums use chunks of ``_RED_CHUNK`` elements (a fixed size, so the result does
     not depend on the thread count), eight interleaved accumulators per chunk, and
@@ -372,17 +474,13 @@ def reduce(x, op):
     if op == "sum":
         if is_float:
             return _sum_f64(x)
-        unsigned = np.issubdtype(x.dtype, np.unsignedinteger) and not is_bool
-        acc_t = np.uint64 if unsigned else np.int64
-        if n <= _RED_CHUNK:
-            return acc_t(_sum_int_range(x, 0, n, acc_t(0)))
-        partials = np.empty(-(-n // _RED_CHUNK), dtype=acc_t)
-        _sum_int_par(x, _RED_CHUNK, partials, acc_t(0))
-        return acc_t(np.sum(partials, dtype=acc_t))
+        return _sum_as(int_sum(x), "bool" if is_bool else x.dtype)
     if op == "mean":
         if n == 0:
             return np.float64(np.nan)
-        return np.float64(_sum_f64(x) / n)
+        if is_float:
+            return np.float64(_sum_f64(x) / n)
+        return np.float64(int_sum(x) / n)
     if n == 0:
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
     mn, mx = _minmax(x)

@@ -14,8 +14,9 @@ NumPy scalar. ``stream=`` (default 0, the default stream) orders every copy and 
 
 Agreement with the CPU twins:
 
-* ``xor_bytes``, ``xor_elems``, integer ``reduce``, ``min``/``max``, ``scale``,
-  ``normalize`` and the elementwise ``add sub mul div max min neg abs sqrt``: bit for bit.
+* ``xor_bytes``, ``xor_elems``, integer ``reduce`` (exact sums, also the ``mean``),
+  ``min``/``max``, ``scale``, ``normalize`` and the elementwise
+  ``add sub mul div max min neg abs sqrt``: bit for bit, NaN and inf included.
 * float ``sum``/``mean``: each block sums its ``TPB`` elements by a shared-memory tree,
   then the block sums are added with ``cuda.atomic.add`` in whatever order the blocks
   finish, so the last bits can change from run to run. The error is at most about
@@ -37,7 +38,7 @@ import numpy as np
 from numba import cuda, float64, int64, uint64
 from numba.cuda.cudadrv import devicearray
 
-from catalytic.kernels.cpu.arrays import BINARY_OPS, REDUCE_OPS, UNARY_OPS
+from catalytic.kernels.cpu.arrays import BINARY_OPS, REDUCE_OPS, UNARY_OPS, _sum_as
 from catalytic.kernels.cuda import _transfer
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "xor_elems",
     "xor_bytes_batched",
     "reduce",
+    "int_sum",
     "elementwise",
     "scale",
     "normalize",
@@ -57,6 +59,10 @@ __all__ = [
 TPB = 256
 #: Side of the square tile (and thread block) of ``matmul``.
 MM_TPB = 16
+#: Elements per launch of an integer sum: the sum of up to 2**30 values (or 32-bit
+#: halves of values) below 2**32 in magnitude stays below 2**62, so the int64
+#: accumulators cannot overflow; longer arrays take several launches.
+INT_SUM_LAUNCH = 1 << 30
 
 
 # =========================================================================== host helpers
@@ -410,9 +416,39 @@ def _make_minmax_kernel(acc):
     return cuda.jit(kernel)
 
 
+@cuda.jit
+def _sum_split_kernel(x, hmask, out):
+    """Exact sum of 64-bit integers (int64, or uint64 viewed as int64) as two int64 sums,
+    as the CPU twin's ``_sum_split_range``: block tree sums of the high halves
+    ``(x >> 32) & hmask`` (``hmask`` -1 signed, 0xFFFFFFFF unsigned) and of the low
+    halves ``x & 0xFFFFFFFF``, added atomically to ``out[0]`` and ``out[1]``."""
+    sh = cuda.shared.array(TPB, dtype=int64)
+    sl = cuda.shared.array(TPB, dtype=int64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    h = int64(0)
+    lw = int64(0)
+    if i < x.shape[0]:
+        a = x[i]
+        h = (a >> 32) & hmask
+        lw = a & 0xFFFFFFFF
+    sh[t] = h
+    sl[t] = lw
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+            sl[t] += sl[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, sh[0])
+        cuda.atomic.add(out, 1, sl[0])
+
+
 _sum_f64_kernel = _make_sum_kernel(float64)
 _sum_i64_kernel = _make_sum_kernel(int64)
-_sum_u64_kernel = _make_sum_kernel(uint64)
 _minmax_f64_kernel = _make_minmax_kernel(float64)
 _minmax_i64_kernel = _make_minmax_kernel(int64)
 _minmax_u64_kernel = _make_minmax_kernel(uint64)
@@ -430,14 +466,72 @@ def _numeric(name, a):
     return x, dev, False
 
 
-def _sum_device(d_x, kind, stream):
-    """Sum of a non-empty device array; ``kind`` is 'f', 'i' or 'u' (the accumulator)."""
+def _sum_device(d_x, stream):
+    """Float64 sum of a non-empty device array."""
     n = d_x.shape[0]
-    acc_t = {"f": np.float64, "i": np.int64, "u": np.uint64}[kind]
-    kernel = {"f": _sum_f64_kernel, "i": _sum_i64_kernel, "u": _sum_u64_kernel}[kind]
-    d_out = _transfer.to_device(np.zeros(1, dtype=acc_t), stream=stream)
-    kernel[_blocks(n), TPB, stream](d_x, d_out)
+    d_out = _transfer.to_device(np.zeros(1, dtype=np.float64), stream=stream)
+    _sum_f64_kernel[_blocks(n), TPB, stream](d_x, d_out)
     return _transfer.to_host(d_out, stream=stream)[0]
+
+
+def int_sum(x, *, stream=0):
+    """The exact sum of an integer or bool array, as a Python int (never wraps).
+
+    Parameters
+    ----------
+    x : ndarray or device array of integer or bool dtype
+        C-contiguous, native byte order, any shape (treated as flat).
+    stream : numba stream or 0, optional
+
+    Returns
+    -------
+    int
+        ``sum(x.tolist())``, however large; equal to the CPU twin's.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an integer or bool array.
+
+    Notes
+    -----
+    O(n) work, one thread per element, in launches of at most ``INT_SUM_LAUNCH``
+    elements. Elements of up to 32 bits are summed in int64; 64-bit elements are split
+    into 32-bit halves summed apart (``_sum_split_kernel``), so no accumulator can
+    overflow. Each launch copies back one 16-byte (8-byte for narrower types) result;
+    the per-launch sums are joined in Python ints.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> int_sum(np.array([2**62, 2**62, 2**62], dtype=np.int64))  # doctest: +SKIP
+    13835058055282163712
+    """
+    x, dev, _ = _numeric("x", x)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"x must have an integer or bool dtype, got {x.dtype}")
+    n = x.shape[0]
+    if n == 0:
+        return 0
+    d_x = _to_device(x, dev, stream)
+    split = x.dtype.itemsize == 8
+    if split:
+        d_x = d_x.view(np.int64)
+        hmask = np.int64(0xFFFFFFFF if x.dtype.kind == "u" else -1)
+    total = 0
+    for lo in range(0, n, INT_SUM_LAUNCH):
+        part = d_x if n <= INT_SUM_LAUNCH else d_x[lo : min(n, lo + INT_SUM_LAUNCH)]
+        m = part.shape[0]
+        if split:
+            d_out = _transfer.to_device(np.zeros(2, dtype=np.int64), stream=stream)
+            _sum_split_kernel[_blocks(m), TPB, stream](part, hmask, d_out)
+            h, lw = _transfer.to_host(d_out, stream=stream).tolist()
+            total += (h << 32) + lw
+        else:
+            d_out = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+            _sum_i64_kernel[_blocks(m), TPB, stream](part, d_out)
+            total += int(_transfer.to_host(d_out, stream=stream)[0])
+    return total
 
 
 def _minmax_device(d_x, op, stream):
@@ -489,15 +583,18 @@ def reduce(x, op, *, stream=0):
         If ``op`` is unknown, or ``min``/``max`` of an empty array.
     TypeError
         If the dtype is not supported.
+    OverflowError
+        If the exact sum of integers does not fit the result dtype (as the CPU twin).
 
     Notes
     -----
     O(n) work, one thread per element: a shared-memory tree reduction per block of
     ``TPB`` threads, then ``cuda.atomic.add/min/max`` of the block results into a
-    1-element output. Integer sums are exact modulo 2**64 (they wrap like NumPy's);
-    min/max are exact. Float sums (float32 is summed in float64) depend on the order in
-    which blocks finish: error at most about
-    ``(log2(TPB) + ceil(n / TPB) + 2) * eps * sum(|x|)``.
+    1-element output. Integer sums are exact (:func:`int_sum`) and the integer ``mean``
+    is that sum over ``n``, correctly rounded: bit-identical to the CPU twin. min/max
+    are exact and NaN wins, as in ``np.min``. Float sums (float32 is summed in float64)
+    depend on the order in which blocks finish: error at most about
+    ``(log2(TPB) + ceil(n / TPB) + 2) * eps * sum(|x|)``; NaN and inf propagate.
 
     Examples
     --------
@@ -513,15 +610,13 @@ def reduce(x, op, *, stream=0):
     if op == "sum" or op == "mean":
         if op == "mean" and n == 0:
             return np.float64(np.nan)
-        if is_float or op == "mean":
-            kind = "f"
-        else:
-            kind = "u" if np.issubdtype(x.dtype, np.unsignedinteger) and not is_bool else "i"
-        acc_t = {"f": np.float64, "i": np.int64, "u": np.uint64}[kind]
-        if n == 0:
-            return acc_t(0)
-        s = _sum_device(_to_device(x, dev, stream), kind, stream)
-        return np.float64(s / n) if op == "mean" else acc_t(s)
+        if not is_float:
+            total = int_sum(x, stream=stream)
+            if op == "mean":
+                return np.float64(total / n)
+            return _sum_as(total, "bool" if is_bool else x.dtype)
+        s = _sum_device(_to_device(x, dev, stream), stream) if n else 0.0
+        return np.float64(s / n) if op == "mean" else np.float64(s)
     if n == 0:
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
     r = _minmax_device(_to_device(x, dev, stream), 0 if op == "min" else 1, stream)
