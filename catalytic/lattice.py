@@ -378,12 +378,20 @@ class UnifiedCatalyticLattice:
 
     def laplacian(self, field, *, backend=None) -> np.ndarray:
         """Graph Laplacian ``(L f)_i = deg_i f_i - sum_{j ~ i} f_j`` (the positive
-        semi-definite convention of ``scipy.sparse.csgraph.laplacian``), float64."""
+        semi-definite convention of ``scipy.sparse.csgraph.laplacian``), float64.
+
+        NaN and inf propagate as in NumPy/SciPy (IEEE arithmetic): a non-finite value at
+        an open site makes its own value and its open neighbours' non-finite (``0 * inf``
+        and ``inf - inf`` are NaN); blocked sites give 0 whatever they hold. Every
+        backend gives the same NaN positions."""
         return self._run("laplacian", field, backend=backend)
 
     def diffuse(self, field, steps: int = 1, alpha: float = 0.1, *, backend=None) -> np.ndarray:
         """``steps`` explicit diffusion steps ``f <- f - alpha L f`` (stable for
-        ``alpha < 2 / max eigenvalue``, e.g. ``alpha <= 1 / (2 max degree)``)."""
+        ``alpha < 2 / max eigenvalue``, e.g. ``alpha <= 1 / (2 max degree)``).
+
+        NaN and inf propagate as ``f - alpha * (L @ f)`` does in NumPy: each step
+        spreads a non-finite value one site further; blocked sites keep their value."""
         return self._run("diffuse", field, steps=steps, alpha=alpha, backend=backend)
 
     def xor_transform(self, data, key=None, *, backend=None) -> np.ndarray:
@@ -392,7 +400,9 @@ class UnifiedCatalyticLattice:
         ``key=None`` uses the lattice's catalytic key (its aux buffer, derived from
         ``seed``) on the raw bytes of ``data``, repeated; an integer array ``key`` is
         applied elementwise, repeated. Returns a new array; ``data`` is not modified.
-        Float data raises ``TypeError``. GPU ``data`` gives a GPU result (cuda backend).
+        Non-integer data (bool, float, complex, object, strings, structured,
+        datetimes) raises ``TypeError`` saying what to do instead (for bool,
+        ``.astype(np.uint8)``). GPU ``data`` gives a GPU result (cuda backend).
         """
         return self._run("xor_transform", data, key, backend=backend)
 
