@@ -437,3 +437,21 @@ def test_an_interrupted_catalytic_path_gives_the_memory_back():
         numba.set_num_threads(prev_threads)
     assert late < GRACE, f"the handler ran {late:.2f} s after the deadline"
     np.testing.assert_array_equal(aux, before)
+
+
+def test_component_sizes_counted_in_pieces(monkeypatch):
+    """The sizes of large labellings are counted piece by piece (so a signal handler can
+    run between pieces) and equal one bincount."""
+    from catalytic.backends import _common as C
+
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 50, size=10_007).astype(np.int32)
+    want = np.bincount(labels, minlength=50)[1:]
+    monkeypatch.setattr(C, "SIZES_CHUNK", 64)
+    calls = []
+    real = np.bincount
+    monkeypatch.setattr(np, "bincount", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = C.component_sizes(labels, 49)
+    assert len(calls) == -(-labels.size // 64)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int64

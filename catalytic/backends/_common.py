@@ -26,8 +26,23 @@ def canonical_labels(raw: np.ndarray, open_flat: np.ndarray, shape) -> tuple[np.
     return labels.reshape(shape), len(uniq)
 
 
+#: sites counted per ``np.bincount`` call in :func:`component_sizes` (at least)
+SIZES_CHUNK = 1 << 24
+
+
 def component_sizes(labels: np.ndarray, count: int) -> np.ndarray:
-    return np.bincount(labels.reshape(-1), minlength=count + 1)[1:].astype(np.int64)
+    """Sites per label ``1..count`` (int64). Counted in pieces of at least
+    :data:`SIZES_CHUNK` sites (and at least ``count``, so the per-piece histograms cost
+    no more than the sites), returning to Python between pieces so that signal handlers
+    can run: one ``bincount`` over 1.2e9 labels would hold Ctrl-C for seconds."""
+    flat = labels.reshape(-1)
+    step = max(SIZES_CHUNK, count + 1)
+    if flat.size <= step:
+        return np.bincount(flat, minlength=count + 1)[1:].astype(np.int64)
+    sizes = np.zeros(count + 1, dtype=np.int64)
+    for lo in range(0, flat.size, step):
+        sizes += np.bincount(flat[lo:lo + step], minlength=count + 1)
+    return sizes[1:]
 
 
 def spans(labels: np.ndarray, axis: int) -> bool:
