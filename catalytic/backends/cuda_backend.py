@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -37,6 +38,13 @@ GPU_DEFAULT_COST = (100e-6, 2e10)
 SIMULATOR_COST = (5e-3, 3e3)
 
 _resident: "weakref.WeakSet" = weakref.WeakSet()
+#: guards ``_resident`` and the lattices' cached copies (calls from several threads)
+_resident_lock = threading.RLock()
+
+
+def _resident_lattices() -> list:
+    with _resident_lock:
+        return list(_resident)
 
 
 # -- availability ------------------------------------------------------------------------
@@ -162,12 +170,13 @@ def reset_transfer_stats() -> None:
 
 def _cached(lat, name, host):
     """The device copy ``name`` of a lattice's ``host`` array, made on first use."""
-    state = lat._backend_state.setdefault(NAME, {})
-    d = state.get(name)
-    if d is None:
-        d = state[name] = to_device(host) if host.size else host
-        _resident.add(lat)
-    return d
+    with _resident_lock:
+        state = lat._backend_state.setdefault(NAME, {})
+        d = state.get(name)
+        if d is None:
+            d = state[name] = to_device(host) if host.size else host
+            _resident.add(lat)
+        return d
 
 
 def resident(lat) -> dict:
@@ -187,23 +196,25 @@ def _key(lat):
 
 def release(lat) -> None:
     """Drop one lattice's cached device copies."""
-    lat._backend_state.pop(NAME, None)
-    _resident.discard(lat)
+    with _resident_lock:
+        lat._backend_state.pop(NAME, None)
+        _resident.discard(lat)
 
 
 def cleanup() -> None:
     """Drop every cached device copy (after a GPU failure or under memory pressure)."""
-    for lat in list(_resident):
+    for lat in _resident_lattices():
         release(lat)
 
 
 def cached_bytes(exclude=None) -> int:
     """Device bytes held by cached lattice copies (all but ``exclude``'s)."""
     total = 0
-    for lat in list(_resident):
-        if lat is not exclude:
-            for d in lat._backend_state.get(NAME, {}).values():
-                total += int(d.nbytes)
+    with _resident_lock:
+        for lat in list(_resident):
+            if lat is not exclude:
+                for d in lat._backend_state.get(NAME, {}).values():
+                    total += int(d.nbytes)
     return total
 
 
@@ -236,7 +247,7 @@ def _make_room(needed: int, lattice=None) -> None:
     """Release other lattices' cached copies when ``needed`` bytes do not fit without."""
     if not _resident or needed <= DEVICE_MEMORY_MARGIN * free_device_memory():
         return
-    for lat in list(_resident):
+    for lat in _resident_lattices():
         if lat is not lattice:
             release(lat)
 
