@@ -569,7 +569,7 @@ def _kernels():
         ("fill", A._fill_kernel, (F64, nt.float64), "st.global"),
         ("matmul", A._matmul_kernel, (F64_2D, F64_2D, F64_2D), ".shared"),
         ("lap", Fm._lap_kernel, geo + (F64_2D, F64_2D, nt.float64, nt.boolean), "ld.global"),
-        ("lap_dedupe", Fm._lap_dedupe_kernel, geo + (F64_2D, F64_2D, nt.float64, nt.boolean), ".local"),
+        ("lap_dedupe", Fm._lap_dedupe_kernel, geo + (F64_2D, F64_2D, nt.float64, nt.boolean), "ld.global"),
     ]
     rargs = (nt.uint64,) * 5
     for name, arr in [

@@ -6,7 +6,8 @@
   block size and a few that span several blocks; integer results and relaxation costs
   bit for bit, closeness to 1e-12.
 * ``ptx`` tests (no simulator): every ``@cuda.jit`` kernel of the module compiles to
-  sm_90 PTX for the argument types the host functions launch it with.
+  sm_90 PTX for the argument types the host functions launch it with
+  (``test_cuda_ptx.py`` checks that every kernel of every cuda module has a case).
 """
 
 from __future__ import annotations
@@ -392,9 +393,19 @@ def test_bad_arguments_name_the_value():
         g.closeness(*lat, batch=0)
     with pytest.raises(ValueError, match="3 entries"):
         g.bfs_distance_batched(*lat[:3], np.ones((2, 12), np.uint8), False, [0, 1, 2])
-    big = np.array([o for o in itertools.product(range(-3, 4), repeat=3) if any(o)] * 2)
-    with pytest.raises(ValueError, match="MAX_STENCIL"):
-        g.degree(np.array([4, 4, 4]), np.ones(3, np.uint8), big, np.zeros(0, np.uint8), True)
+
+
+@sim
+@pytest.mark.parametrize("dedupe", [False, True])
+def test_degree_of_a_stencil_past_the_old_buffer_size(dedupe):
+    """No per-thread buffer bounds the stencil any more (it was 256 offsets): 288
+    offsets, most of them landing on the same few sites of a small periodic lattice."""
+    g = _graph()
+    big = np.array([o for o in itertools.product(range(-3, 4), repeat=2) if any(o)] * 6)
+    lat = (np.array([3, 4], np.int64), np.array([1, 0], np.uint8), big,
+           np.array([1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1], np.uint8), dedupe)
+    assert big.shape[0] == 288
+    np.testing.assert_array_equal(g.degree(*lat), cpu.degree(*lat))
 
 
 @pytest.mark.simulator_only
@@ -467,14 +478,3 @@ def test_kernel_compiles_to_sm90_ptx(compile_ptx, case):
         assert "atom.global.cas" in text  # the claim really is a compare-and-swap
     if name == "_multi_level":
         assert "atom.global.add" in text
-
-
-@ptx
-def test_every_kernel_has_a_ptx_case():
-    from numba.cuda.dispatcher import CUDADispatcher
-
-    g = _graph()
-    kernels = {k for k, v in vars(g).items() if isinstance(v, CUDADispatcher)
-               and not getattr(v, "_device", False) and not v.targetoptions.get("device")}
-    kernels -= {"neighbor", "neighbors_into"}
-    assert kernels == {name for name, _ in _ptx_cases().values()}

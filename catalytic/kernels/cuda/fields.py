@@ -10,8 +10,10 @@ order starting from 0.0, then forms ``deg * f_i - acc`` (and ``f_i - alpha * lap
 Euler step): the CPU twin's per-site order. Two kernels:
 
 * ``_lap_kernel`` (``dedupe`` False): walks the stencil, skipping offsets with no site.
-* ``_lap_dedupe_kernel`` (``dedupe`` True): :func:`neighbors_into` into a per-thread
-  ``cuda.local.array`` of ``MAX_STENCIL`` entries, dropping duplicates and self-loops.
+* ``_lap_dedupe_kernel`` (``dedupe`` True): the same walk, dropping duplicates and
+  self-loops by recomputing the earlier offsets' neighbours
+  (:func:`catalytic.kernels.cuda._lattice.is_first`); no per-thread local buffer, so
+  any stencil size, O(k^2 d) per site.
 
 Agreement: bit-identical to the CPU twin. The simulator shows it; on a GPU the only
 risk is NVVM's FMA contraction (numba-cuda compiles with NVVM's default ``-fma=1`` even
@@ -24,11 +26,11 @@ compiler that starts contracting them is caught (the difference would then be wi
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, int64
+from numba import cuda
 
 from catalytic.kernels.cpu.fields import _prepare
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda._lattice import MAX_STENCIL, neighbor, neighbors_into
+from catalytic.kernels.cuda._lattice import is_first, neighbor
 from catalytic.kernels.cuda.arrays import (
     TPB,
     _blocks,
@@ -74,8 +76,9 @@ def _lap_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, eul
 
 @cuda.jit
 def _lap_dedupe_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler):
-    """As ``_lap_kernel``, over the deduplicated neighbour set (``neighbors_into``)."""
-    nbr = cuda.local.array(MAX_STENCIL, dtype=int64)
+    """As ``_lap_kernel``, over the de-duplicated neighbour set: an offset counts only
+    when :func:`is_first` says no earlier offset reaches the same site (nor the site
+    itself), so the set and its order are ``neighbors_into``'s, with no local buffer."""
     t = cuda.grid(1)
     n = field.shape[1]
     if t < field.shape[0] * n:
@@ -85,10 +88,13 @@ def _lap_dedupe_kernel(shape, strides, periodic, offsets, open_, field, out, alp
         if open_.shape[0] != 0 and open_[i] == 0:
             lap = 0.0
         else:
-            m = neighbors_into(i, shape, strides, periodic, offsets, open_, True, nbr)
             acc = 0.0
-            for q in range(m):
-                acc += field[b, nbr[q]]
+            m = 0
+            for k in range(offsets.shape[0]):
+                j = neighbor(i, k, shape, strides, periodic, offsets, open_)
+                if j >= 0 and is_first(i, k, j, shape, strides, periodic, offsets, open_):
+                    acc += field[b, j]
+                    m += 1
             lap = m * fi - acc
         if euler:
             out[b, i] = fi - alpha * lap
@@ -126,10 +132,6 @@ class _Geometry:
 
     def __init__(self, shape, periodic, offsets, open_, dedupe):
         shape, strides, periodic, offsets, open_, n = _prepare(shape, periodic, offsets, open_)
-        if dedupe and offsets.shape[0] > MAX_STENCIL:
-            raise ValueError(
-                f"dedupe supports stencils of at most {MAX_STENCIL} offsets, got {offsets.shape[0]}"
-            )
         self.n = n
         self.host = (shape, strides, periodic, offsets, open_)
         self.args = None
@@ -193,8 +195,8 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
     TypeError
         If ``field`` or ``out`` is not float64.
     ValueError
-        If the geometry is inconsistent, the fields have the wrong length, ``out``
-        overlaps ``field``, or ``dedupe`` with more than ``MAX_STENCIL`` offsets.
+        If the geometry is inconsistent, the fields have the wrong length or ``out``
+        overlaps ``field``.
 
     Notes
     -----

@@ -11,9 +11,10 @@ Kernels
 -------
 One thread per element (``i = cuda.grid(1)``, a bounds guard, the work); the host
 functions pick the launch shape: a 1-D grid of :data:`THREADS` threads per block and
-``ceil(work / THREADS)`` blocks. Kernels allocate nothing (``degree``'s per-thread
-neighbour buffer is a ``cuda.local.array``) and use only plain loads and stores and the
-``cuda.atomic`` functions, so they run unchanged under the CUDA simulator.
+``ceil(work / THREADS)`` blocks. Kernels allocate nothing, not even per-thread local
+arrays (``degree`` de-duplicates by recomputing earlier neighbours, see
+:func:`~catalytic.kernels.cuda._lattice.is_first`), and use only plain loads and stores
+and the ``cuda.atomic`` functions, so they run unchanged under the CUDA simulator.
 
 Every neighbour is computed by the device :func:`~catalytic.kernels.cuda._lattice.neighbor`,
 compiled from the same source as the CPU one, so the neighbour *set* is the same on both
@@ -35,11 +36,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, int64
+from numba import cuda
 
 from catalytic.kernels.cpu._lattice import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda._lattice import MAX_STENCIL, neighbor, neighbors_into
+from catalytic.kernels.cuda._lattice import is_first, neighbor
 
 __all__ = [
     "THREADS",
@@ -178,14 +179,18 @@ def _cc_pull(shape, strides, periodic, offsets, noffsets, open_, label, flag, it
 
 @cuda.jit
 def _degree(shape, strides, periodic, offsets, open_, dedupe, deg):
-    """``deg[i]`` = size of the neighbour set of open site ``i`` (0 when blocked)."""
+    """``deg[i]`` = size of the neighbour set of open site ``i`` (0 when blocked); with
+    ``dedupe`` a neighbour counts only where :func:`is_first` (no local buffer)."""
     i = cuda.grid(1)
     if i < deg.shape[0]:
-        buf = cuda.local.array(MAX_STENCIL, int64)
-        if open_.shape[0] != 0 and open_[i] == 0:
-            deg[i] = 0
-        else:
-            deg[i] = neighbors_into(i, shape, strides, periodic, offsets, open_, dedupe, buf)
+        m = 0
+        if open_.shape[0] == 0 or open_[i] != 0:
+            for k in range(offsets.shape[0]):
+                j = neighbor(i, k, shape, strides, periodic, offsets, open_)
+                if j >= 0 and (not dedupe
+                               or is_first(i, k, j, shape, strides, periodic, offsets, open_)):
+                    m += 1
+        deg[i] = m
 
 
 @cuda.jit
@@ -671,15 +676,10 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
     ndarray of int64, (n,)
         Degree of each open site; 0 for blocked sites.
 
-    Raises
-    ------
-    ValueError
-        A stencil of more than ``MAX_STENCIL`` offsets.
-
     Notes
     -----
-    One thread per site with ``neighbors_into`` and a ``MAX_STENCIL`` local buffer:
-    O(n k) work, O(n k^2) with ``dedupe``.
+    One thread per site, no local buffer: O(n k d) work, O(n k^2 d) with ``dedupe``
+    (each neighbour is compared with the earlier offsets' neighbours, recomputed).
 
     Examples
     --------
@@ -689,9 +689,6 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
     array([1, 2, 2, 1])
     """
     t = _tables(shape, periodic, offsets, stream)
-    if t.offsets.shape[0] > MAX_STENCIL:
-        raise ValueError(f"stencil of {t.offsets.shape[0]} offsets exceeds MAX_STENCIL = "
-                         f"{MAX_STENCIL}")
     d_open = _device(open_, np.uint8, stream)
     deg = cuda.device_array(t.n, dtype=np.int64, stream=stream)
     _launch(_degree, t.n, stream, t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, d_open,

@@ -1,0 +1,118 @@
+"""Checks over every CUDA kernel of every module in ``catalytic.kernels.cuda``.
+
+* Every ``@cuda.jit`` kernel (not device function) of every module has a PTX case, in
+  ``test_cuda_graph._ptx_cases`` or ``test_cuda_fields_arrays.KERNELS``: a new kernel,
+  in a new module too, fails here until it gets one. Runs everywhere (the simulator
+  included); it compiles nothing.
+* ``ptx``: no kernel reserves more than :data:`LOCAL_BYTES` of per-thread local memory.
+  A ``cuda.local.array`` is a ``.local .b8 __local_depotN[size]`` in the PTX; the driver
+  reserves ``size`` bytes for every thread that can be resident at once (about 0.5 GB
+  for 2 KB on an H100), at the first launch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+
+import pytest
+
+import catalytic.kernels.cuda as cuda_pkg
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+#: most per-thread local memory a kernel may use, in bytes (``_unary_kernel`` uses 40:
+#: libdevice's argument reduction for large sin/cos/tan arguments)
+LOCAL_BYTES = 64
+
+_DEPOT = re.compile(r"\.local\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]")
+
+
+def _modules():
+    """Every module of ``catalytic.kernels.cuda``, imported."""
+    return [importlib.import_module(f"{cuda_pkg.__name__}.{m.name}")
+            for m in pkgutil.iter_modules(cuda_pkg.__path__)]
+
+
+def _is_kernel(obj) -> bool:
+    """A ``@cuda.jit`` kernel, on a GPU or under the simulator (device functions not)."""
+    if SIM:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        return isinstance(obj, FakeCUDAKernel) and not obj._device
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    return isinstance(obj, CUDADispatcher) and not obj.targetoptions.get("device")
+
+
+def _py_func(kernel):
+    return kernel.fn if SIM else kernel.py_func
+
+
+def _all_kernels():
+    """``{(module, name): kernel}`` of every kernel a cuda module defines (not imports),
+    factory-made ones (``arrays._sum_f64_kernel``) included."""
+    out = {}
+    for mod in _modules():
+        for name, obj in vars(mod).items():
+            if _is_kernel(obj) and _py_func(obj).__module__ == mod.__name__:
+                out[(mod.__name__, name)] = obj
+    return out
+
+
+def _ptx_cases():
+    """``[(id, kernel, argtypes)]``: every PTX case of the cuda test modules."""
+    import test_cuda_fields_arrays as fa
+    import test_cuda_graph as tg
+
+    from catalytic.kernels.cuda import graph
+
+    cases = [(f"graph:{cid}", getattr(graph, name), args)
+             for cid, (name, args) in tg._ptx_cases().items()]
+    cases += [(cid, kernel, args) for cid, kernel, args, _needle in fa.KERNELS]
+    return cases
+
+
+def test_the_enumeration_finds_the_kernels():
+    """The checks below would pass vacuously if it found nothing."""
+    found = _all_kernels()
+    mods = {m.rsplit(".", 1)[1] for m, _ in found}
+    assert {"arrays", "fields", "graph", "random"} <= mods
+    assert ("catalytic.kernels.cuda.graph", "_degree") in found
+    assert ("catalytic.kernels.cuda.arrays", "_sum_i64_kernel") in found  # factory-made
+    assert ("catalytic.kernels.cuda.graph", "_smallest_label") not in found  # device fn
+    assert not any(name in ("neighbor", "is_first") for _, name in found)
+
+
+def test_every_cuda_kernel_has_a_ptx_case():
+    tested = [kernel for _cid, kernel, _args in _ptx_cases()]
+    missing = sorted(f"{m}.{n}" for (m, n), k in _all_kernels().items()
+                     if not any(k is t for t in tested))
+    assert not missing, f"kernels without a PTX case (add one to the cuda tests): {missing}"
+
+
+def test_every_ptx_case_is_a_kernel_of_the_package():
+    kernels = list(_all_kernels().values())
+    stale = sorted(cid for cid, kernel, _args in _ptx_cases()
+                   if not any(kernel is k for k in kernels))
+    assert not stale, f"PTX cases of objects that are no module's kernel: {stale}"
+
+
+def _local_bytes(ptx: str) -> int:
+    return sum(int(n) for n in _DEPOT.findall(ptx))
+
+
+def test_local_depot_pattern():
+    assert _local_bytes("\t.local .align 8 .b8 \t__local_depot0[2048];\n") == 2048
+    assert _local_bytes(".reg .b64 %rd<9>;\n") == 0
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("case", [c[0] for c in _ptx_cases()])
+def test_kernel_local_memory_is_small(compile_ptx, case):
+    _cid, kernel, args = next(c for c in _ptx_cases() if c[0] == case)
+    ptx = compile_ptx(kernel, args)
+    used = _local_bytes(ptx)
+    assert used <= LOCAL_BYTES, f"{case}: {used} bytes of local memory per thread"
