@@ -6,7 +6,7 @@
 4
 """
 
-from catalytic import ops
+from catalytic import memory, ops
 from catalytic.backends.cuda_backend import devices
 from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
 from catalytic.errors import (
@@ -17,6 +17,7 @@ from catalytic.errors import (
     NoBackendError,
     PluginError,
 )
+from catalytic.memory import get_monitor
 from catalytic.lattice import Lattice, LatticeMetrics, UnifiedCatalyticLattice
 from catalytic.operations import Communities, Components, PathResult
 from catalytic.router import Decision
@@ -39,7 +40,9 @@ __all__ = [
     "PluginError",
     "UnifiedCatalyticLattice",
     "get_engine",
+    "get_monitor",
     "hookimpl",
+    "memory",
     "ops",
     "devices",
     "reset_engine",

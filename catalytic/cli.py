@@ -64,6 +64,7 @@ def cmd_info(args) -> int:
         print(f"  FAILED {name}: {msg}")
     print(f"operations ({len(eng.operations())}): {', '.join(eng.operations())}")
     print(f"calibration: {eng.router.calibration_source}")
+    print("memory: " + cat.get_monitor().report().replace("\n", "\n        "))
     if eng.router.calibration_problem is not None:
         print(f"PROBLEM: {eng.router.calibration_problem}")
         status = 1

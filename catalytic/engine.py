@@ -109,6 +109,9 @@ class Engine:
         self._register_builtins()
         if not self.settings.disable_plugin_autoload:
             self._load_entrypoints()
+        from catalytic.memory import get_monitor
+
+        get_monitor().add_listener(self._memory_pressure)
         problem = self.backend_setting_problem()
         if problem is not None:
             warnings.warn(problem, RuntimeWarning, stacklevel=2)
@@ -258,6 +261,8 @@ class Engine:
         t0 = time.perf_counter()
         try:
             result = impl.func(*args, **kwargs)
+            if backend.device != "cpu":
+                self._device_done(backend, spec.name)
         except _USER_ERRORS:
             raise
         except Exception as err:
@@ -265,6 +270,8 @@ class Engine:
                 raise
             return self._recover(spec, decision, args, kwargs, err)
         self.router.record(decision, decision.backend, time.perf_counter() - t0)
+        if backend.device != "cpu":
+            self._monitor(backend.name, spec.name)
         if self._failures:
             self._failure_streak(decision.backend, None)
         return result
@@ -282,45 +289,100 @@ class Engine:
         impls = self.registry.implementations[spec.name]
         backend = self.registry.backends[decision.backend]
         self._cleanup_backend(backend.name)
+        fatal = self._fatal_reason(backend.name, err)
+        if fatal is not None:
+            # the device cannot run anything more in this process: no retry
+            self.registry.disable_backend(backend.name, fatal)
+            warnings.warn(f"backend {backend.name!r} {fatal}", RuntimeWarning, stacklevel=4)
+            if not self.settings.fallback:
+                raise err
+            return self._fall_back(spec, decision, args, kwargs, err, err, True, "failed")
         t0 = time.perf_counter()
         try:
             result = impls[decision.backend].func(*args, **kwargs)
+            self._device_done(backend, spec.name)
         except Exception as err2:
             self._cleanup_backend(backend.name)
             if not self.settings.fallback:
                 raise err2 from err
             disabled = self._failure_streak(backend.name, err2)
-            cpu = {
-                n: i for n, i in impls.items()
-                if self.registry.backends.get(n) is not None
-                and self.registry.backends[n].device == "cpu"
-                and self.router.can_run(n, args, kwargs, spec.name)
-            }
-            if not cpu:
-                raise err2 from err
-            order = preference_order(cpu)
-            if decision.work != decision.work:  # NaN: work() raised, nothing to predict
-                target = order[0]
-            else:
-                target = min(order, key=lambda b: self.router.predict(spec.name, b, decision.work))
-            why = f"{decision.backend} failed twice ({type(err2).__name__}: {err2}); fell back to {target}"
-            if disabled:
-                why += f"; {decision.backend} is now disabled for this process"
-            self._record_fallback(
-                {"op": spec.name, "from": decision.backend, "to": target, "reason": why}
-            )
-            fallback = Decision(
-                spec.name, target, why, decision.predictions, decision.rejected,
-                decision.sources, decision.work, decision.forced,
-            )
-            self._local.decision = fallback
-            t0 = time.perf_counter()
-            result = cpu[target].func(*args, **kwargs)
-            self.router.record(fallback, target, time.perf_counter() - t0, decision.backend)
-            return result
+            return self._fall_back(spec, decision, args, kwargs, err, err2, disabled,
+                                   "failed twice")
         self.router.record(decision, decision.backend, time.perf_counter() - t0)
+        self._monitor(backend.name, spec.name)
         self._failure_streak(backend.name, None)
         return result
+
+    def _fall_back(self, spec, decision, args, kwargs, err, err2, disabled, how):
+        """Run the call on the best CPU backend that can, recording why."""
+        impls = self.registry.implementations[spec.name]
+        cpu = {
+            n: i for n, i in impls.items()
+            if self.registry.backends.get(n) is not None
+            and self.registry.backends[n].device == "cpu"
+            and self.router.can_run(n, args, kwargs, spec.name)
+        }
+        if not cpu:
+            if err2 is err:
+                raise err
+            raise err2 from err
+        order = preference_order(cpu)
+        if decision.work != decision.work:  # NaN: work() raised, nothing to predict
+            target = order[0]
+        else:
+            target = min(order, key=lambda b: self.router.predict(spec.name, b, decision.work))
+        why = f"{decision.backend} {how} ({type(err2).__name__}: {err2}); fell back to {target}"
+        if disabled:
+            why += f"; {decision.backend} is now disabled for this process"
+        self._record_fallback(
+            {"op": spec.name, "from": decision.backend, "to": target, "reason": why}
+        )
+        fallback = Decision(
+            spec.name, target, why, decision.predictions, decision.rejected,
+            decision.sources, decision.work, decision.forced,
+        )
+        self._local.decision = fallback
+        t0 = time.perf_counter()
+        result = cpu[target].func(*args, **kwargs)
+        self.router.record(fallback, target, time.perf_counter() - t0, decision.backend)
+        return result
+
+    def _memory_pressure(self, level: str, snapshot) -> None:
+        """The monitor saw the pressure level change: tell the plugins."""
+        self.pm.hook.catalytic_memory_pressure(level=level, snapshot=snapshot)
+
+    def _plugin_of(self, name: str):
+        backend = self.registry.backends.get(name)
+        return self.pm.get_plugin(backend.plugin) if backend is not None else None
+
+    def _fatal_reason(self, name: str, err: BaseException) -> str | None:
+        """Why ``err`` leaves backend ``name`` unusable for the rest of the process (a
+        sticky CUDA error poisons the context), asked of the backend plugin's
+        ``fatal_error(err)``; None when a retry may succeed."""
+        judge = getattr(self._plugin_of(name), "fatal_error", None)
+        if not callable(judge):
+            return None
+        try:
+            why = judge(err)
+        except Exception:  # a broken judge must not hide the original failure
+            return None
+        return None if why is None else f"disabled for this process: {why}"
+
+    def _device_done(self, backend, op: str) -> None:
+        """After a call on a non-CPU backend: wait for the device to finish, so the time
+        recorded is device time and not launch time (the plugin's ``synchronize()``;
+        an asynchronous launch failure surfaces here, inside the failure handling)."""
+        sync = getattr(self._plugin_of(backend.name), "synchronize", None)
+        if callable(sync):
+            sync()
+
+    def _monitor(self, name: str, op: str) -> None:
+        """Let the device-memory monitor read the device after a call on a backend whose
+        plugin says ``MONITORED = True``, and clean up when usage reached the threshold."""
+        if getattr(self._plugin_of(name), "MONITORED", False):
+            from catalytic.memory import get_monitor
+
+            get_monitor().check(op, threshold=self.settings.memory_threshold)
 
     def _record_fallback(self, entry: dict) -> None:
         with self._failures_lock:

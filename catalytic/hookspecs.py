@@ -36,3 +36,16 @@ def catalytic_add_operations(registry: Registry) -> None:
     implementations with ``registry.add_implementation(op, backend, func, ...)``.
     A name that another plugin already declared is an error. Returns nothing.
     """
+
+
+@hookspec
+def catalytic_memory_pressure(level: str, snapshot) -> None:
+    """Called when the device-memory pressure level changes (after a GPU call).
+
+    ``level`` is ``"low"`` (< 70% used), ``"elevated"`` (70-85%), ``"high"``
+    (85-95%), ``"critical"`` (>= 95%) or ``"unknown"``; ``snapshot`` is the
+    :class:`catalytic.memory.Snapshot` that showed the change. Called on the thread
+    that made the call, with no engine or monitor lock held, so an implementation may
+    free memory or call the monitor. Exceptions are reported as warnings, never
+    raised into the call. Returns nothing.
+    """

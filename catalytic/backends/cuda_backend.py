@@ -20,6 +20,7 @@ import functools
 import os
 import threading
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
@@ -37,14 +38,21 @@ GPU_DEFAULT_COST = (100e-6, 2e10)
 #: the simulator: correct but some thousand threads a second
 SIMULATOR_COST = (5e-3, 3e3)
 
-_resident: "weakref.WeakSet" = weakref.WeakSet()
+#: lattices with device copies, least recently used first: id(lattice) -> weakref
+_resident: "OrderedDict[int, weakref.ref]" = OrderedDict()
 #: guards ``_resident`` and the lattices' cached copies (calls from several threads)
 _resident_lock = threading.RLock()
+_registered = False
 
 
 def _resident_lattices() -> list:
+    """Live lattices with device copies, least recently used first."""
     with _resident_lock:
-        return list(_resident)
+        live = [(k, r()) for k, r in _resident.items()]
+        for k, lat in live:
+            if lat is None:
+                del _resident[k]
+        return [lat for _, lat in live if lat is not None]
 
 
 # -- availability ------------------------------------------------------------------------
@@ -125,10 +133,11 @@ def devices() -> list[dict]:
 
 
 def free_device_memory() -> float:
-    """Free bytes on the current device (``inf`` under the simulator)."""
-    cuda = _cuda()
-    free, _ = cuda.current_context().get_memory_info()
-    return float(free)
+    """Free bytes on the current device, Numba's deferred frees flushed first (``inf``
+    under the simulator): the monitor's reading (:mod:`catalytic.memory`)."""
+    from catalytic.memory import get_monitor
+
+    return get_monitor().free_bytes()
 
 
 # -- transfers and residency ---------------------------------------------------------------
@@ -174,9 +183,19 @@ def _cached(lat, name, host):
         state = lat._backend_state.setdefault(NAME, {})
         d = state.get(name)
         if d is None:
+            _register_with_monitor()
             d = state[name] = to_device(host) if host.size else host
-            _resident.add(lat)
+        _touch(lat)
         return d
+
+
+def _touch(lat) -> None:
+    """Mark ``lat`` as the most recently used lattice on the device."""
+    key = id(lat)
+    ref = _resident.get(key)
+    if ref is None or ref() is not lat:
+        _resident[key] = weakref.ref(lat)
+    _resident.move_to_end(key)
 
 
 def resident(lat) -> dict:
@@ -194,28 +213,94 @@ def _key(lat):
     return _cached(lat, "key", lat._aux)
 
 
-def release(lat) -> None:
-    """Drop one lattice's cached device copies."""
+def _held(lat) -> int:
+    return sum(int(d.nbytes) for d in lat._backend_state.get(NAME, {}).values())
+
+
+def release(lat) -> int:
+    """Drop one lattice's cached device copies; returns their bytes."""
     with _resident_lock:
+        freed = _held(lat)
         lat._backend_state.pop(NAME, None)
-        _resident.discard(lat)
+        _resident.pop(id(lat), None)
+        return freed
+
+
+#: the engine asks the device-memory monitor for a reading after every call here
+MONITORED = True
+
+#: CUDA driver errors after which the context is unusable ("sticky" errors: every later
+#: call in the process fails too), by code and by name
+STICKY_ERRORS = {
+    214: "CUDA_ERROR_ECC_UNCORRECTABLE",
+    700: "CUDA_ERROR_ILLEGAL_ADDRESS",
+    714: "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    715: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    716: "CUDA_ERROR_MISALIGNED_ADDRESS",
+    717: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    718: "CUDA_ERROR_INVALID_PC",
+    719: "CUDA_ERROR_LAUNCH_FAILED",
+}
+
+
+def fatal_error(err) -> str | None:
+    """Why ``err`` leaves the CUDA context unusable for the rest of the process (a
+    sticky error such as an illegal address), or None when a retry may succeed. The
+    engine then disables this backend at once instead of retrying on every call."""
+    code = getattr(err, "code", None)
+    try:
+        code = int(code) if code is not None else None
+    except (TypeError, ValueError):
+        code = None
+    text = str(err)
+    name = STICKY_ERRORS.get(code) or next((n for n in STICKY_ERRORS.values() if n in text), None)
+    if name is None:
+        return None
+    return (f"sticky CUDA error {name} ({type(err).__name__}: {text}); the CUDA context "
+            "cannot be used again in this process (restart it to use the GPU)")
+
+
+def synchronize() -> None:
+    """Wait for the device to finish its work (the engine calls this before it records
+    a GPU call's time, so ``router.stats()`` holds device time, not launch time)."""
+    if not simulator_active():
+        _cuda().synchronize()
 
 
 def cleanup() -> None:
-    """Drop every cached device copy (after a GPU failure or under memory pressure)."""
+    """Drop every cached device copy (after a GPU failure)."""
     for lat in _resident_lattices():
         release(lat)
 
 
 def cached_bytes(exclude=None) -> int:
     """Device bytes held by cached lattice copies (all but ``exclude``'s)."""
-    total = 0
     with _resident_lock:
-        for lat in list(_resident):
-            if lat is not exclude:
-                for d in lat._backend_state.get(NAME, {}).values():
-                    total += int(d.nbytes)
-    return total
+        return sum(_held(lat) for lat in _resident_lattices() if lat is not exclude)
+
+
+def evict_lru(keep=None):
+    """Release the least recently used lattice's copies (never ``keep``'s); returns the
+    bytes released, or None when there is nothing to release."""
+    with _resident_lock:
+        for lat in _resident_lattices():
+            if lat is not keep:
+                return release(lat)
+    return None
+
+
+def _register_with_monitor() -> None:
+    """Let the device-memory monitor count and evict the lattice copies."""
+    global _registered
+    if not _registered:
+        from catalytic.memory import get_monitor
+
+        get_monitor().register_cache(
+            "cuda lattice copies",
+            held=lambda keep=None: cached_bytes(exclude=keep),
+            evict=evict_lru,
+        )
+        _registered = True
 
 
 def _args(lat):
@@ -227,29 +312,26 @@ def _args(lat):
 # -- device-memory checks ----------------------------------------------------------------------
 # A check (``supports``, asked by the router, also by ``explain``) only reads: a call fits
 # when it fits in free memory, or would once other lattices' cached copies are released.
-# The release itself happens on the run path (:func:`_make_room`), never while routing.
+# Both questions go to the device-memory monitor, which evicts (least recently used
+# first) on the run path only (:func:`_make_room`), never while routing.
 def _room(needed: int, lattice=None):
     """None if ``needed`` bytes fit on the device (with a margin), counting other
     lattices' cached copies as reclaimable; else the shortfall."""
+    from catalytic.memory import get_monitor
+
     try:
-        free = free_device_memory()
+        return get_monitor().can_allocate(needed, margin=DEVICE_MEMORY_MARGIN, keep=lattice)
     except Exception as err:
         return f"cannot read free device memory: {err}"
-    if needed <= DEVICE_MEMORY_MARGIN * free:
-        return None
-    avail = DEVICE_MEMORY_MARGIN * (free + cached_bytes(exclude=lattice))
-    if needed > avail:
-        return MemoryShortfall("device memory", needed, int(avail))
-    return None
 
 
 def _make_room(needed: int, lattice=None) -> None:
-    """Release other lattices' cached copies when ``needed`` bytes do not fit without."""
-    if not _resident or needed <= DEVICE_MEMORY_MARGIN * free_device_memory():
-        return
-    for lat in _resident_lattices():
-        if lat is not lattice:
-            release(lat)
+    """Release other lattices' cached copies, least recently used first, until
+    ``needed`` bytes fit."""
+    from catalytic.memory import get_monitor
+
+    if _resident:
+        get_monitor().make_room(needed, margin=DEVICE_MEMORY_MARGIN, keep=lattice)
 
 
 def _lattice_of(args):

@@ -98,10 +98,20 @@ def test_mask_and_weights_are_copied_once_and_released_by_cleanup():
     assert "cuda" not in L._backend_state
 
 
+def _device_with_free(monkeypatch, free):
+    """The device-memory monitor reads ``free`` bytes free of ``2 * free`` until the
+    test ends (half used: below the cleanup threshold)."""
+    from catalytic.memory import get_monitor
+
+    mon = get_monitor()
+    monkeypatch.setattr(mon, "_provider", lambda: (free, 2 * free))
+    monkeypatch.setattr(mon, "_device", "test device")
+
+
 @sim
 def test_device_memory_shortfall_is_a_reason_and_a_memory_error(monkeypatch):
     L = _lattices()[0]
-    monkeypatch.setattr(cb, "free_device_memory", lambda: 1000.0)
+    _device_with_free(monkeypatch, 1000)
     dec = cat.get_engine().explain("distance_field", L, 0)
     assert "device memory" in dec.rejected["cuda"]
     with pytest.raises(cat.InsufficientMemoryError, match="device memory"):
@@ -387,7 +397,7 @@ def test_routing_checks_read_memory_and_the_run_makes_room(monkeypatch):
     held = cb.cached_bytes()
     assert held == big.geometry.weights.nbytes  # no mask: the weights alone
     # 600 bytes needed, 90 free: it fits only once the big lattice's copies go
-    monkeypatch.setattr(cb, "free_device_memory", lambda: 100.0)
+    _device_with_free(monkeypatch, 100)
     dec = cat.get_engine().explain("distance_field", small, 0, backend="cuda")
     assert dec.backend == "cuda"
     assert "cuda" in big._backend_state, "routing must not release anything"
@@ -395,7 +405,7 @@ def test_routing_checks_read_memory_and_the_run_makes_room(monkeypatch):
                                   small.distance_field(0, backend="numpy"))
     assert "cuda" not in big._backend_state and "cuda" in small._backend_state
     # with nothing left to release, the same shortfall is a reason and a MemoryError
-    monkeypatch.setattr(cb, "free_device_memory", lambda: 10.0)
+    _device_with_free(monkeypatch, 10)
     with pytest.raises(cat.InsufficientMemoryError, match="device memory"):
         big.distance_field(0, backend="cuda")
 
