@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -456,6 +457,9 @@ class UnifiedCatalyticLattice:
 
     def cleanup(self) -> None:
         """Release backend state held for this lattice (caches, device copies)."""
+        cuda_backend = sys.modules.get("catalytic.backends.cuda_backend")
+        if cuda_backend is not None:  # tells the device-memory accounting too
+            cuda_backend.release(self)
         self._backend_state.clear()
         self._last_borrow = None
         self._built = False

@@ -30,9 +30,10 @@ What the monitor does
   (``stats()["leaks"]`` and a ``ResourceWarning``).
 
 Calls on CPU backends cost the monitor nothing (no reading is taken). Threads: one
-re-entrant lock guards the monitor's state; cleanup callbacks, listeners and the
-caches' evictions run *without* it held, so a callback may call the monitor (or start
-another cleanup, which then returns at once) without deadlocking.
+re-entrant lock guards the monitor's state; device readings, the caches' byte counts
+and evictions, cleanup callbacks and listeners all run *without* it held, so a
+callback may call the monitor (or start another cleanup, which then returns at once)
+and a cache may hold its own lock while it registers, without deadlocking.
 
 Examples
 --------
@@ -57,8 +58,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 #: pressure levels: (name, lowest used fraction)
 LEVELS = (("low", 0.0), ("elevated", 0.70), ("high", 0.85), ("critical", 0.95))
@@ -80,8 +80,7 @@ def level_of(fraction: float | None) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """One reading: device (``"cuda:0"``, ``"simulator"``, ``"host"``, or the name an
     injected provider gives), total/free/used bytes (None when the device cannot say, as
     the simulator cannot), used fraction, bytes catalytic's caches hold, pressure level,
@@ -95,10 +94,10 @@ class Snapshot:
     engine_bytes: int
     level: str
     op: str | None = None
-    time: float = field(default_factory=time.time)
+    time: float = 0.0
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return self._asdict()
 
 
 class _Cache:
@@ -207,8 +206,10 @@ class DeviceMemoryMonitor:
             free, total = read()
             return free, total, name
         free, total = self._provider()
-        ok = all(v is not None and math.isfinite(v) for v in (free, total))
-        return (int(free), int(total), self._device) if ok else (None, None, self._device)
+        if free is None or total is None or free != free or total != total \
+                or total == math.inf or free == math.inf:
+            return None, None, self._device
+        return int(free), int(total), self._device
 
     def engine_bytes(self) -> int:
         """Bytes held by catalytic's registered caches (lattice copies, pool)."""
@@ -222,17 +223,24 @@ class DeviceMemoryMonitor:
 
     def snapshot(self, op: str | None = None) -> Snapshot:
         """A reading now (recorded in the history, peak updated)."""
+        snap = self._take(op)
+        with self._lock:
+            self._record(snap)
+        return snap
+
+    def _take(self, op) -> Snapshot:
+        # no monitor lock here: the caches take their own locks to count their bytes
         free, total, device = self._read()
         used = None if total is None else total - free
         fraction = None if not total else used / total
-        snap = Snapshot(device, total, free, used, fraction, self.engine_bytes(),
-                        level_of(fraction), op)
-        with self._lock:
-            self._counts["snapshots"] += 1
-            self._history.append(snap)
-            if used is not None and (self._peak is None or used > (self._peak.used or 0)):
-                self._peak = snap
-        return snap
+        return Snapshot(device, total, free, used, fraction, self.engine_bytes(),
+                        level_of(fraction), op, time.time())
+
+    def _record(self, snap) -> None:
+        self._counts["snapshots"] += 1
+        self._history.append(snap)
+        if snap.used is not None and (self._peak is None or snap.used > (self._peak.used or 0)):
+            self._peak = snap
 
     # -- questions the router and the backends ask --------------------------------------
     def reclaimable(self, keep=None) -> int:
@@ -286,8 +294,9 @@ class DeviceMemoryMonitor:
         the threshold (``threshold``, e.g. the calling engine's setting, or the
         monitor's own), and look for leaks. Returns the snapshot (before any cleanup)."""
         threshold = self.threshold if threshold is None else threshold
-        snap = self.snapshot(op)
+        snap = self._take(op)
         with self._lock:
+            self._record(snap)
             self._counts["checks"] += 1
             changed = snap.level != self._level
             previous, self._level = self._level, snap.level
@@ -308,14 +317,14 @@ class DeviceMemoryMonitor:
     def _leak_check(self, snap):
         if snap.used is None:
             return None
+        if self._window and snap.used < self._window[-1][0]:
+            self._window.clear()  # usage fell: a new run of growth starts here
         self._window.append((snap.used, snap.engine_bytes, snap.op))
         if len(self._window) < self._leak_window:
             return None
-        used = [w[0] for w in self._window]
-        grew = all(b >= a for a, b in zip(used, used[1:]))
-        growth = used[-1] - used[0]
-        own = self._window[-1][1] - self._window[0][1]
-        if not grew or growth - max(own, 0) < self._leak_min_growth:
+        growth = snap.used - self._window[0][0]
+        own = snap.engine_bytes - self._window[0][1]
+        if growth - max(own, 0) < self._leak_min_growth:
             return None
         ops = sorted({w[2] for w in self._window if w[2]})
         leak = {"growth": growth, "engine_growth": own, "calls": len(self._window),

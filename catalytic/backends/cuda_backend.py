@@ -43,6 +43,10 @@ _resident: "OrderedDict[int, weakref.ref]" = OrderedDict()
 #: guards ``_resident`` and the lattices' cached copies (calls from several threads)
 _resident_lock = threading.RLock()
 _registered = False
+#: bytes of every cached copy, and per lattice (kept as copies are made, released and
+#: garbage-collected, so reading them is O(1))
+_cached_total = 0
+_bytes: dict[int, int] = {}
 
 
 def _resident_lattices() -> list:
@@ -182,10 +186,13 @@ def _cached(lat, name, host):
     with _resident_lock:
         state = lat._backend_state.setdefault(NAME, {})
         d = state.get(name)
+        _touch(lat)
         if d is None:
+            global _cached_total
             _register_with_monitor()
             d = state[name] = to_device(host) if host.size else host
-        _touch(lat)
+            _cached_total += int(d.nbytes)
+            _bytes[id(lat)] = _bytes.get(id(lat), 0) + int(d.nbytes)
         return d
 
 
@@ -194,8 +201,17 @@ def _touch(lat) -> None:
     key = id(lat)
     ref = _resident.get(key)
     if ref is None or ref() is not lat:
-        _resident[key] = weakref.ref(lat)
+        _resident[key] = weakref.ref(lat, lambda r, k=key: _forget(k, r))
     _resident.move_to_end(key)
+
+
+def _forget(key, ref) -> None:
+    """A lattice with device copies was garbage-collected: its copies went with it."""
+    global _cached_total
+    with _resident_lock:
+        if _resident.get(key) is ref:
+            del _resident[key]
+            _cached_total -= _bytes.pop(key, 0)
 
 
 def resident(lat) -> dict:
@@ -219,10 +235,12 @@ def _held(lat) -> int:
 
 def release(lat) -> int:
     """Drop one lattice's cached device copies; returns their bytes."""
+    global _cached_total
     with _resident_lock:
         freed = _held(lat)
         lat._backend_state.pop(NAME, None)
-        _resident.pop(id(lat), None)
+        if _resident.pop(id(lat), None) is not None:
+            _cached_total -= _bytes.pop(id(lat), 0)
         return freed
 
 
@@ -276,7 +294,9 @@ def cleanup() -> None:
 def cached_bytes(exclude=None) -> int:
     """Device bytes held by cached lattice copies (all but ``exclude``'s)."""
     with _resident_lock:
-        return sum(_held(lat) for lat in _resident_lattices() if lat is not exclude)
+        if exclude is None:
+            return _cached_total
+        return _cached_total - _bytes.get(id(exclude), 0)
 
 
 def evict_lru(keep=None):

@@ -54,3 +54,21 @@ def test_no_room_on_the_device_routes_to_the_cpu_with_the_reason(device):
     dec = cat.get_engine().explain("distance_field", L, 0)
     assert dec.backend != "cuda" and "device memory" in dec.rejected["cuda"]
     np.testing.assert_array_equal(L.distance_field(0), L.distance_field(0, backend="numpy"))
+
+
+def test_accounting_follows_cleanup_release_and_garbage_collection(device):
+    import gc
+
+    base = cb.cached_bytes()
+    a = cat.Lattice(shape=(6, 7), mask=np.ones((6, 7), bool))
+    b = cat.Lattice(shape=(6, 7), mask=np.ones((6, 7), bool), weights=np.ones((6, 7)))
+    a.degree(backend="cuda")
+    b.distance_field(0, backend="cuda")
+    want = a.geometry.mask.nbytes + b.geometry.mask.nbytes + b.geometry.weights.nbytes
+    assert cb.cached_bytes() - base == want
+    assert cb.cached_bytes(exclude=a) - base == want - a.geometry.mask.nbytes
+    a.cleanup()
+    assert cb.cached_bytes() - base == want - a.geometry.mask.nbytes
+    del b
+    gc.collect()
+    assert cb.cached_bytes() == base
