@@ -416,15 +416,19 @@ def test_closeness_batch_is_capped_under_the_simulator():
 
 
 def test_closeness_batch_follows_free_memory(monkeypatch):
-    import types
+    """Batches are sized from the device-memory monitor's reading (the one source of
+    free-memory figures)."""
+    from catalytic.memory import get_monitor
 
     g = _graph()
-    info = types.SimpleNamespace(get_memory_info=lambda: (4000.0 * 10 + 640.0, 1e12))
-    monkeypatch.setattr(g.cuda, "current_context", lambda: info)
+    free = {"bytes": 4000 * 10 + 640}
+    mon = get_monitor()
+    monkeypatch.setattr(mon, "_provider", lambda: (free["bytes"], 10**12))
+    monkeypatch.setattr(mon, "_device", "test device")
     # half of the free memory, (4 n + 64) bytes per source row
     assert g._closeness_batch(n=10, n_src=1000) == int(0.5 * (40000 + 640) // 104)
     assert g._closeness_batch(n=10, n_src=5) == 5
-    info.get_memory_info = lambda: (10.0, 1e12)
+    free["bytes"] = 10
     assert g._closeness_batch(n=10, n_src=5) == 1
 
 

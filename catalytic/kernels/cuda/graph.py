@@ -700,7 +700,9 @@ def _closeness_batch(n: int, n_src: int) -> int:
     """Sources per closeness batch: as many (S, n) int32 rows as fit in
     ``BATCH_MEMORY_SHARE`` of the free device memory, ``SIM_BATCH`` when the device
     reports no finite free memory (the simulator), at least 1, at most ``n_src``."""
-    free, _total = cuda.current_context().get_memory_info()
+    from catalytic.memory import get_monitor
+
+    free = get_monitor().free_bytes()  # deferred frees flushed: one reading of the truth
     if not math.isfinite(free):
         S = SIM_BATCH
     else:
