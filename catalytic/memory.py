@@ -487,6 +487,7 @@ class DeviceMemoryMonitor:
                 "pressure_log": list(self._pressure_log),
                 "leaks": [{k: v for k, v in x.items() if k != "message"} for x in self._leaks],
                 "caches": sorted(self._caches),
+                "pool": pool_stats() if pool_installed() else None,
             }
 
     def report(self) -> str:
