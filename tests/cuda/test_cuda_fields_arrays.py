@@ -431,6 +431,49 @@ def test_laplacian_batched_matches_rows(lattice):
         np.testing.assert_array_equal(got[b], want)
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("shape, periodic, offsets, masked, dedupe", [LATTICES[3], LATTICES[6]])
+def test_device_mask_is_read_in_place(shape, periodic, offsets, masked, dedupe):
+    """A device ``open_`` (the backend's cached copy) goes to the kernel as is: a call
+    copies over the field and the small tables, not the mask (nor via the host)."""
+    from catalytic.kernels.cuda import _transfer
+
+    n = int(np.prod(shape))
+    open_ = _mask(shape, masked, 3)
+    d_open = cuda.to_device(open_)
+    f = _rng(3).standard_normal(n)
+    d = len(shape)
+    tables = 8 * d + 8 * d + d + 8 * offsets.size  # shape, strides, periodic, offsets
+    for call, args in [(gpu_fields.laplacian, ()), (gpu_fields.diffuse, (2, 0.05))]:
+        cpu_call = getattr(cpu_fields, call.__name__)
+        want = cpu_call(shape, periodic, offsets, open_, dedupe, f, *args, np.empty(n))
+        with _transfer._lock:
+            before = dict(_transfer.COUNTS)
+        got = call(shape, periodic, offsets, d_open, dedupe, f, *args, np.empty(n))
+        with _transfer._lock:
+            h2d = _transfer.COUNTS["h2d_bytes"] - before["h2d_bytes"]
+        assert h2d == f.nbytes + tables
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match="uint8"):
+        gpu_fields.laplacian(shape, periodic, offsets, cuda.to_device(open_.astype(bool)),
+                             dedupe, f, np.empty(n))
+    with pytest.raises(ValueError, match=f"length 0 or {n}"):
+        gpu_fields.laplacian(shape, periodic, offsets, cuda.to_device(open_[:-1]), dedupe, f,
+                             np.empty(n))
+
+
+@pytest.mark.sim
+def test_transfers_refuse_device_arrays():
+    """A device array is never sent through NumPy (a silent round trip via the host)."""
+    from catalytic.kernels.cuda import _transfer
+
+    d = cuda.to_device(np.arange(4, dtype=np.uint8))
+    with pytest.raises(TypeError, match="already on the device"):
+        _transfer.to_device(d)
+    with pytest.raises(TypeError, match="already on the device"):
+        _transfer.host_to(cuda.device_array(4, dtype=np.uint8), d)
+
+
 # =========================================================================== random
 
 RANDOM_CASES = [

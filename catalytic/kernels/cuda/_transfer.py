@@ -19,9 +19,18 @@ def _count(direction: str, nbytes: int) -> None:
         COUNTS[f"{direction}_copies"] += 1
 
 
+def _host_array(a):
+    """``a`` as a contiguous NumPy array; a device array is refused, since NumPy would
+    copy it to the host (uncounted) only for it to be copied back."""
+    if hasattr(a, "copy_to_host") or hasattr(a, "__cuda_array_interface__"):
+        raise TypeError(f"{type(a).__name__} is already on the device: use it as is, "
+                        "not through a host copy")
+    return np.ascontiguousarray(a)
+
+
 def to_device(a, stream=0):
     """Host array -> new device array (counted)."""
-    a = np.ascontiguousarray(a)
+    a = _host_array(a)
     _count("h2d", a.nbytes)
     return cuda.to_device(a, stream=stream)
 
@@ -35,6 +44,6 @@ def to_host(d, stream=0, out=None):
 
 def host_to(dst, src, stream=0):
     """Copy host array ``src`` into existing device array ``dst`` (counted)."""
-    src = np.ascontiguousarray(src)
+    src = _host_array(src)
     _count("h2d", src.nbytes)
     dst.copy_to_device(src, stream=stream)

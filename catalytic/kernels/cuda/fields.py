@@ -127,18 +127,39 @@ def _stack(name, a, n, batched):
     return a, dev
 
 
+def _device_open(open_, n):
+    """A device ``open_`` (the caller's cached copy) as a flat uint8 device view, used
+    in place: never through NumPy, which would copy it to the host and back."""
+    d = _device_view(open_)
+    if d.dtype != np.uint8:
+        raise TypeError(f"open_ device array has dtype {d.dtype}, expected uint8")
+    if d.size not in (0, n) or not d.is_c_contiguous():
+        raise ValueError(f"open_ must be a contiguous array of length 0 or {n}, "
+                         f"got shape {tuple(d.shape)}")
+    return d.reshape(d.size)
+
+
 class _Geometry:
-    """The validated lattice arrays, and the kernel that fits ``dedupe``."""
+    """The validated lattice arrays, and the kernel that fits ``dedupe``. ``open_`` may
+    be a device array (it is then used as is; the small tables are always copied)."""
 
     def __init__(self, shape, periodic, offsets, open_, dedupe):
+        d_open = open_ if _is_device(open_) else None
+        if d_open is not None:
+            open_ = np.zeros(0, np.uint8)  # checked below, against n
         shape, strides, periodic, offsets, open_, n = _prepare(shape, periodic, offsets, open_)
         self.n = n
         self.host = (shape, strides, periodic, offsets, open_)
+        self.d_open = None if d_open is None else _device_open(d_open, n)
         self.args = None
         self.kernel = _lap_dedupe_kernel if dedupe else _lap_kernel
 
     def upload(self, stream):
-        self.args = tuple(_transfer.to_device(a, stream=stream) for a in self.host)
+        tables = tuple(_transfer.to_device(a, stream=stream) for a in self.host[:4])
+        d_open = self.d_open
+        if d_open is None:
+            d_open = _transfer.to_device(self.host[4], stream=stream)
+        self.args = tables + (d_open,)
 
     def launch(self, src, dst, alpha, euler, stream):
         total = src.shape[0] * self.n
@@ -178,7 +199,8 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`catalytic.kernels.cpu.fields.laplacian`.
+        The lattice, as in :func:`catalytic.kernels.cpu.fields.laplacian`; ``open_``
+        may also be a uint8 device array (a cached copy), read in place, not copied.
     field : ndarray or device array of float64, (n,)
         Input values, flat C order.
     out : ndarray or device array of float64, (n,)
@@ -193,7 +215,7 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
     Raises
     ------
     TypeError
-        If ``field`` or ``out`` is not float64.
+        If ``field`` or ``out`` is not float64, or a device ``open_`` not uint8.
     ValueError
         If the geometry is inconsistent, the fields have the wrong length or ``out``
         overlaps ``field``.

@@ -1,0 +1,66 @@
+"""The cuda backend's cached device copies of a lattice's mask and weights: used in
+place by every kernel host function (never copied back and forth per call), and never
+out of step with the host arrays (those are read-only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import catalytic as cat
+from catalytic.backends import cuda_backend as cb
+
+sim = pytest.mark.sim
+
+
+def _table_bytes(g) -> int:
+    """Bytes of the small tables every call copies over: shape, strides (int64 each),
+    periodic (uint8), offsets (int64, k x d)."""
+    d = g.dimensions
+    return 8 * d + 8 * d + d + g.offsets.size * 8
+
+
+def _masked(shape, periodic, stencil="von_neumann", seed=0):
+    rng = np.random.default_rng(seed)
+    mask = rng.random(shape) > 0.3
+    return cat.Lattice(shape=shape, periodic=periodic, stencil=stencil, mask=mask)
+
+
+@sim
+@pytest.mark.parametrize("shape, periodic, stencil", [
+    ((9, 13), (True, False), "von_neumann"),
+    ((2, 9), (True, True), "moore"),  # dedupe kernel
+])
+@pytest.mark.parametrize("op", ["laplacian", "diffuse"])
+def test_masked_field_ops_copy_only_the_field_after_the_first_call(shape, periodic, stencil, op):
+    L = _masked(shape, periodic, stencil)
+    g = L.geometry
+    assert g.mask is not None and g.dedupe == (stencil == "moore")
+    f = np.random.default_rng(1).standard_normal(shape)
+    kw = {"steps": 3, "alpha": 0.1} if op == "diffuse" else {}
+    want = getattr(L, op)(f, backend="numpy", **kw)
+    getattr(L, op)(f, backend="cuda", **kw)  # caches the mask on the device
+    for _ in range(2):
+        cb.reset_transfer_stats()
+        got = getattr(L, op)(f, backend="cuda", **kw)
+        t = cb.transfer_stats()
+        # the field and the few table bytes; the mask (g.open_flat.nbytes) stays put
+        assert t["h2d_bytes"] == f.nbytes + _table_bytes(g), (t, g.open_flat.nbytes)
+        assert t["d2h_bytes"] == got.nbytes
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@sim
+def test_the_cached_mask_and_weights_cannot_fall_out_of_step():
+    rng = np.random.default_rng(2)
+    L = cat.Lattice(shape=(6, 7), mask=rng.random((6, 7)) > 0.2,
+                    weights=rng.random((6, 7)) + 0.1)
+    src = int(L.geometry.open_sites()[0])
+    first = L.distance_field(src, backend="cuda")  # caches mask and weights
+    assert {"open_", "weights"} <= set(cb.resident(L))
+    g = L.geometry
+    for a in (g.mask, g.weights, g.open_flat):
+        with pytest.raises(ValueError, match="read-only"):
+            a.reshape(-1)[src] = 0
+    np.testing.assert_array_equal(L.distance_field(src, backend="cuda"), first)
+    np.testing.assert_allclose(first, L.distance_field(src, backend="numpy"), rtol=1e-12)
