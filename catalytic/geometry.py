@@ -132,9 +132,10 @@ class Geometry:
     stencil : {"von_neumann", "moore"} or array_like of shape (k, d)
         Neighbour offsets. A user array must be integer, symmetric and free of zero rows.
     mask : bool ndarray of ``shape``, optional
-        True where a site exists. Copied.
+        True where a site exists. Copied; the copy (``mask``, and its flat uint8 view
+        ``open_flat``) is read-only, as device copies of it are cached.
     weights : real ndarray of ``shape``, optional
-        Cost of entering each site; finite and >= 0. Copied as float64.
+        Cost of entering each site; finite and >= 0. Copied as float64, read-only.
 
     Examples
     --------
@@ -167,6 +168,11 @@ class Geometry:
             self.open_flat = np.zeros(0, dtype=np.uint8)
         else:
             self.open_flat = self.mask.reshape(-1).view(np.uint8)
+        # read-only: backends cache device copies of these, so an edit in place would
+        # silently leave the copy stale (views of them are read-only too)
+        for a in (self.mask, self.weights, self.open_flat):
+            if a is not None:
+                a.setflags(write=False)
 
     # -- validation -------------------------------------------------------------------
     def _check_mask(self, mask):

@@ -271,3 +271,27 @@ def test_memory_figures_are_real_byte_counts():
     met = L.get_metrics()
     assert (met.n_points, met.n_open, met.n_blocked) == (200, 200, 0)
     assert met.total_bytes == mem["total_held"] and met.process_rss > 0
+
+
+def test_mask_and_weights_are_read_only():
+    """Backends cache device copies of the mask and weights; an edit in place would leave
+    them stale, so the geometry's arrays (and their views) refuse it."""
+    rng = np.random.default_rng(0)
+    mask = rng.random((4, 5)) > 0.3
+    weights = rng.random((4, 5))
+    L = cat.Lattice(shape=(4, 5), mask=mask, weights=weights)
+    g = L.geometry
+    for a in (g.mask, g.weights, g.open_flat, g.weights.reshape(-1), g.mask.reshape(-1)):
+        assert not a.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = 0
+    # the user's arrays stay theirs and writable; the geometry copied them
+    mask[0, 0] = not mask[0, 0]
+    weights[0, 0] = 9.0
+    assert g.mask[0, 0] != mask[0, 0] and g.weights[0, 0] != 9.0
+    # the lattice's own properties are writable copies
+    m = L.mask
+    m[0, 0] = not m[0, 0]
+    assert m[0, 0] != g.mask[0, 0]
+    np.testing.assert_array_equal(g.open_flat, g.mask.reshape(-1))
+    assert cat.Lattice(shape=(3,)).geometry.open_flat.flags.writeable is False
