@@ -67,9 +67,18 @@ def monitor_costs():
     data = np.arange(5, dtype=np.int64)
     L.xor_transform(data)
     routed = per_call(lambda: L.xor_transform(data), 20_000)
-    injected = DeviceMemoryMonitor(0.85, provider=lambda: (60 * 2**30, 80 * 2**30))
-    injected.check("warm")
-    inj = per_call(lambda: injected.check("op"), 20_000)
+    from catalytic.backends import cuda_backend
+
+    # the process-wide monitor with the cuda backend's cache registered, as after a GPU
+    # call, reading an injected source (60 of 80 GiB free: no cleanup due)
+    injected = cat.get_monitor()
+    cuda_backend._register_with_monitor()
+    old = injected.set_provider(lambda: (60 * 2**30, 80 * 2**30), "injected")
+    try:
+        injected.check("warm")
+        inj = per_call(lambda: injected.check("op"), 20_000)
+    finally:
+        injected.set_provider(*old)
     host = DeviceMemoryMonitor(0.85)
     host.check("warm")
     hst = per_call(lambda: host.check("op"), 2_000)

@@ -73,11 +73,13 @@ def level_of(fraction: float | None) -> str:
     """Pressure level of a used fraction (``"unknown"`` when it cannot be known)."""
     if fraction is None or not math.isfinite(fraction):
         return "unknown"
-    name = LEVELS[0][0]
-    for lname, lo in LEVELS:
+    for name, lo in _LEVELS_DOWN:
         if fraction >= lo:
-            name = lname
-    return name
+            return name
+    return LEVELS[0][0]
+
+
+_LEVELS_DOWN = tuple(reversed(LEVELS))
 
 
 class Snapshot(NamedTuple):
@@ -546,34 +548,35 @@ def get_monitor() -> DeviceMemoryMonitor:
                 from catalytic.config import load_settings
 
                 mon = DeviceMemoryMonitor(load_settings().memory_threshold)
-                mon.register_cache("memory pool", held=_pool_held, trim=_pool_trim)
+                if pool_installed():  # chosen through NUMBA_CUDA_MEMORY_MANAGER
+                    _register_pool(mon)
                 _monitor = mon
     return _monitor
 
 
 # -- the pooled allocator (RMM behind Numba's EMM interface): see catalytic._pool ----------
-def _pool_held(keep=None) -> int:
-    """Bytes of pool blocks in use (the pool's free blocks already count as free memory
-    in the device reading)."""
+def _register_pool(mon) -> None:
+    """Count the pool's blocks in use as catalytic's, and trim it at cleanups (its free
+    blocks already count as free memory in the device reading)."""
     from catalytic import _pool
 
-    if not _pool.pool_installed():
-        return 0
-    return int((_pool.pool_stats() or {}).get("bytes_in_use", 0))
-
-
-def _pool_trim() -> int:
-    from catalytic import _pool
-
-    return _pool.trim_pool() if _pool.pool_installed() else 0
+    mon.register_cache(
+        "memory pool",
+        held=lambda keep=None: int((_pool.pool_stats() or {}).get("bytes_in_use", 0)),
+        trim=_pool.trim_pool,
+    )
 
 
 def install_pool(initial_size=None, maximum_size=None) -> str:
     """Install RAPIDS RMM's pool as Numba's device allocator (before the first GPU
-    allocation); see :func:`catalytic._pool.install_pool`."""
+    allocation) and let the monitor account for it; see
+    :func:`catalytic._pool.install_pool`."""
     from catalytic import _pool
 
-    return _pool.install_pool(initial_size=initial_size, maximum_size=maximum_size)
+    what = _pool.install_pool(initial_size=initial_size, maximum_size=maximum_size)
+    if _pool.pool_installed():
+        _register_pool(get_monitor())
+    return what
 
 
 def pool_installed() -> bool:

@@ -317,7 +317,8 @@ def _register_with_monitor() -> None:
 
         get_monitor().register_cache(
             "cuda lattice copies",
-            held=lambda keep=None: cached_bytes(exclude=keep),
+            # (reading the running total needs no lock: one int, replaced whole)
+            held=lambda keep=None: _cached_total if keep is None else cached_bytes(keep),
             evict=evict_lru,
         )
         _registered = True
