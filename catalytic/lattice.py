@@ -387,13 +387,35 @@ class UnifiedCatalyticLattice:
         backend gives the same NaN positions."""
         return self._run("laplacian", field, backend=backend)
 
-    def diffuse(self, field, steps: int = 1, alpha: float = 0.1, *, backend=None) -> np.ndarray:
-        """``steps`` explicit diffusion steps ``f <- f - alpha L f`` (stable for
-        ``alpha < 2 / max eigenvalue``, e.g. ``alpha <= 1 / (2 max degree)``).
+    def diffuse(self, field, steps: int = 1, alpha: float = 0.1, *,
+                allow_unstable: bool = False, backend=None) -> np.ndarray:
+        """``steps`` explicit Euler steps of diffusion, ``f <- f - alpha L f``, with
+        ``L`` the combinatorial graph Laplacian (:meth:`laplacian`).
+
+        The scheme is stable for ``alpha <= 2 / lambda_max``. Since every degree is at
+        most the stencil size k, ``lambda_max <= 2 k``, and an ``alpha`` above ``1 / k``
+        (``catalytic.operations.diffusion_limit(L)``) is refused with a ``ValueError``
+        giving the limit, before any work, unless ``allow_unstable=True`` (the result
+        may then grow without bound or turn to NaN). On a periodic axis of length 2 the
+        two neighbours along it are one site, counted once.
 
         NaN and inf propagate as ``f - alpha * (L @ f)`` does in NumPy: each step
-        spreads a non-finite value one site further; blocked sites keep their value."""
-        return self._run("diffuse", field, steps=steps, alpha=alpha, backend=backend)
+        spreads a non-finite value one site further; blocked sites keep their value.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> L = cat.Lattice(shape=(32, 32), periodic=True)
+        >>> f = np.zeros(L.shape); f[0, 0] = 1.0
+        >>> round(float(L.diffuse(f, steps=10, alpha=0.2).sum()), 12)   # heat is conserved
+        1.0
+        >>> L.diffuse(f, alpha=10)
+        Traceback (most recent call last):
+        ...
+        ValueError: alpha=10.0 may make the explicit diffusion step unstable on this lattice: with 4 stencil offsets the Laplacian's largest eigenvalue can reach 8, and f - alpha L f stays bounded only for alpha <= 0.25; use a smaller alpha (and more steps), or pass allow_unstable=True
+        """
+        return self._run("diffuse", field, steps=steps, alpha=alpha,
+                         allow_unstable=allow_unstable, backend=backend)
 
     def xor_transform(self, data, key=None, *, backend=None) -> np.ndarray:
         """XOR integer ``data`` with a key; applying it twice returns the input.

@@ -370,10 +370,41 @@ def v_field(lat, field):
     return (lat, _lattice_field(lat, field)), {}
 
 
-def v_diffuse(lat, field, steps=1, alpha=0.1):
+def diffusion_limit(lat) -> float:
+    """The largest ``alpha`` :func:`v_diffuse` accepts without ``allow_unstable``:
+    ``1 / k`` for a stencil of k offsets.
+
+    Explicit Euler on the combinatorial Laplacian, ``f <- f - alpha L f``, is stable
+    when ``alpha <= 2 / lambda_max``. Every degree is at most k, so ``lambda_max <= 2 k``
+    (Gershgorin) and ``alpha <= 1 / k`` is always stable; the bound is attained on
+    periodic lattices with even sides, so it cannot be loosened without computing
+    ``lambda_max``. O(1).
+
+    Examples
+    --------
+    >>> import catalytic as cat
+    >>> diffusion_limit(cat.Lattice(shape=(8, 8)))
+    0.25
+    """
+    return 1.0 / max(len(lat.geometry.offsets), 1)
+
+
+def v_diffuse(lat, field, steps=1, alpha=0.1, allow_unstable=False):
+    alpha = _check_float(alpha, "alpha", 0.0, None)
+    if not isinstance(allow_unstable, (bool, np.bool_)):
+        raise TypeError(f"allow_unstable must be True or False, got {allow_unstable!r}")
+    limit = diffusion_limit(lat)
+    if alpha > limit and not allow_unstable:
+        k = len(lat.geometry.offsets)
+        raise ValueError(
+            f"alpha={alpha!r} may make the explicit diffusion step unstable on this lattice: "
+            f"with {k} stencil offsets the Laplacian's largest eigenvalue can reach {2 * k}, "
+            f"and f - alpha L f stays bounded only for alpha <= {limit!r}; use a smaller "
+            "alpha (and more steps), or pass allow_unstable=True"
+        )
     return (lat, _lattice_field(lat, field)), {
         "steps": _check_int(steps, "steps", 0),
-        "alpha": _check_float(alpha, "alpha", 0.0, None),
+        "alpha": alpha,
     }
 
 

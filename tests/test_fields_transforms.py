@@ -396,3 +396,32 @@ def test_fields_agree_with_reference_on_larger_lattices(spec, seed, steps):
                                    err_msg=b)
         np.testing.assert_allclose(L.diffuse(f, steps, alpha, backend=b), ref_d, rtol=1e-10,
                                    atol=1e-10, err_msg=b)
+
+
+# -- diffusion stability ----------------------------------------------------------------------
+def test_unstable_diffusion_is_refused_with_the_limit():
+    L = cat.Lattice(shape=(32, 32), periodic=True)
+    f = np.random.default_rng(0).random(L.shape)
+    with pytest.raises(ValueError, match=r"alpha <= 0\.25.*allow_unstable=True"):
+        L.diffuse(f, steps=5, alpha=10)
+    blown = L.diffuse(f, steps=50, alpha=10, allow_unstable=True)  # opted in: it blows up
+    assert not np.isfinite(blown).all() or np.abs(blown).max() > 1e30
+    with pytest.raises(ValueError, match=r"alpha <= 0\.038"):  # 3-D Moore: 26 offsets
+        cat.Lattice(shape=(4, 4, 4), stencil="moore").diffuse(np.ones((4, 4, 4)))
+    with pytest.raises(TypeError, match="allow_unstable"):
+        L.diffuse(f, allow_unstable="yes")
+
+
+def test_the_limit_is_exact_on_a_periodic_lattice():
+    """The checkerboard is the Laplacian's top eigenvector (eigenvalue 2k = 8) on an
+    even periodic lattice: at alpha = 1/k its amplitude stays 1 (factor 1 - 8 alpha = -1),
+    just above it grows; so the bound cannot be loosened."""
+    from catalytic.operations import diffusion_limit
+
+    L = cat.Lattice(shape=(8, 8), periodic=True)
+    alpha = diffusion_limit(L)
+    assert alpha == 0.25
+    board = np.indices(L.shape).sum(axis=0) % 2 * 2.0 - 1.0
+    np.testing.assert_allclose(np.abs(L.diffuse(board, steps=101, alpha=alpha)), 1.0)
+    over = L.diffuse(board, steps=101, alpha=alpha * 1.01, allow_unstable=True)
+    assert np.abs(over).max() > 7  # (1.02)^101
