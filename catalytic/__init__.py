@@ -8,6 +8,7 @@
 
 from catalytic import memory, ops
 from catalytic.backends.cuda_backend import devices
+from catalytic.batch import BatchError, BatchProcessor, BatchResult
 from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
 from catalytic.errors import (
     CalibrationError,
@@ -25,6 +26,9 @@ from catalytic.router import Decision
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchError",
+    "BatchProcessor",
+    "BatchResult",
     "CalibrationError",
     "CatalyticError",
     "CatalyticViolation",

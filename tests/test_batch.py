@@ -1,0 +1,121 @@
+"""BatchProcessor: results equal one-by-one calls, errors are kept with their index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import catalytic as cat
+from lattice_oracles import available_backends
+
+CPU = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
+
+
+def _lattices(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        shape = (12, 10) if i % 3 else (7, 9)  # two geometries, interleaved
+        mask = rng.random(shape) < 0.65
+        mask.flat[0] = True
+        out.append(cat.Lattice(shape=shape, mask=mask, periodic=(i % 2 == 0, False)))
+    return out
+
+
+CASES = [
+    ("connected_components", (), {}, lambda L, b: L.connected_components(backend=b),
+     lambda r: (r.labels.tobytes(), r.count)),
+    ("percolates", (), {"axis": 1}, lambda L, b: L.percolates(1, backend=b), bool),
+    ("distance_field", (0,), {}, lambda L, b: L.distance_field(0, backend=b), lambda r: r.tobytes()),
+    ("degree", (), {}, lambda L, b: L.degree(backend=b), lambda r: r.tobytes()),
+]
+
+
+@pytest.mark.parametrize("backend", CPU)
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+@pytest.mark.parametrize("op, args, kwargs, single, key", CASES, ids=[c[0] for c in CASES])
+def test_map_equals_one_by_one(backend, executor, op, args, kwargs, single, key):
+    lats = _lattices()
+    res = cat.BatchProcessor(lats, executor=executor, progress=False).map(
+        op, *args, backend=backend, **kwargs)
+    assert res.ok and len(res) == len(lats)
+    assert [key(r) for r in res] == [key(single(L, backend)) for L in lats]
+
+
+def test_groups_and_stats_are_honest():
+    lats = _lattices()
+    bp = cat.BatchProcessor(lats, progress=False)
+    # shape (7, 9) for 0 and 3, (12, 10) otherwise; axis 0 periodic for even indices
+    assert bp.groups() == [[0], [1, 5], [2, 4], [3]]
+    bp.map("degree")
+    s = bp.stats()
+    assert s["items"] == 6 and s["groups"] == len(bp.groups()) and sum(s["group_sizes"]) == 6
+    assert s["mode"] == "loop" and s["launches"] == 6
+    assert s["wall_seconds"] > 0 and s["items_per_second"] > 0
+
+
+def test_errors_are_kept_with_their_index():
+    lats = _lattices(4)
+    lats[2] = cat.Lattice(shape=(3, 3), mask=np.array([[0, 1, 1]] * 3, bool))  # site 0 blocked
+    res = cat.BatchProcessor(lats, progress=False).map("distance_field", 0)
+    assert not res.ok and list(res.errors) == [2] and res[2] is None
+    assert isinstance(res.errors[2], IndexError)
+    assert all(res[i] is not None for i in (0, 1, 3))
+    with pytest.raises(cat.BatchError, match="item 2 failed: IndexError") as info:
+        cat.BatchProcessor(lats, fail_fast=True, progress=False).map("distance_field", 0)
+    assert info.value.index == 2 and isinstance(info.value.__cause__, IndexError)
+
+
+def test_bad_arguments_fail_before_work():
+    with pytest.raises(ValueError, match="unknown executor"):
+        cat.BatchProcessor([], executor="gpu")
+    with pytest.raises(ValueError, match="unknown operation"):
+        cat.BatchProcessor(_lattices(1)).map("no_such_op")
+    with pytest.raises(ValueError, match="client="):
+        cat.BatchProcessor([], client=object())
+    with pytest.raises(TypeError, match="progress"):
+        cat.BatchProcessor([], progress="yes")
+
+
+def test_progress_bar_is_off_when_not_a_terminal(capsys):
+    lats = [cat.Lattice(shape=(4, 4)) for _ in range(60)]  # above the 50-item threshold
+    cat.BatchProcessor(lats).map("degree")
+    assert capsys.readouterr().err == ""  # stderr is captured, not a terminal
+    pytest.importorskip("tqdm", reason="tqdm draws the bar when asked")
+    cat.BatchProcessor(lats, progress=True).map("degree")
+    assert "60/60" in capsys.readouterr().err
+
+
+def test_older_api_wrappers():
+    from catalytic.batch import (batch_find_shortest_paths, batch_matrix_multiply,
+                                 batch_xor_transform, execute_parallel)
+
+    L = cat.Lattice(shape=(6, 6))
+    arrays = [np.arange(5) * i for i in range(4)]
+    assert [a.tolist() for a in batch_xor_transform(L, arrays)] == \
+        [L.xor_transform(a).tolist() for a in arrays]
+    paths = batch_find_shortest_paths(L, [(0, 35), (5, 30)])
+    assert [p.distance for p in paths] == [10, 10]
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(batch_matrix_multiply([(a, a.T)])[0], a @ a.T)
+    res = execute_parallel([lambda: 1, lambda: 1 / 0, lambda: 3])
+    assert list(res) == [1, None, 3] and isinstance(res.errors[1], ZeroDivisionError)
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_gives_the_serial_results():
+    """A real LocalCluster: two worker processes on loopback, started and closed here."""
+    distributed = pytest.importorskip("distributed", reason='needs pip install "catalytic[dask]"')
+    lats = _lattices(8, seed=3)
+    lats[5] = cat.Lattice(shape=(3, 3), mask=np.array([[0, 1, 1]] * 3, bool))
+    serial = cat.BatchProcessor(lats, progress=False).map("distance_field", 0)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        got = cat.BatchProcessor(lats, executor="dask", client=client,
+                                 progress=False).map("distance_field", 0)
+    assert list(got.errors) == list(serial.errors) == [5]
+    assert isinstance(got.errors[5], IndexError)
+    for g, s in zip(got, serial):
+        assert (g is None and s is None) or np.array_equal(g, s)
