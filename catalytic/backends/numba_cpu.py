@@ -180,10 +180,8 @@ def path_catalytic(lat, start, end, aux):
 
 # -- components, structure, centrality ---------------------------------------------------
 def connected_components(lat):
-    g = lat.geometry
-    labels, count = _graph().connected_components(*_k(lat))
-    labels = labels.reshape(g.shape)
-    return O.Components(labels, int(count), C.component_sizes(labels, int(count)))
+    labels, count, sizes = _graph().connected_components(*_k(lat), sizes=True)
+    return O.Components(labels.reshape(lat.geometry.shape), count, sizes)
 
 
 def percolates(lat, *, axis=0):

@@ -530,6 +530,34 @@ def test_connected_components_percolation_lattice():
     np.testing.assert_array_equal(labels, ref.reshape(-1))
 
 
+@pytest.mark.parametrize("shape", [(1,), (7,), (8, 8), (64, 64), (5, 1), (9, 6, 7)])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("kind", ["vn", "moore"])
+def test_connected_components_single_call_matches_windows(monkeypatch, shape, periodic,
+                                                         kind):
+    """Small lattices take the single-call labelling; with a tiny budget the same
+    lattice goes through the windowed kernels: same labels, count and sizes."""
+    d = len(shape)
+    offs = von_neumann(d) if kind == "vn" else moore(d)
+    per = np.full(d, periodic, np.uint8)
+    rng = np.random.default_rng(sum(shape))
+    for p in (0.0, 0.4, 0.6, 1.0):
+        mask = (rng.random(shape) < p).reshape(-1).astype(np.uint8)
+        for open_ in (mask, np.zeros(0, np.uint8)):
+            args = (np.array(shape), per, offs, open_, False)
+            whole = G.connected_components(*args, sizes=True)
+            monkeypatch.setattr(G, "_BUDGET", 7)
+            windows = G.connected_components(*args, sizes=True)
+            monkeypatch.undo()
+            assert whole[1] == windows[1]
+            np.testing.assert_array_equal(whole[0], windows[0])
+            np.testing.assert_array_equal(whole[2], windows[2])
+            assert whole[0].dtype == np.int32 and whole[2].dtype == np.int64
+            ref = np.bincount(whole[0], minlength=whole[1] + 1)[1:]
+            np.testing.assert_array_equal(whole[2], ref)
+            assert G.connected_components(*args)[1] == whole[1]
+
+
 # -- closeness -----------------------------------------------------------------------------
 
 

@@ -70,6 +70,8 @@ from scratch.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import NamedTuple
 
 import numba
@@ -1225,6 +1227,43 @@ def _runs_label(out, open_, lab, row_ptr, L, T, s, w):
                                 lab, row_ptr[row])
 
 
+@njit(cache=True, nogil=True)
+def _runs_whole(out, sizes, open_, row_ptr, rs, re, lab, half, shape, periodic):
+    """Every phase of the run labelling in one serial call, for lattices whose whole
+    labelling fits in one ``_BUDGET`` (one kernel call instead of six: on a 64x64
+    lattice the calls cost more than the work). Same scans and unions as the windowed
+    kernels with one chunk, so the same labels. ``rs``/``re`` hold at least one slot
+    more than the runs (the branch-free scan spills into it), ``lab`` one more than
+    ``rs``; ``sizes[c]`` receives the sites of component c (``sizes`` is zeroed here,
+    at least runs + 1 entries). Returns the component count. O(n + R k alpha)."""
+    nrow = row_ptr.shape[0] - 1
+    L = shape[shape.shape[0] - 1]
+    row_ptr[0] = 0
+    for row in range(nrow):
+        row_ptr[row + 1] = row_ptr[row] + _runs_count_row(open_[row * L:(row + 1) * L])
+    n_runs = row_ptr[nrow]
+    for row in range(nrow):
+        _runs_write_row(open_[row * L:(row + 1) * L], rs, re, row_ptr[row], True)
+    lab[0] = -1
+    for a in range(n_runs):
+        lab[a + 1] = a
+    rp = lab[1:n_runs + 1]
+    _runs_union_rows(rp, rs, re, row_ptr, 0, nrow, 0, nrow, False, half, shape, periodic)
+    count = _relabel(rp, 0, n_runs, 0)
+    lab[0] = 0
+    for row in range(nrow):
+        a0 = row_ptr[row]
+        if row_ptr[row + 1] == a0:
+            out[row * L:(row + 1) * L] = 0
+        else:
+            _runs_label_row(out[row * L:(row + 1) * L], open_[row * L:(row + 1) * L], lab,
+                            a0)
+    sizes[:count + 1] = 0
+    for a in range(n_runs):
+        sizes[lab[a + 1]] += re[a] - rs[a]
+    return count
+
+
 # --- components over sites (stencils without the unit last-axis step) ----------------
 
 
@@ -1799,8 +1838,19 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
 
 def _half_stencil(offsets) -> np.ndarray:
     """One representative per {o, -o} pair (the one whose first non-zero entry is
-    negative), zero offsets dropped, duplicates removed."""
-    offsets = np.asarray(offsets, dtype=np.int64)
+    negative), zero offsets dropped, duplicates removed. Cached per offsets table (see
+    :func:`_stencil_halves`): the array returned is shared and read-only."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    return _stencil_halves(offsets.tobytes(), offsets.shape[1])[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _stencil_halves(key: bytes, d: int) -> tuple[np.ndarray, bool]:
+    """``(half, unit)`` for the offsets table with raw bytes ``key``: the half stencil
+    (:func:`_half_stencil`, read-only) and whether it holds the unit step along the last
+    axis (the run labelling applies). Cached: a lattice's table never changes, and
+    building these is about 10 us of Python, a quarter of a small labelling."""
+    offsets = np.frombuffer(key, dtype=np.int64).reshape(-1, d)
     rows = set()
     for o in offsets:
         nz = np.flatnonzero(o)
@@ -1808,13 +1858,22 @@ def _half_stencil(offsets) -> np.ndarray:
             continue
         c = o if o[nz[0]] < 0 else -o
         rows.add(tuple(int(x) for x in c))
-    d = offsets.shape[1]
+    unit = (0,) * (d - 1) + (-1,)
     if not rows:
-        return np.zeros((0, d), dtype=np.int64)
-    return np.array(sorted(rows), dtype=np.int64).reshape(-1, d)
+        half = np.zeros((0, d), dtype=np.int64)
+    else:
+        half = np.array(sorted(rows), dtype=np.int64).reshape(-1, d)
+    half.setflags(write=False)
+    return half, unit in rows
 
 
-def connected_components(shape, periodic, offsets, open_, dedupe):
+#: lattices up to this many sites are labelled by one serial kernel call
+#: (:func:`_runs_whole`) whatever the thread count (within ``_BUDGET``): a parallel
+#: pass costs more in launches than it saves there
+_WHOLE_SITES = 1 << 16
+
+
+def connected_components(shape, periodic, offsets, open_, dedupe, *, sizes=False):
     """Label the connected components of the open sites.
 
     Parameters
@@ -1822,6 +1881,8 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
     shape, periodic, offsets, open_, dedupe
         The lattice, as in :func:`bfs_distance` (``dedupe`` is unused). The neighbour
         relation is taken as undirected, so asymmetric stencils are allowed.
+    sizes : bool, optional
+        Also return the size of each component.
 
     Returns
     -------
@@ -1829,6 +1890,8 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
         0 for blocked sites; components numbered 1..count in the order of their lowest
         flat index (the numbering of ``scipy.ndimage.label``).
     count : int
+    sizes : ndarray of int64, (count,)
+        Only with ``sizes=True``: the sites labelled ``1..count``.
 
     Notes
     -----
@@ -1840,7 +1903,10 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
     the runs a shifted run overlaps. Otherwise the elements are the sites. Rows are
     split into one chunk per thread, joined in parallel, then the chunk seams are joined
     in order. O(n + R k alpha) time for R runs (O(n k alpha) per site); besides the
-    labels, about 12 bytes per run (R <= n/2 + 1).
+    labels, about 12 bytes per run (R <= n/2 + 1). A lattice of up to ``_WHOLE_SITES``
+    sites (any size on one thread) whose labelling fits in one ``_BUDGET`` is labelled
+    over runs by a single serial kernel call (:func:`_runs_whole`), sizes included:
+    the same labels, without the fixed cost of six kernel launches.
 
     Every phase runs in kernel calls over windows of about ``_BUDGET`` sites (one
     window of each thread's chunk per call), so a signal handler (Ctrl-C) runs between
@@ -1860,21 +1926,54 @@ def connected_components(shape, periodic, offsets, open_, dedupe):
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
     open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
-    n = int(np.prod(shape, dtype=object))
-    half = _half_stencil(np.asarray(offsets, dtype=np.int64).reshape(-1, d))
+    n = math.prod(shape.tolist())
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    half, runs = _stencil_halves(offsets.tobytes(), d)
     ltype = np.int32 if n <= _INT32_LIMIT else np.int64
     if n == 0:
-        return np.empty(0, dtype=ltype), 0
+        empty = np.empty(0, dtype=ltype), 0
+        return empty + (np.zeros(0, dtype=np.int64),) if sizes else empty
     L = int(shape[-1])
     nrow = n // L
     T = max(1, min(numba.get_num_threads(), nrow))
-    unit = np.zeros(d, dtype=np.int64)
-    unit[-1] = -1
+    runs = runs or L == 1
+    if runs and (T == 1 or n <= _WHOLE_SITES) and n * (4 + 4 * half.shape[0]) <= _BUDGET:
+        if open_.shape[0] == 0:
+            open_ = np.ones(n, dtype=np.uint8)
+        bound = nrow * ((L + 1) // 2) + 1  # runs (at most one per two sites) + spill
+        labels = np.empty(n, dtype=np.int32)
+        size_of = np.empty(bound, dtype=np.int64)
+        count = int(_runs_whole(labels, size_of, open_, np.empty(nrow + 1, dtype=np.int64),
+                                np.empty(bound, dtype=np.int32),
+                                np.empty(bound, dtype=np.int32),
+                                np.empty(bound + 1, dtype=np.int32), half, shape, periodic))
+        if sizes:
+            return labels, count, size_of[1:count + 1]
+        return labels, count
+    labels, count = _components_windows(shape, periodic, open_, n, half, runs, ltype, L,
+                                        nrow, T)
+    if sizes:
+        return labels, count, _sizes(labels, count)
+    return labels, count
+
+
+def _sizes(labels, count) -> np.ndarray:
+    """Sites per label 1..count (int64), counted in slices of at least ``_BUDGET``
+    labels so that signal handlers run between them."""
+    step = max(_BUDGET, count + 1, 1)
+    out = np.zeros(count + 1, dtype=np.int64)
+    for a in range(0, labels.shape[0], step):
+        out += np.bincount(labels[a:a + step], minlength=count + 1)
+    return out[1:]
+
+
+def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T):
+    """:func:`connected_components` in windowed kernel calls (see its Notes)."""
     # Each kernel call does window s (w rows) of each of the T row chunks.
     w = max(1, _BUDGET // (T * L))
     chunk_rows = -(-nrow // T)
     wins = range(-(-chunk_rows // w))
-    if L == 1 or (half == unit).all(axis=1).any():
+    if runs:
         if open_.shape[0] == 0:
             open_ = _filled(n, 1, np.uint8)  # one run per row; O(n) bytes, rarely used
         row_cnt = np.empty(nrow, dtype=np.int64)
