@@ -16,7 +16,7 @@ import numpy as np
 
 from catalytic.engine import check_host_memory, get_engine
 from catalytic.geometry import Geometry, _as_shape
-from catalytic.operations import Communities, Components, PathResult
+from catalytic.operations import Communities, Components, PathResult, SpanningClusters
 
 __all__ = ["UnifiedCatalyticLattice", "Lattice", "LatticeMetrics"]
 
@@ -357,8 +357,78 @@ class UnifiedCatalyticLattice:
         return self._run("connected_components", backend=backend)
 
     def percolates(self, axis: int = 0, *, backend=None) -> bool:
-        """True if one cluster touches both faces (first and last layer) of ``axis``."""
+        """True if some cluster spans ``axis``: on an open axis it touches both faces
+        (first and last layer); on a periodic axis it *wraps* around it (a cycle of
+        non-zero winding), so a cluster that merely straddles the seam does not count.
+        Same as ``spanning_clusters(axis).clusters[axis].size > 0``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> m = np.zeros((10, 10), bool)
+        >>> m[9, 5] = m[0, 5] = True          # two sites, neighbours across the seam
+        >>> UnifiedCatalyticLattice(shape=(10, 10), mask=m, periodic=(True, False)).percolates(0)
+        False
+        >>> m[:, 5] = True                    # a full ring around axis 0
+        >>> UnifiedCatalyticLattice(shape=(10, 10), mask=m, periodic=(True, False)).percolates(0)
+        True
+        """
         return self._run("percolates", axis=axis, backend=backend)
+
+    def spanning_clusters(self, axes=None, *, backend=None) -> SpanningClusters:
+        """The clusters spanning each axis, all axes answered from one labelling.
+
+        Parameters
+        ----------
+        axes : None, int or sequence of int
+            Axes to test (negative ones count from the end); None means every axis.
+        backend : str, optional
+            Force a backend.
+
+        Returns
+        -------
+        SpanningClusters
+            ``clusters``: dict mapping each requested axis (non-negative, in the order
+            given) to the sorted int64 labels of the clusters spanning it;
+            ``components``: the :class:`Components` those labels refer to.
+
+        Raises
+        ------
+        TypeError
+            An axis that is not an integer.
+        ValueError
+            An axis out of range, or named twice.
+
+        Notes
+        -----
+        Open axis: a cluster spans it when it touches both faces (index 0 and -1).
+        Periodic axis: a cluster spans it when it *wraps*, i.e. some site reaches itself
+        by a path whose displacement along the axis is a non-zero multiple of the axis
+        length (the standard estimator on periodic boundaries). A cluster touching both
+        sides of the seam without closing such a cycle does not wrap; on a periodic axis
+        of length 1 (or 2 with nearest neighbours) any cluster with a step along it wraps.
+
+        Labelling costs what :meth:`connected_components` costs. Open axes then cost
+        O(faces). Periodic axes add one host pass (NumPy/SciPy, whichever backend
+        labelled): every stencil step with its seam crossings, a breadth-first spanning
+        forest, windings summed by pointer doubling, and a check of every step: time
+        O(k n d + n log depth), memory about k n (44 + 16 p) bytes (n sites, k stencil
+        offsets, p periodic axes asked).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> m = np.zeros((4, 6), bool)
+        >>> m[:, 1] = True                     # a ring around periodic axis 0
+        >>> m[2, :] = True                     # a bar across open axis 1
+        >>> L = UnifiedCatalyticLattice(shape=(4, 6), mask=m, periodic=(True, False))
+        >>> res = L.spanning_clusters()
+        >>> {a: labels.tolist() for a, labels in res.clusters.items()}
+        {0: [1], 1: [1]}
+        >>> int(res.components.sizes[0])
+        9
+        """
+        return self._run("spanning_clusters", axes=axes, backend=backend)
 
     def analyze_structure(self, *, max_diameter_sites=20_000, backend=None) -> dict:
         """Graph statistics: vertices, edges, components, diameter, degrees, density,

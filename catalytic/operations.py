@@ -40,6 +40,20 @@ class Components(NamedTuple):
     sizes: np.ndarray
 
 
+class SpanningClusters(NamedTuple):
+    """Which clusters span which axes, from one labelling.
+
+    ``clusters[axis]`` is a sorted int64 array of the labels (as in
+    ``components.labels``) of the clusters that span ``axis``: touch both faces of an
+    open axis, or wrap around a periodic one (see
+    :meth:`~catalytic.UnifiedCatalyticLattice.spanning_clusters`). ``components`` is
+    the labelling they refer to, so sizes need no second pass.
+    """
+
+    clusters: dict
+    components: Components
+
+
 class Communities(NamedTuple):
     """A partition of the open sites: ``labels`` (-1 on blocked sites, communities
     numbered 0.. in order of their lowest flat index), ``count`` and ``modularity``."""
@@ -261,6 +275,28 @@ def v_percolates(lat, axis=0):
     if not -d <= axis < d:
         raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
     return (lat,), {"axis": axis % d}
+
+
+def v_spanning(lat, axes=None):
+    """``axes``: None (every axis), one int, or a sequence of ints (negative count from
+    the end); normalised to distinct non-negative axes in the order given."""
+    d = lat.geometry.dimensions
+    if axes is None:
+        return (lat,), {"axes": tuple(range(d))}
+    items = [axes] if isinstance(axes, (numbers.Integral, np.integer, bool, np.bool_)) else axes
+    try:
+        items = list(items)
+    except TypeError:
+        raise TypeError(f"axes must be None, an int or a sequence of ints, got {axes!r}") from None
+    out = []
+    for a in items:
+        a = _check_int(a, "axis", -d)
+        if not -d <= a < d:
+            raise ValueError(f"axis {a} out of range for a {d}-D lattice")
+        if a % d in out:
+            raise ValueError(f"axes {axes!r} name axis {a % d} twice")
+        out.append(a % d)
+    return (lat,), {"axes": tuple(out)}
 
 
 def v_structure(lat, max_diameter_sites=20_000):
@@ -498,6 +534,19 @@ def mem_graph(lat, *_, **__):
     """Explicit graph: CSR of k n edges (int32 indices + data) plus COO scratch."""
     g = lat.geometry
     return g.n_points * len(g.offsets) * 40 + g.n_points * 8 * g.dimensions
+
+
+def mem_spanning(lat, *, axes=(0,), **_):
+    """Labels (as ``connected_components``) plus, when a periodic axis is asked, the
+    winding check: every stencil step (source, target, one int64 turn count per periodic
+    axis asked, a CSR copy for the spanning forest) and per-site windings."""
+    g = lat.geometry
+    p = sum(1 for a in axes if g.periodic[a])
+    base = g.n_points * 12
+    if not p:
+        return base
+    k = len(g.offsets)
+    return base + g.n_points * k * (2 * (16 + 8 * p) + 6) + g.n_points * (40 + 16 * p)
 
 
 def mem_data(data, *_, **__):

@@ -440,7 +440,13 @@ def connected_components(lat):
 
 
 def percolates(lat, *, axis=0):
-    return C.spans(connected_components(lat).labels, axis)
+    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
+
+
+def spanning_clusters(lat, *, axes):
+    """Labels from this backend's kernels; the winding check on the host (SciPy)."""
+    comp = connected_components(lat)
+    return O.SpanningClusters(C.spanning_clusters(lat.geometry, comp.labels, axes), comp)
 
 
 def degree(lat):
@@ -572,6 +578,7 @@ IMPLEMENTATIONS = {
     "shortest_path": (shortest_path, _sites(16), _no_zero_weights),
     "connected_components": (connected_components, _sites(24), None),
     "percolates": (percolates, _sites(24), None),
+    "spanning_clusters": (spanning_clusters, _sites(24), None),
     "degree": (degree, _sites(16), None),
     "centrality": (centrality, _sites(16), _centrality_supported),
     "laplacian": (laplacian, _sites(24), None),

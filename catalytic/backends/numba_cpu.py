@@ -185,7 +185,13 @@ def connected_components(lat):
 
 
 def percolates(lat, *, axis=0):
-    return C.spans(connected_components(lat).labels, axis)
+    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
+
+
+def spanning_clusters(lat, *, axes):
+    """Labels from this backend's kernels; the winding check on the host (SciPy)."""
+    comp = connected_components(lat)
+    return O.SpanningClusters(C.spanning_clusters(lat.geometry, comp.labels, axes), comp)
 
 
 def degree(lat):
@@ -263,6 +269,7 @@ IMPLEMENTATIONS = {
     "path_catalytic": (path_catalytic, None),
     "connected_components": (connected_components, None),
     "percolates": (percolates, None),
+    "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),
     "centrality": (centrality, _centrality_supported),
     "laplacian": (laplacian, None),
@@ -297,7 +304,8 @@ def catalytic_add_backends(registry):
 
 #: operations that run the graph kernels (their thread count is chosen per call)
 GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_catalytic",
-             "connected_components", "percolates", "degree", "centrality"}
+             "connected_components", "percolates", "spanning_clusters", "degree",
+             "centrality"}
 
 
 @hookimpl

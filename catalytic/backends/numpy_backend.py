@@ -266,7 +266,14 @@ def connected_components(lat):
 
 
 def percolates(lat, *, axis=0):
-    return C.spans(connected_components(lat).labels, axis)
+    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
+
+
+def spanning_clusters(lat, *, axes):
+    """Labels of the clusters spanning (open axis) or wrapping (periodic axis) each
+    axis, from one labelling."""
+    comp = connected_components(lat)
+    return O.SpanningClusters(C.spanning_clusters(lat.geometry, comp.labels, axes), comp)
 
 
 def degree(lat):
@@ -575,7 +582,9 @@ OPERATIONS = [
     ("path_catalytic", path_catalytic, O.v_catalytic, O.sites_work, O.mem_sites(2),
      {"borrows": lambda lat, s, e, aux: aux}),
     ("connected_components", connected_components, O.v_none, O.sites_work, O.mem_sites(12), {}),
-    ("percolates", percolates, O.v_percolates, O.sites_work, O.mem_sites(12), {}),
+    ("percolates", percolates, O.v_percolates, O.sites_work,
+     lambda lat, *, axis=0: O.mem_spanning(lat, axes=(axis,)), {}),
+    ("spanning_clusters", spanning_clusters, O.v_spanning, O.sites_work, O.mem_spanning, {}),
     ("degree", degree, O.v_none, O.sites_work, O.mem_sites(8), {}),
     ("analyze_structure", analyze_structure, O.v_structure, O.sites_work, O.mem_graph, {}),
     ("centrality", centrality, O.v_centrality, O.centrality_work, O.mem_graph, {}),
@@ -612,7 +621,7 @@ def catalytic_add_backends(registry):
 #: operations whose reference implementation builds an explicit graph (CSR, NetworkX)
 GRAPH_OPS = {
     "distance_field", "shortest_path", "count_shortest_paths", "connected_components",
-    "percolates", "degree", "analyze_structure", "centrality", "communities", "laplacian",
+    "percolates", "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian",
     "diffuse",
 }
 
