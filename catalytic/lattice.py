@@ -412,7 +412,7 @@ class UnifiedCatalyticLattice:
         O(faces). Periodic axes add one host pass (NumPy/SciPy, whichever backend
         labelled): every stencil step with its seam crossings, a breadth-first spanning
         forest, windings summed by pointer doubling, and a check of every step: time
-        O(k n d + n log depth), memory about k n (44 + 16 p) bytes (n sites, k stencil
+        O(k n d + n log depth), memory at most about k n (48 + 28 p) bytes (n sites, k stencil
         offsets, p periodic axes asked).
 
         Examples

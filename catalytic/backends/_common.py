@@ -119,8 +119,8 @@ def wrapping_labels(geometry, labels: np.ndarray, axes) -> dict:
     its winding ``w`` relative to its root, summed along the tree by pointer doubling;
     a cluster wraps along ``a`` iff some step has ``w[v] - w[u] != k`` on ``a`` (the
     tree path and that step close a cycle of winding ``k - (w[v] - w[u])``).
-    Time O(k n d + n log depth), memory O(k n (16 + 8 p)) bytes for n sites, k offsets
-    and p axes asked.
+    Time O(k n d + n log depth), memory O(k n (48 + 28 p)) bytes for n sites, k
+    offsets and p axes asked (see ``operations.mem_spanning``).
     """
     import scipy.sparse as sp
     from scipy.sparse.csgraph import breadth_first_order
