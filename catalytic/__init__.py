@@ -20,7 +20,7 @@ from catalytic.errors import (
 )
 from catalytic.memory import get_monitor
 from catalytic.lattice import Lattice, LatticeMetrics, UnifiedCatalyticLattice
-from catalytic.operations import Communities, Components, PathResult
+from catalytic.operations import Communities, Components, PathResult, SpanningClusters
 from catalytic.router import Decision
 
 __version__ = "0.1.0"
@@ -42,6 +42,7 @@ __all__ = [
     "NoBackendError",
     "PathResult",
     "PluginError",
+    "SpanningClusters",
     "UnifiedCatalyticLattice",
     "get_engine",
     "get_monitor",
