@@ -174,6 +174,20 @@ class Geometry:
             if a is not None:
                 a.setflags(write=False)
 
+    def with_mask(self, mask) -> "Geometry":
+        """This geometry with another mask (None: every site open): the shape, stencil
+        and derived tables are shared, not rebuilt; only the mask is checked and copied.
+        Weights are kept."""
+        g = object.__new__(Geometry)
+        g.__dict__.update(self.__dict__)
+        g.mask = g._check_mask(mask)
+        if g.mask is None:
+            g.open_flat = np.zeros(0, dtype=np.uint8)
+        else:
+            g.open_flat = g.mask.reshape(-1).view(np.uint8)
+            g.mask.setflags(write=False)
+        return g
+
     # -- validation -------------------------------------------------------------------
     def _check_mask(self, mask):
         if mask is None:
