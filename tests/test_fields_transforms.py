@@ -198,7 +198,9 @@ def test_laplacian_and_diffuse_propagate_nan_and_inf(spec, seed, steps, alpha):
     for b in available_backends():
         with np.errstate(invalid="ignore"):  # inf - inf: NumPy/SciPy warn, kernels do not
             lap = L.laplacian(f, backend=b)
-            dif = L.diffuse(f, steps=steps, alpha=alpha, backend=b)
+            # NaN propagation of f - alpha L f for any alpha: a stencil with more than
+            # 10 offsets puts 0.1 above the stability limit, which is not tested here
+            dif = L.diffuse(f, steps=steps, alpha=alpha, allow_unstable=True, backend=b)
         assert_same_field(lap, want, f"{b} laplacian")
         assert_same_field(dif, g, f"{b} diffuse")
     np.testing.assert_array_equal(f, keep)
