@@ -41,6 +41,7 @@ True
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -184,11 +185,7 @@ class BatchProcessor:
         if self.progress is None and (len(self.items) < PROGRESS_MIN_ITEMS
                                       or not sys.stderr.isatty()):
             return False
-        try:
-            import tqdm  # noqa: F401
-        except ImportError:
-            return False
-        return True
+        return importlib.util.find_spec("tqdm") is not None
 
     # -- running ---------------------------------------------------------------------
     def map(self, op: str, *args, **kwargs) -> BatchResult:

@@ -445,9 +445,7 @@ class Engine:
         )
 
     def _cleanup_backend(self, name: str) -> None:
-        backend = self.registry.backends.get(name)
-        plugin = self.pm.get_plugin(backend.plugin) if backend is not None else None
-        cleanup = getattr(plugin, "cleanup", None)
+        cleanup = getattr(self._plugin_of(name), "cleanup", None)
         if callable(cleanup):
             try:
                 cleanup()

@@ -125,13 +125,18 @@ def _device_provider():
         return None
 
     def read():
-        pending = getattr(ctx.memory_manager, "deallocations", None)
-        if pending is not None:
-            pending.clear()
+        _flush(ctx)
         free, total = ctx.get_memory_info()
         return int(free), int(total)
 
     return read, f"cuda:{ctx.device.id}"
+
+
+def _flush(ctx) -> None:
+    """Run Numba's deferred frees now (an external memory manager has none)."""
+    pending = getattr(ctx.memory_manager, "deallocations", None)
+    if pending is not None:
+        pending.clear()
 
 
 def _host_provider():
@@ -406,9 +411,7 @@ class DeviceMemoryMonitor:
             from numba import cuda
 
             if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1" and cuda.is_available():
-                pending = getattr(cuda.current_context().memory_manager, "deallocations", None)
-                if pending is not None:
-                    pending.clear()
+                _flush(cuda.current_context())
         except Exception:
             pass
 

@@ -13,7 +13,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pytest
 
 import catalytic as cat
 from lattice_oracles import available_backends

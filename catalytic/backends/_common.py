@@ -45,10 +45,18 @@ def component_sizes(labels: np.ndarray, count: int) -> np.ndarray:
     return sizes[1:]
 
 
-def spans(labels: np.ndarray, axis: int) -> bool:
-    """True if one labelled cluster touches both faces (index 0 and -1) of ``axis``
-    (the open-axis rule; :func:`spanning_clusters` also handles periodic axes)."""
-    return bool(face_spanning(labels, axis).size)
+def spanning_with(components, lat, axes):
+    """:class:`SpanningClusters` of ``lat`` from the labelling ``components(lat)`` (a
+    backend's own ``connected_components``) and the winding check on the host."""
+    from catalytic.operations import SpanningClusters
+
+    comp = components(lat)
+    return SpanningClusters(spanning_clusters(lat.geometry, comp.labels, axes), comp)
+
+
+def percolates_with(components, lat, axis) -> bool:
+    """Whether a cluster spans (open axis) or wraps (periodic axis) ``axis``."""
+    return bool(spanning_with(components, lat, (axis,)).clusters[axis].size)
 
 
 def face_spanning(labels: np.ndarray, axis: int) -> np.ndarray:

@@ -27,7 +27,6 @@ import numpy as np
 from catalytic import operations as O
 from catalytic.backends import _common as C
 from catalytic.engine import hookimpl
-from catalytic.errors import MemoryShortfall
 
 NAME = "cuda"
 #: fraction of the device's free memory a call may plan to use
@@ -134,14 +133,6 @@ def devices() -> list[dict]:
                         "total_memory": int(total), "free_memory": int(free),
                         "driver_version": driver, "runtime_version": runtime})
     return out
-
-
-def free_device_memory() -> float:
-    """Free bytes on the current device, Numba's deferred frees flushed first (``inf``
-    under the simulator): the monitor's reading (:mod:`catalytic.memory`)."""
-    from catalytic.memory import get_monitor
-
-    return get_monitor().free_bytes()
 
 
 # -- transfers and residency ---------------------------------------------------------------
@@ -440,13 +431,12 @@ def connected_components(lat):
 
 
 def percolates(lat, *, axis=0):
-    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
+    return C.percolates_with(connected_components, lat, axis)
 
 
 def spanning_clusters(lat, *, axes):
     """Labels from this backend's kernels; the winding check on the host (SciPy)."""
-    comp = connected_components(lat)
-    return O.SpanningClusters(C.spanning_clusters(lat.geometry, comp.labels, axes), comp)
+    return C.spanning_with(connected_components, lat, axes)
 
 
 def degree(lat):

@@ -185,13 +185,12 @@ def connected_components(lat):
 
 
 def percolates(lat, *, axis=0):
-    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
+    return C.percolates_with(connected_components, lat, axis)
 
 
 def spanning_clusters(lat, *, axes):
     """Labels from this backend's kernels; the winding check on the host (SciPy)."""
-    comp = connected_components(lat)
-    return O.SpanningClusters(C.spanning_clusters(lat.geometry, comp.labels, axes), comp)
+    return C.spanning_with(connected_components, lat, axes)
 
 
 def degree(lat):
