@@ -2,10 +2,28 @@
 
 ``BatchProcessor(items).map("connected_components")`` runs a registered operation on
 every item through the engine (routing, validation, memory checks and all) and returns
-the results in input order. Items are grouped by geometry (shape, periodic axes,
-stencil) so that a group can later run as one batched kernel launch; today every group
-runs as a loop of single calls, and :meth:`BatchProcessor.stats` says so
-(``"mode": "loop"``), so no figure claims a batched launch that did not happen.
+the results in input order.
+
+Batched calls
+-------------
+Lattices are grouped by geometry (shape, periodic axes, stencil, weights or not) and by
+engine and routing flags. When the operation has a *batched twin* (an operation
+registered as ``"batched." + op``, see :data:`catalytic.operations.BATCHED_PREFIX`:
+``connected_components``, ``percolates`` and ``spanning_clusters`` are built in; a
+plugin may register its own), a group of two or more lattices runs as routed calls of
+the twin over a stack of their masks: on ``numba-cpu`` one parallel kernel labels many
+lattices at once (lattices shared out over threads), on ``cuda`` one launch per sweep
+covers every lattice, on ``numpy`` the reference loops. Each call of the twin is routed
+like any other (``engine.explain("batched.percolates", L, stack, axis=0)``), with its
+own measured cost. Other operations, single items and arrays run as a loop of single
+calls. :meth:`BatchProcessor.stats` says which groups ran how and why.
+
+How many lattices go into one call comes from measured memory: the host memory
+available now (the host guard) and, when a GPU backend may take the call, the
+device-memory monitor's free bytes; a call gets at most ``memory_fraction`` of the
+smaller, by the twin's own memory model. A call that still runs short of memory
+(``InsufficientMemoryError``) is split in halves and retried, never failed; a single
+lattice that does not fit fails as its single call would, with its index.
 
 Executors
 ---------
@@ -48,11 +66,46 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
-from catalytic.errors import CatalyticError
+import numpy as np
+
+from catalytic import engine as _engine
+from catalytic.errors import CatalyticError, InsufficientMemoryError
+from catalytic.operations import BATCHED_PREFIX
 
 EXECUTORS = ("serial", "threads", "dask")
 #: a progress bar is shown (when it can be) for batches of at least this many items
 PROGRESS_MIN_ITEMS = 50
+#: share of the measured free memory (host, and device when a GPU may run the call) one
+#: batched call may plan to use
+MEMORY_FRACTION = 0.5
+
+
+def _local_cluster(n_workers):
+    """A cluster for one :meth:`BatchProcessor.map`: with ``dask_cuda`` installed and
+    GPUs visible, a ``LocalCUDACluster`` (one worker per GPU, or ``n_workers``);
+    otherwise a ``LocalCluster`` of ``n_workers`` (default 2) single-threaded worker
+    processes. Both listen on loopback only."""
+    from distributed import LocalCluster
+
+    if importlib.util.find_spec("dask_cuda") is not None and _gpus_visible():
+        from dask_cuda import LocalCUDACluster
+
+        return LocalCUDACluster(n_workers=n_workers, threads_per_worker=1,
+                                host="127.0.0.1", dashboard_address=None)
+    return LocalCluster(n_workers=n_workers or 2, threads_per_worker=1, processes=True,
+                        host="127.0.0.1", dashboard_address=None)
+
+
+def _gpus_visible() -> bool:
+    """True when Numba sees a real GPU (not the simulator)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
+        return False
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # no numba-cuda, no driver
+        return False
 
 
 class BatchError(CatalyticError):
@@ -86,11 +139,12 @@ def _is_lattice(x) -> bool:
 
 
 def _group_key(item):
-    """Items that could share one batched launch: same geometry tables (or, for plain
-    arrays, the same shape and dtype)."""
+    """Items that could share one batched call: same geometry tables, engine and routing
+    flags (or, for plain arrays, the same shape and dtype)."""
     if _is_lattice(item):
         g = item.geometry
-        return ("lattice", g.shape, g.periodic, g.offsets.tobytes(), g.weights is not None)
+        return ("lattice", g.shape, g.periodic, g.offsets.tobytes(), g.weights is not None,
+                id(item._engine), item.enable_gpu, item.enable_smart_routing)
     shape = getattr(item, "shape", None)
     dtype = str(getattr(item, "dtype", type(item).__name__))
     return ("array", tuple(shape) if shape is not None else None, dtype)
@@ -102,24 +156,139 @@ def _call_one(engine, op, item, args, kwargs):
     return engine.run(op, item, *args, **kwargs)
 
 
-def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None):
-    """Run ``op`` on each item of a group; returns ``(values, errors, seconds)`` with
-    errors keyed by input index. Module-level so Dask can ship it to workers."""
+def _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors):
+    for i, item in zip(indices, items):
+        try:
+            values[i] = _call_one(engine, op, item, args, kwargs)
+        except Exception as err:
+            if fail_fast:
+                raise BatchError(i, err) from err
+            errors[i] = err
+
+
+def _open_rows(items) -> np.ndarray:
+    """The masks of same-geometry lattices as a (B, n) uint8 stack (1 = open)."""
+    n = items[0].geometry.n_points
+    stack = np.ones((len(items), n), dtype=np.uint8)
+    for b, lat in enumerate(items):
+        if lat.geometry.mask is not None:
+            stack[b] = lat.geometry.open_flat
+    return stack
+
+
+def _gpu_may_run(engine, template, kwargs) -> bool:
+    if not template.enable_gpu:
+        return False
+    forced = kwargs.get("backend") or engine.settings.backend
+    backends = engine.registry.backends
+    if forced:
+        return forced in backends and backends[forced].device != "cpu"
+    return any(b.device != "cpu" and b.status()[0] for b in backends.values())
+
+
+def batch_size(engine, twin, template, args, kwargs, limit=None) -> tuple[int, dict]:
+    """Lattices per call of the batched ``twin`` for ``template``'s geometry, from
+    measured memory (module docstring), and what it was computed from. Raises what the
+    twin's validation raises."""
+    spec = engine.registry.operation(twin)
+    call = {k: v for k, v in kwargs.items() if k != "backend"}
+    one = np.ones((1, template.geometry.n_points), dtype=np.uint8)
+    a, kw = spec.validate(template, one, *args, **call) if spec.validate else ((template, one) + tuple(args), call)
+    per_item = int(spec.memory(*a, **kw)) if spec.memory is not None else 0
+    host = _engine.available_memory()
+    budget = {"host_available": host, "per_item_bytes": per_item}
+    free = host
+    if _gpu_may_run(engine, template, kwargs):
+        from catalytic.memory import get_monitor
+
+        device = get_monitor().free_bytes()
+        budget["device_free"] = device
+        free = min(free, device)
+    size = max(1, int(MEMORY_FRACTION * free // max(per_item, 1)))
+    if limit is not None:
+        size = min(size, limit)
+    budget["batch_size"] = size
+    return size, budget
+
+
+def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, values,
+             errors, info):
+    """One routed call of ``op``'s twin over the items' masks. A memory shortfall halves
+    the call (a single lattice then runs, and fails, as its single call); any other
+    failure of the twin reruns its items one by one, said in ``info``."""
+    try:
+        got = template.engine.run(BATCHED_PREFIX + op, template, _open_rows(items), *args,
+                                  **kwargs)
+    except InsufficientMemoryError as err:
+        if len(items) > 1:
+            info["splits"] += 1
+            info.setdefault("split_reason", str(err))
+            h = len(items) // 2
+            for part in ((items[:h], indices[:h]), (items[h:], indices[h:])):
+                _batched(engine, op, template, *part, args, kwargs, fail_fast, values,
+                         errors, info)
+            return
+        info.setdefault("fallback", f"one lattice does not fit a batched call: {err}")
+    except Exception as err:
+        info.setdefault("fallback", f"the batched call failed: {type(err).__name__}: {err}")
+    else:
+        info["calls"] += 1
+        info["batched_items"] += len(items)
+        decision = template.engine.last_decision
+        if decision is not None:
+            info["backends"][decision.backend] = info["backends"].get(decision.backend, 0) + 1
+        for i, v in zip(indices, got):
+            values[i] = v
+        return
+    _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors)
+    info["calls"] += len(items)
+
+
+def loop_reason(op, items) -> str | None:
+    """Why a group of ``items`` runs ``op`` as a loop of single calls, or None when it
+    runs as batched calls of ``op``'s twin."""
+    if len(items) < 2:
+        return "a single item"
+    if not all(_is_lattice(x) for x in items):
+        return "items are not lattices"
+    if BATCHED_PREFIX + op not in items[0].engine.registry.operations:
+        return f"no batched twin {BATCHED_PREFIX + op!r} is registered"
+    return None
+
+
+def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=None):
+    """Run ``op`` on a group: batched calls of its twin when :func:`loop_reason` allows,
+    else a loop of single calls. Returns ``(values, errors, seconds, info)`` with errors
+    keyed by input index and ``info`` saying how the group ran. Module-level so Dask can
+    ship it to workers."""
     if engine is None:
         from catalytic.engine import get_engine
 
         engine = get_engine()
-    values, errors = [], {}
     t0 = time.perf_counter()
-    for i, item in zip(indices, items):
+    values: dict = {}
+    errors: dict = {}
+    info = {"mode": "loop", "calls": 0, "splits": 0, "batched_items": 0, "backends": {}}
+    reason = loop_reason(op, items)
+    if reason is None:
+        template = items[0]
         try:
-            values.append(_call_one(engine, op, item, args, kwargs))
-        except Exception as err:
-            if fail_fast:
-                raise BatchError(i, err) from err
-            values.append(None)
-            errors[i] = err
-    return values, errors, time.perf_counter() - t0
+            size, info["memory"] = batch_size(template.engine, BATCHED_PREFIX + op, template,
+                                              args, kwargs, limit)
+        except Exception as err:  # bad arguments: the loop reports them item by item
+            reason = (f"the batched call refused its arguments: {type(err).__name__}: "
+                      f"{err}")
+    if reason is None:
+        info["mode"] = "batched"
+        for lo in range(0, len(items), size):
+            _batched(engine, op, template, items[lo:lo + size], indices[lo:lo + size], args,
+                     kwargs, fail_fast, values, errors, info)
+    else:
+        info["reason"] = reason
+        _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors)
+        info["calls"] = len(items)
+    out = [values.get(i) for i in indices]
+    return out, errors, time.perf_counter() - t0, info
 
 
 class BatchProcessor:
@@ -133,7 +302,11 @@ class BatchProcessor:
     executor : {"serial", "threads", "dask"}, default "serial"
     max_workers : int, optional
         Threads for ``"threads"`` (default: the CPU count), workers for a ``LocalCluster``
-        started by ``"dask"`` (default 2).
+        started by ``"dask"`` (default 2; on a machine with GPUs and ``dask_cuda``
+        installed, a ``LocalCUDACluster`` with one worker per GPU).
+    max_batch_size : int, optional
+        At most this many lattices per batched call (default: as many as measured
+        memory allows, see the module docstring).
     progress : bool, optional
         Show a tqdm progress bar. Default: only for at least 50 items, when tqdm is
         installed and standard error is a terminal.
@@ -147,23 +320,24 @@ class BatchProcessor:
         process-wide engine; lattices use their own).
     """
 
-    def __init__(self, items, *, executor="serial", max_workers=None, progress=None,
-                 fail_fast=False, client=None, engine=None):
+    def __init__(self, items, *, executor="serial", max_workers=None, max_batch_size=None,
+                 progress=None, fail_fast=False, client=None, engine=None):
         try:
             self.items = list(items)
         except TypeError:
             raise TypeError(f"items must be a sequence of lattices or arrays, got {items!r}") from None
         if executor not in EXECUTORS:
             raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
-        if max_workers is not None and (isinstance(max_workers, bool)
-                                        or not isinstance(max_workers, int) or max_workers < 1):
-            raise ValueError(f"max_workers must be a positive int, got {max_workers!r}")
+        for name, v in (("max_workers", max_workers), ("max_batch_size", max_batch_size)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
         if progress not in (None, True, False):
             raise TypeError(f"progress must be None, True or False, got {progress!r}")
         if client is not None and executor != "dask":
             raise ValueError("client= is only used with executor='dask'")
         self.executor = executor
         self.max_workers = max_workers
+        self.max_batch_size = max_batch_size
         self.progress = progress
         self.fail_fast = bool(fail_fast)
         self.client = client
@@ -172,8 +346,9 @@ class BatchProcessor:
 
     # -- grouping --------------------------------------------------------------------
     def groups(self) -> list[list[int]]:
-        """Indices of the items that share a geometry (or array shape and dtype), each
-        group in input order, groups in order of their first item."""
+        """Indices of the items that share a geometry, engine and routing flags (or, for
+        arrays, a shape and dtype), each group in input order, groups in order of their
+        first item."""
         out: OrderedDict = OrderedDict()
         for i, item in enumerate(self.items):
             out.setdefault(_group_key(item), []).append(i)
@@ -190,7 +365,8 @@ class BatchProcessor:
     # -- running ---------------------------------------------------------------------
     def map(self, op: str, *args, **kwargs) -> BatchResult:
         """Run ``op`` on every item (the item is its first argument, then ``args`` and
-        ``kwargs``); results in input order. See the module docstring for errors."""
+        ``kwargs``; ``backend=`` names a backend as in a single call); results in input
+        order. See the module docstring for batched calls and errors."""
         from catalytic.engine import get_engine
 
         engine = self.engine or get_engine()
@@ -212,62 +388,75 @@ class BatchProcessor:
                 bar.close()
         values = [None] * len(self.items)
         errors: dict = {}
-        times = []
-        for idx, (vals, errs, seconds) in zip(groups, done):
+        per_group = []
+        for idx, (vals, errs, seconds, info) in zip(groups, done):
             for i, v in zip(idx, vals):
                 values[i] = v
             errors.update(errs)
-            times.append(seconds)
+            per_group.append(dict(info, items=len(idx), seconds=seconds))
         wall = time.perf_counter() - t0
+        modes = {g["mode"] for g in per_group}
         self._stats = {
             "op": op,
             "executor": self.executor,
             "items": len(self.items),
             "groups": len(groups),
             "group_sizes": [len(g) for g in groups],
-            "mode": "loop",
-            "mode_reason": "each item is a single routed call (no batched launch yet)",
-            "launches": len(self.items),
+            "mode": modes.pop() if len(modes) == 1 else "mixed",
+            "launches": sum(g["calls"] for g in per_group),
+            "batched_items": sum(g["batched_items"] for g in per_group),
+            "splits": sum(g["splits"] for g in per_group),
             "errors": len(errors),
-            "group_seconds": times,
+            "group_seconds": [g["seconds"] for g in per_group],
+            "per_group": per_group,
             "wall_seconds": wall,
             "items_per_second": len(self.items) / wall if wall > 0 else None,
         }
         return BatchResult(values, dict(sorted(errors.items())))
 
     def _map_local(self, engine, op, groups, args, kwargs, bar):
+        limit = self.max_batch_size
         if self.executor == "serial":
             done = []
             for idx in groups:
                 done.append(_run_group(op, [self.items[i] for i in idx], idx, args, kwargs,
-                                       self.fail_fast, engine))
+                                       self.fail_fast, engine, limit))
                 if bar is not None:
                     bar.update(len(idx))
             return done
         workers = self.max_workers or os.cpu_count() or 1
-        # one task per item (grouping does not matter for a loop); reassembled per group
+        # a batched group is one task (its kernels use the threads); a loop, one per item
         with ThreadPoolExecutor(workers) as pool:
-            futures = {}
+            tasks = []
             for idx in groups:
-                for i in idx:
-                    futures[i] = pool.submit(_run_group, op, [self.items[i]], [i], args,
-                                             kwargs, self.fail_fast, engine)
+                items = [self.items[i] for i in idx]
+                parts = [idx] if loop_reason(op, items) is None else [[i] for i in idx]
+                tasks.append([pool.submit(_run_group, op, [self.items[i] for i in part], part,
+                                          args, kwargs, self.fail_fast, engine, limit)
+                              for part in parts])
             done = []
-            for idx in groups:
+            for idx, futures in zip(groups, tasks):
                 vals, errs, secs = [], {}, 0.0
-                for i in idx:
-                    v, e, s = futures[i].result()
+                info = None
+                for f in futures:
+                    v, e, sec, inf = f.result()
                     vals += v
                     errs.update(e)
-                    secs += s
+                    secs += sec
+                    if info is None:
+                        info = dict(inf, backends=dict(inf["backends"]))
+                    else:
+                        info["calls"] += inf["calls"]
                     if bar is not None:
-                        bar.update(1)
-                done.append((vals, errs, secs))
+                        bar.update(len(v))
+                if len(futures) > 1:
+                    info["reason"] = loop_reason(op, [self.items[i] for i in idx])
+                done.append((vals, errs, secs, info))
             return done
 
     def _map_dask(self, op, groups, args, kwargs):
         try:
-            from distributed import Client, LocalCluster
+            from distributed import Client
         except ImportError as err:
             raise ImportError(
                 'executor="dask" needs dask.distributed: pip install "catalytic[dask]"'
@@ -275,13 +464,13 @@ class BatchProcessor:
         own = None
         client = self.client
         if client is None:
-            cluster = LocalCluster(n_workers=self.max_workers or 2, threads_per_worker=1,
-                                   processes=True, host="127.0.0.1", dashboard_address=None)
+            cluster = _local_cluster(self.max_workers)
             client = Client(cluster)
             own = (client, cluster)
         try:
             futures = [client.submit(_run_group, op, [self.items[i] for i in idx], idx, args,
-                                     kwargs, self.fail_fast, pure=False) for idx in groups]
+                                     kwargs, self.fail_fast, None, self.max_batch_size,
+                                     pure=False) for idx in groups]
             return client.gather(futures)
         finally:
             if own is not None:
@@ -289,9 +478,12 @@ class BatchProcessor:
                 own[1].close()
 
     def stats(self) -> dict:
-        """The last :meth:`map`: items, groups (and their sizes), how they ran
-        (``mode``), launches, errors, seconds per group, wall time and items per
-        second, all measured."""
+        """The last :meth:`map`, all measured: items, groups (and sizes), ``mode``
+        (``"batched"``, ``"loop"`` or ``"mixed"``), ``launches`` (routed calls: one per
+        batched call, one per item of a loop), ``batched_items``, ``splits`` (batched
+        calls halved for memory), errors, seconds per group, and ``per_group``: how each
+        group ran, why a loop was a loop (``reason``), the backends of its batched calls
+        and the memory its batch size came from; wall time and items per second."""
         return dict(self._stats)
 
     def execute_parallel(self, callables=None):

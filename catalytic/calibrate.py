@@ -86,6 +86,16 @@ def _cases(quick: bool):
     for L in full:
         cases.append(("distance_field", L, lambda L=L: ((L, np.array([0])), {})))
         cases.append(("connected_components", L, lambda L=L: ((L,), {})))
+    # batched twins: ensembles of masks, few and many rows (the router compares their
+    # cost with the reference loop's)
+    for shape in sizes2d[:5:2] + sizes3d[:1]:
+        L = _lattice(shape)
+        for B in (4, 64):
+            stack = (rng.random((B, L.n_points)) < 0.6).astype(np.uint8)
+            cases += [
+                ("batched.connected_components", L, lambda L=L, s=stack: ((L, s), {})),
+                ("batched.percolates", L, lambda L=L, s=stack: ((L, s), {"axis": 0})),
+            ]
     for n in n_data:
         ints = rng.integers(0, 2**31, n)
         floats = rng.random(n)

@@ -551,5 +551,58 @@ def mem_spanning(lat, *, axes=(0,), **_):
     return base + g.n_points * k * (48 + 28 * p) + g.n_points * (40 + 16 * p)
 
 
+# -- batched operations: one call over an ensemble of masks on one geometry -------------
+#: the batched twin of operation ``op`` is registered as ``BATCHED_PREFIX + op``; it takes
+#: ``(lattice, stack, *args, **kwargs)`` and returns one result per row of ``stack``,
+#: each equal to ``op`` on ``lattice.with_mask(row)``. ``BatchProcessor`` uses a twin
+#: when one is registered (plugins may register their own) and loops otherwise.
+BATCHED_PREFIX = "batched."
+
+
+def check_stack(lat, stack) -> np.ndarray:
+    """An ensemble of masks for ``lat``'s geometry as C-contiguous uint8 ``(B, n)``
+    (1 = open): ``stack`` is bool or 0/1 integers shaped ``(B, *lattice.shape)`` or
+    ``(B, n)``. Not modified (a copy is made when it is not already that)."""
+    g = lat.geometry
+    a = np.asarray(stack)
+    if a.dtype != np.bool_ and not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"a stack of masks must be bool or integer 0/1, got dtype {a.dtype}")
+    if a.ndim == 1 + g.dimensions and a.shape[1:] == g.shape:
+        a = a.reshape(a.shape[0], g.n_points)
+    if a.ndim != 2 or a.shape[1] != g.n_points:
+        raise ValueError(f"a stack of masks must have shape (B, *{g.shape}) or "
+                         f"(B, {g.n_points}), got {np.shape(stack)}")
+    if a.dtype == np.bool_:
+        return np.ascontiguousarray(a).view(np.uint8)
+    if a.size and (a.min() < 0 or a.max() > 1):
+        raise ValueError("a stack of masks holds values other than 0 and 1")
+    return np.ascontiguousarray(a, dtype=np.uint8)
+
+
+def batched(validate):
+    """The validator of a batched twin from its operation's ``validate``: the op's own
+    checks on the lattice (the geometry every row shares) and :func:`check_stack`."""
+    def validate_batched(lat, stack, *args, **kwargs):
+        (lat, *rest), kwargs = validate(lat, *args, **kwargs)
+        return (lat, check_stack(lat, stack), *rest), kwargs
+
+    validate_batched.__doc__ = f"batched twin of {validate.__name__}"
+    return validate_batched
+
+
+def stack_work(lat, stack, *args, **kwargs) -> float:
+    """Work of a batched twin: the sites of every row times the stencil size."""
+    return float(stack.shape[0]) * sites_work(lat)
+
+
+def mem_stack(memory, per_site=5):
+    """Host bytes of a batched twin: ``per_site`` bytes per site of every row (labels
+    and sizes) plus one row's worth of the op's own ``memory``."""
+    def memory_batched(lat, stack, *args, **kwargs):
+        return stack.shape[0] * lat.geometry.n_points * per_site + memory(lat, *args, **kwargs)
+
+    return memory_batched
+
+
 def mem_data(data, *_, **__):
     return data.nbytes * 2

@@ -59,6 +59,64 @@ def percolates_with(components, lat, axis) -> bool:
     return bool(spanning_with(components, lat, (axis,)).clusters[axis].size)
 
 
+# -- batched twins (see operations.BATCHED_PREFIX) -----------------------------------------
+def each_lattice(lat, stack):
+    """``lat.with_mask(row)`` for every row of a checked stack (one at a time)."""
+    shape = lat.geometry.shape
+    for row in stack:
+        yield lat.with_mask(row.view(np.bool_).reshape(shape))
+
+
+def components_of_stack(geometry, labels, counts, sizes) -> list:
+    """One :class:`Components` per row of a batched labelling, each owning its arrays
+    (as a single call's would), in the lattice's shape."""
+    from catalytic.operations import Components
+
+    return [Components(labels[b].reshape(geometry.shape).copy(), int(counts[b]), sizes[b])
+            for b in range(len(counts))]
+
+
+def face_spanning_stack(labels: np.ndarray, axis: int) -> list:
+    """:func:`face_spanning` of every lattice of a ``(B, *shape)`` stack of labellings,
+    in one set intersection over all of them (labels made unique per lattice)."""
+    B = labels.shape[0]
+    n1 = labels[0].size + 1
+    lo = np.take(labels, 0, axis=axis + 1).reshape(B, -1).astype(np.int64)
+    hi = np.take(labels, -1, axis=axis + 1).reshape(B, -1).astype(np.int64)
+    base = (np.arange(B, dtype=np.int64) * n1)[:, None]
+    both = np.intersect1d((lo + base)[lo > 0], (hi + base)[hi > 0])
+    row = both // n1
+    cuts = np.searchsorted(row, np.arange(B + 1))
+    lab = both - row * n1
+    return [lab[cuts[b]:cuts[b + 1]].copy() for b in range(B)]
+
+
+def spanning_of_stack(lat, stack, comps, axes) -> list:
+    """:class:`SpanningClusters` for every row of a stack from its labelling ``comps``
+    (one :class:`Components` per row): open axes by one :func:`face_spanning_stack`,
+    periodic axes by :func:`wrapping_labels` row by row."""
+    from catalytic.operations import SpanningClusters
+
+    g = lat.geometry
+    found = [{} for _ in comps]
+    opened = [a for a in axes if not g.periodic[a]]
+    if opened and comps:
+        labels = np.stack([c.labels for c in comps])
+        for a in opened:
+            for b, labs in enumerate(face_spanning_stack(labels, a)):
+                found[b][a] = labs
+    wrapped = [a for a in axes if g.periodic[a]]
+    if wrapped:
+        for b, one in enumerate(each_lattice(lat, stack)):
+            found[b].update(wrapping_labels(one.geometry, comps[b].labels, wrapped))
+    return [SpanningClusters({a: f[a] for a in axes}, c) for f, c in zip(found, comps)]
+
+
+def percolates_of_stack(lat, stack, comps, axis) -> list:
+    """Whether each row percolates along ``axis`` (see :func:`percolates_with`)."""
+    return [bool(s.clusters[axis].size) for s in spanning_of_stack(lat, stack, comps, (axis,))]
+
+
 def face_spanning(labels: np.ndarray, axis: int) -> np.ndarray:
     """Sorted labels (int64) of the clusters touching both faces (index 0 and -1) of
     ``axis``."""

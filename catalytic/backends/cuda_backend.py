@@ -355,6 +355,11 @@ def _sites(per_site):
     return lambda lat, *args, **kwargs: lat.geometry.n_points * per_site
 
 
+def _stacked(per_site):
+    """Device bytes of a batched twin: ``per_site`` bytes for every site of every row."""
+    return lambda lat, stack, *args, **kwargs: stack.size * per_site
+
+
 def _arrays_need(factor=3):
     """Device bytes of an array call: host inputs are copied over and a result of the
     same size is made (``factor`` times their bytes); GPU inputs only add a result."""
@@ -437,6 +442,23 @@ def percolates(lat, *, axis=0):
 def spanning_clusters(lat, *, axes):
     """Labels from this backend's kernels; the winding check on the host (SciPy)."""
     return C.spanning_with(connected_components, lat, axes)
+
+
+def batched_connected_components(lat, stack):
+    """Every row labelled together: one launch per sweep over all (row, site) pairs."""
+    g = lat.geometry
+    labels, counts = _graph().connected_components_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
+    sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
+    return C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_percolates(lat, stack, *, axis=0):
+    return C.percolates_of_stack(lat, stack, batched_connected_components(lat, stack), axis)
+
+
+def batched_spanning_clusters(lat, stack, *, axes):
+    return C.spanning_of_stack(lat, stack, batched_connected_components(lat, stack), axes)
 
 
 def degree(lat):
@@ -580,6 +602,10 @@ IMPLEMENTATIONS = {
     "elementwise": (elementwise, _arrays_need(), None),
     "matmul": (matmul, _arrays_need(2), None),
     "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
+    # a stack of B masks: the masks, int64 labels and the sweep flag (per row-site: 9 B)
+    "batched.connected_components": (batched_connected_components, _stacked(9), None),
+    "batched.percolates": (batched_percolates, _stacked(9), None),
+    "batched.spanning_clusters": (batched_spanning_clusters, _stacked(9), None),
 }
 
 

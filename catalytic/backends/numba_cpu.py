@@ -79,14 +79,18 @@ def free_threads() -> int:
     return max(1, min(T, ncpu - max(running - own, 0)))
 
 
-def on_free_cpus(func):
+def on_free_cpus(func, *, stacked=False):
     """Run a lattice implementation with Numba's thread count set (for this calling
     thread, as ``numba.set_num_threads`` does) to :func:`free_threads`, or to 1 on
-    lattices under :data:`PAR_SITES` sites; results never depend on it."""
+    lattices under :data:`PAR_SITES` sites (with ``stacked``, a batched twin: the sites
+    of every row of its stack); results never depend on it."""
 
     @functools.wraps(func)
     def wrapper(lat, *args, **kwargs):
-        T = 1 if lat.geometry.n_points < PAR_SITES else free_threads()
+        sites = lat.geometry.n_points
+        if stacked:
+            sites *= args[0].shape[0]
+        T = 1 if sites < PAR_SITES else free_threads()
         prev = numba.get_num_threads()
         if T == prev:
             return func(lat, *args, **kwargs)
@@ -193,6 +197,25 @@ def spanning_clusters(lat, *, axes):
     return C.spanning_with(connected_components, lat, axes)
 
 
+def batched_connected_components(lat, stack):
+    """The rows labelled by one parallel kernel (lattices shared out over threads);
+    lattices too large for one serial labelling one by one (each across threads)."""
+    g = lat.geometry
+    if not _graph().batch_fits(g.shape, g.offsets):
+        return [connected_components(one) for one in C.each_lattice(lat, stack)]
+    labels, counts, sizes = _graph().connected_components_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
+    return C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_percolates(lat, stack, *, axis=0):
+    return C.percolates_of_stack(lat, stack, batched_connected_components(lat, stack), axis)
+
+
+def batched_spanning_clusters(lat, stack, *, axes):
+    return C.spanning_of_stack(lat, stack, batched_connected_components(lat, stack), axes)
+
+
 def degree(lat):
     return _graph().degree(*_k(lat)).reshape(lat.geometry.shape)
 
@@ -280,6 +303,9 @@ IMPLEMENTATIONS = {
     "reduce": (reduce, None),
     "elementwise": (elementwise, None),
     "random": (random, None),
+    "batched.connected_components": (batched_connected_components, None),
+    "batched.percolates": (batched_percolates, None),
+    "batched.spanning_clusters": (batched_spanning_clusters, None),
 }
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
@@ -304,11 +330,13 @@ def catalytic_add_backends(registry):
 #: operations that run the graph kernels (their thread count is chosen per call)
 GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_catalytic",
              "connected_components", "percolates", "spanning_clusters", "degree",
-             "centrality"}
+             "centrality", "batched.connected_components", "batched.percolates",
+             "batched.spanning_clusters"}
 
 
 @hookimpl
 def catalytic_add_operations(registry):
     for op, (func, supports) in IMPLEMENTATIONS.items():
-        run = thread_safe(on_free_cpus(func) if op in GRAPH_OPS else func)
+        stacked = op.startswith(O.BATCHED_PREFIX)
+        run = thread_safe(on_free_cpus(func, stacked=stacked) if op in GRAPH_OPS else func)
         registry.add_implementation(op, NAME, run, supports=supports, cost=DEFAULT_COST)

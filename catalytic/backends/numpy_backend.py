@@ -559,6 +559,23 @@ def random(shape, seed, distribution):
     return random_numpy(shape, seed, distribution)
 
 
+# -- batched twins: the reference loops over the rows ----------------------------------------
+def batched_connected_components(lat, stack):
+    """``connected_components`` of ``lat.with_mask(row)`` for every row of ``stack``
+    (an ensemble of masks, ``(B, *shape)``): a list of Components."""
+    return [connected_components(one) for one in C.each_lattice(lat, stack)]
+
+
+def batched_percolates(lat, stack, *, axis=0):
+    """``percolates(axis)`` of ``lat.with_mask(row)`` for every row of ``stack``."""
+    return [percolates(one, axis=axis) for one in C.each_lattice(lat, stack)]
+
+
+def batched_spanning_clusters(lat, stack, *, axes):
+    """``spanning_clusters(axes)`` of ``lat.with_mask(row)`` for every row of ``stack``."""
+    return [spanning_clusters(one, axes=axes) for one in C.each_lattice(lat, stack)]
+
+
 # -- registration ---------------------------------------------------------------------------
 def _data_work(data, *_, **__):
     return float(data.size)
@@ -603,6 +620,13 @@ OPERATIONS = [
      lambda op, a, b=None: 16 * max(a.size, 0 if b is None else b.size), {}),
     ("random", random, O.v_random, lambda shape, seed, dist: float(np.prod(shape)),
      lambda shape, seed, dist: 16 * int(np.prod(shape)), {}),
+    # batched twins (operations.BATCHED_PREFIX): one call over a stack of masks
+    ("batched.connected_components", batched_connected_components, O.batched(O.v_none),
+     O.stack_work, O.mem_stack(O.mem_sites(12)), {}),
+    ("batched.percolates", batched_percolates, O.batched(O.v_percolates), O.stack_work,
+     O.mem_stack(lambda lat, *, axis=0: O.mem_spanning(lat, axes=(axis,))), {}),
+    ("batched.spanning_clusters", batched_spanning_clusters, O.batched(O.v_spanning),
+     O.stack_work, O.mem_stack(O.mem_spanning), {}),
 ]
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
@@ -621,7 +645,7 @@ def catalytic_add_backends(registry):
 GRAPH_OPS = {
     "distance_field", "shortest_path", "count_shortest_paths", "connected_components",
     "percolates", "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian",
-    "diffuse",
+    "diffuse", "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
 }
 
 

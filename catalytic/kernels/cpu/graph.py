@@ -86,6 +86,7 @@ __all__ = [
     "shortest_path",
     "count_shortest_paths",
     "connected_components",
+    "connected_components_batched",
     "closeness",
     "catalytic_path",
     "degree",
@@ -1965,6 +1966,143 @@ def _sizes(labels, count) -> np.ndarray:
     for a in range(0, labels.shape[0], step):
         out += np.bincount(labels[a:a + step], minlength=count + 1)
     return out[1:]
+
+
+@njit(cache=True, nogil=True)
+def _sites_whole(parent, sizes, open_, half, shape, periodic):
+    """Site union-find labelling of one whole lattice in one serial call (stencils
+    without the unit last-axis step): the unions of :func:`_cc_union_inside` with one
+    chunk, then :func:`_relabel`, so the labels of :func:`connected_components`.
+    ``sizes`` (at least n + 1 entries) receives the sites per label. Returns the count."""
+    n = parent.shape[0]
+    L = shape[shape.shape[0] - 1]
+    for i in range(n):
+        parent[i] = i if open_[i] != 0 else -1
+    _cc_rows(parent, 0, n // L, 0, n // L, False, half, shape, periodic)
+    count = _relabel(parent, 0, n, 0)
+    sizes[:count + 1] = 0
+    for i in range(n):
+        sizes[parent[i]] += 1
+    return count
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _runs_batched(out, sizes, counts, stack, lo, hi, row_ptr, rs, re, lab, half, shape,
+                  periodic):
+    """:func:`_runs_whole` on lattices [lo, hi) of a stack, split into one contiguous
+    share per scratch row (``row_ptr``, ``rs``, ``re``, ``lab`` have one row per
+    share), the shares in parallel."""
+    T = row_ptr.shape[0]
+    for t in prange(T):
+        for b in range(lo + (hi - lo) * t // T, lo + (hi - lo) * (t + 1) // T):
+            counts[b] = _runs_whole(out[b], sizes[b], stack[b], row_ptr[t], rs[t], re[t],
+                                    lab[t], half, shape, periodic)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sites_batched(out, sizes, counts, stack, lo, hi, half, shape, periodic):
+    """:func:`_sites_whole` on lattices [lo, hi) of a stack, in parallel."""
+    for b in prange(lo, hi):
+        counts[b] = _sites_whole(out[b], sizes[b], stack[b], half, shape, periodic)
+
+
+def connected_components_batched(shape, periodic, offsets, open_stack, dedupe):
+    """Label the components of a stack of same-shape lattices (the masks of an
+    ensemble), the lattices in parallel.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, dedupe
+        The common lattice, as in :func:`connected_components` (``dedupe`` is unused).
+    open_stack : ndarray of uint8, (B, n) or (B, 0)
+        Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
+
+    Returns
+    -------
+    labels : ndarray of int32, (B, n)
+        Row b equals ``connected_components`` of lattice b, bit for bit.
+    counts : ndarray of int64, (B,)
+    sizes : list of B int64 arrays
+        ``sizes[b][c]`` is the sites labelled ``c + 1`` in lattice b.
+
+    Raises
+    ------
+    ValueError
+        ``open_stack`` not 2-D with n or 0 columns, or a lattice too large for one
+        serial labelling (:func:`batch_fits`; label those one by one with
+        :func:`connected_components`, which splits one lattice across threads).
+
+    Notes
+    -----
+    Each lattice is labelled by one serial kernel (:func:`_runs_whole` over runs when
+    the stencil holds the unit last-axis step, else :func:`_sites_whole` over sites),
+    and the lattices are shared out over Numba's threads: one parallel launch per
+    ``_BUDGET`` of work instead of six serial-fraction launches per lattice. Scratch
+    is per thread (runs) or the labels themselves (sites); per lattice the result
+    holds 4 n bytes of labels and 4 n (runs) or 8 n (sites) bytes of sizes until they
+    are cut to the counts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1], [1]])
+    >>> st = np.array([[1, 1, 1], [1, 0, 1]], np.uint8)
+    >>> labels, counts, sizes = connected_components_batched(
+    ...     (3,), np.zeros(1, np.uint8), off, st, False)
+    >>> labels.tolist(), counts.tolist(), [s.tolist() for s in sizes]
+    ([[1, 1, 1], [1, 0, 2]], [1, 2], [[3], [1, 1]])
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    n = math.prod(shape.tolist())
+    stack = np.asarray(open_stack)
+    if stack.ndim != 2 or stack.shape[1] not in (0, n):
+        raise ValueError(f"open_stack must be (B, {n}) or (B, 0), got shape {stack.shape}")
+    B = stack.shape[0]
+    if not batch_fits(shape, offsets):
+        raise ValueError(f"a lattice of {n} sites is too large for one serial labelling; "
+                         "label it with connected_components")
+    if stack.shape[1] == 0:
+        stack = np.ones((B, n), dtype=np.uint8)
+    stack = np.ascontiguousarray(stack, dtype=np.uint8)
+    half, runs = _stencil_halves(offsets.tobytes(), d)
+    L = int(shape[-1]) if n else 1
+    runs = runs or L == 1
+    labels = np.empty((B, n), dtype=np.int32)
+    counts = np.zeros(B, dtype=np.int64)
+    if B == 0 or n == 0:
+        return labels, counts, [np.zeros(0, dtype=np.int64) for _ in range(B)]
+    nrow = n // L
+    bound = nrow * ((L + 1) // 2) + 1 if runs else n + 1
+    sizes = np.empty((B, bound), dtype=np.int64)
+    T = max(1, min(numba.get_num_threads(), B))
+    # lattices per kernel call: about one _BUDGET of work (see "Interrupts")
+    step = max(T, _BUDGET // max(1, n * (4 + 4 * half.shape[0])))
+    if runs:
+        row_ptr = np.empty((T, nrow + 1), dtype=np.int64)
+        rs = np.empty((T, bound), dtype=np.int32)
+        re = np.empty((T, bound), dtype=np.int32)
+        lab = np.empty((T, bound + 1), dtype=np.int32)
+        for lo in range(0, B, step):
+            _runs_batched(labels, sizes, counts, stack, lo, min(B, lo + step), row_ptr, rs,
+                          re, lab, half, shape, periodic)
+    else:
+        for lo in range(0, B, step):
+            _sites_batched(labels, sizes, counts, stack, lo, min(B, lo + step), half, shape,
+                           periodic)
+    return labels, counts, [sizes[b, 1:counts[b] + 1].copy() for b in range(B)]
+
+
+def batch_fits(shape, offsets) -> bool:
+    """Whether one lattice of ``shape`` with ``offsets`` is labelled by one serial
+    kernel call in :func:`connected_components_batched`: int32 labels and at most
+    ``_BUDGET`` work (larger lattices are worth splitting across threads one by one)."""
+    n = math.prod(int(x) for x in shape)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    half = _stencil_halves(offsets.tobytes(), offsets.shape[1])[0]
+    return n <= _INT32_LIMIT and n * (4 + 4 * half.shape[0]) <= _BUDGET
 
 
 def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T):

@@ -1,0 +1,210 @@
+"""Batched twins (``batched.connected_components``, ``batched.percolates``,
+``batched.spanning_clusters``) and the BatchProcessor's batched groups: every row equals
+the single call on ``lattice.with_mask(row)`` (itself checked against SciPy and brute
+force elsewhere) and ``scipy.ndimage.label`` directly; memory decides the batch size;
+a shortfall splits a call, never fails it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import ndimage
+
+import catalytic as cat
+from catalytic import engine as engine_module
+from catalytic.kernels.cpu import graph as G
+from lattice_oracles import available_backends, lattice_specs, make
+
+CPU = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
+
+
+def _same_components(a, b):
+    return (a.count == b.count and a.labels.dtype == b.labels.dtype
+            and np.array_equal(a.labels, b.labels) and np.array_equal(a.sizes, b.sizes))
+
+
+def _same_spanning(a, b):
+    return (a.clusters.keys() == b.clusters.keys()
+            and all(np.array_equal(a.clusters[k], b.clusters[k]) for k in a.clusters)
+            and _same_components(a.components, b.components))
+
+
+def _stack(spec, rows, seed):
+    rng = np.random.default_rng(seed)
+    return rng.random((rows,) + tuple(spec["shape"])) < rng.uniform(0.3, 0.9)
+
+
+@pytest.mark.parametrize("backend", CPU)
+@settings(max_examples=25, deadline=None)
+@given(spec=lattice_specs(max_dim=3, masks=False), rows=st.integers(0, 5),
+       seed=st.integers(0, 2**32 - 1))
+def test_twins_equal_single_calls_on_every_row(backend, spec, rows, seed):
+    L = make(spec)
+    stack = _stack(spec, rows, seed)
+    eng = cat.get_engine()
+    axes = tuple(range(len(spec["shape"])))
+    comps = eng.run("batched.connected_components", L, stack, backend=backend)
+    spans = eng.run("batched.spanning_clusters", L, stack, axes=axes, backend=backend)
+    perc = eng.run("batched.percolates", L, stack, axis=-1, backend=backend)
+    assert len(comps) == len(spans) == len(perc) == rows
+    for b in range(rows):
+        one = L.with_mask(stack[b])
+        assert _same_components(comps[b], one.connected_components(backend=backend))
+        assert _same_spanning(spans[b], one.spanning_clusters(axes, backend=backend))
+        assert perc[b] is one.percolates(-1, backend=backend)
+
+
+def test_cpu_kernel_agrees_with_ndimage_label():
+    """The batched kernel against the independent oracle, for both of its paths (runs:
+    von Neumann; sites: a stencil without the unit last-axis step)."""
+    rng = np.random.default_rng(5)
+    masks = rng.random((7, 20, 17)) < 0.6
+    vn = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    labels, counts, sizes = G.connected_components_batched(
+        (20, 17), np.zeros(2, np.uint8), vn, masks.reshape(7, -1).view(np.uint8), False)
+    for b in range(7):
+        want, count = ndimage.label(masks[b])
+        assert counts[b] == count and np.array_equal(labels[b].reshape(20, 17), want)
+        assert np.array_equal(sizes[b], np.bincount(want.reshape(-1))[1:])
+    # steps of two along both axes: the 4 sub-lattices of a doubled grid
+    two = 2 * vn
+    labels, counts, _ = G.connected_components_batched(
+        (20, 17), np.zeros(2, np.uint8), two, masks.reshape(7, -1).view(np.uint8), False)
+    for b in range(7):
+        count = 0
+        for r in (0, 1):
+            for c in (0, 1):
+                count += ndimage.label(masks[b][r::2, c::2])[1]
+        assert counts[b] == count
+
+
+def test_stack_validation_is_clear():
+    L = cat.Lattice(shape=(4, 5))
+    eng = cat.get_engine()
+    with pytest.raises(ValueError, match=r"\(B, \*\(4, 5\)\) or \(B, 20\)"):
+        eng.run("batched.connected_components", L, np.ones((3, 5, 4), bool))
+    with pytest.raises(TypeError, match="bool or integer"):
+        eng.run("batched.connected_components", L, np.ones((3, 20)))
+    with pytest.raises(ValueError, match="other than 0 and 1"):
+        eng.run("batched.connected_components", L, np.full((3, 20), 2))
+    with pytest.raises(ValueError, match="axis 2 out of range"):
+        eng.run("batched.percolates", L, np.ones((3, 20), bool), axis=2)
+    masks = np.ones((2, 4, 5), bool)
+    before = masks.copy()
+    eng.run("batched.percolates", L, masks, axis=0)
+    assert np.array_equal(masks, before)  # the caller's stack is not modified
+
+
+def test_router_explains_a_batched_call():
+    L = cat.Lattice(shape=(32, 32))
+    stack = np.ones((50, 32, 32), bool)
+    d = cat.get_engine().explain("batched.percolates", L, stack, axis=0)
+    assert d.op == "batched.percolates" and d.work == 50 * 32 * 32 * 4
+    assert set(d.predictions) >= set(CPU)
+
+
+# -- the BatchProcessor -------------------------------------------------------------------
+def _ensemble(n=9, shape=(24, 20), p=0.6, seed=0, **geometry):
+    base = cat.Lattice(shape=shape, **geometry)
+    rng = np.random.default_rng(seed)
+    return [base.with_mask(rng.random(shape) < p) for _ in range(n)]
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+@pytest.mark.parametrize("op, kwargs", [("connected_components", {}),
+                                        ("percolates", {"axis": 1}),
+                                        ("spanning_clusters", {"axes": (0, 1)})])
+def test_batched_groups_equal_single_calls(executor, op, kwargs):
+    lats = _ensemble(periodic=(True, False)) + _ensemble(4, shape=(9, 9), seed=1)
+    bp = cat.BatchProcessor(lats, executor=executor, progress=False)
+    res = bp.map(op, **kwargs)
+    s = bp.stats()
+    assert res.ok and s["mode"] == "batched" and s["batched_items"] == 13
+    assert s["launches"] == 2  # one call per group: everything fits in memory here
+    for got, L in zip(res, lats):
+        want = L.run(op, **kwargs)
+        if op == "connected_components":
+            assert _same_components(got, want)
+        elif op == "spanning_clusters":
+            assert _same_spanning(got, want)
+        else:
+            assert got is want
+    assert all(g["backends"] for g in s["per_group"])
+
+
+def test_loops_say_why():
+    L = cat.Lattice(shape=(6, 6))
+    bp = cat.BatchProcessor([L, L.with_mask(np.eye(6, dtype=bool)), cat.Lattice(shape=(3,))],
+                            progress=False)
+    bp.map("degree")
+    s = bp.stats()
+    assert s["mode"] == "loop" and s["launches"] == 3
+    reasons = [g["reason"] for g in s["per_group"]]
+    assert reasons == ["no batched twin 'batched.degree' is registered", "a single item"]
+
+
+def test_batch_size_comes_from_the_host_guard(monkeypatch):
+    lats = _ensemble(10)
+    per_item = cat.get_engine().registry.operation("batched.percolates").memory(
+        lats[0], np.ones((1, lats[0].n_points), np.uint8), axis=0)
+    # room for three lattices in half of "available" memory
+    monkeypatch.setattr(engine_module, "available_memory", lambda: 2 * 3 * per_item + 1)
+    bp = cat.BatchProcessor(lats, progress=False)
+    res = bp.map("percolates", axis=0)
+    s = bp.stats()
+    assert s["per_group"][0]["memory"]["batch_size"] == 3 and s["launches"] == 4
+    assert list(res) == [L.percolates(0) for L in lats]
+    # max_batch_size caps it further
+    bp = cat.BatchProcessor(lats, progress=False, max_batch_size=2)
+    bp.map("percolates", axis=0)
+    assert bp.stats()["launches"] == 5
+
+
+class _ShortTwin:
+    """A plugin op whose batched twin runs short of memory above two rows and on any
+    stack holding a lattice of five open sites, whose single call fails."""
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        from catalytic import operations as O
+
+        def open_count(lat):
+            if lat.geometry.n_open == 5:
+                raise ValueError("five open sites")
+            return lat.geometry.n_open
+
+        def twin(lat, stack):
+            if stack.shape[0] > 2 or (stack.sum(axis=1) == 5).any():
+                raise cat.InsufficientMemoryError("the test twin", 10**12, 10**6)
+            return [int(r.sum()) for r in stack]
+
+        registry.add_operation("open_count_test", work=O.sites_work, validate=O.v_none)
+        registry.add_implementation("open_count_test", "numpy", open_count)
+        registry.add_operation("batched.open_count_test", work=O.stack_work,
+                               validate=O.batched(O.v_none))
+        registry.add_implementation("batched.open_count_test", "numpy", twin)
+
+
+def test_a_shortfall_halves_the_call_and_a_failing_item_keeps_its_index():
+    eng = cat.get_engine()
+    eng.register_plugin(_ShortTwin(), "short-twin-test")
+    try:
+        masks = np.zeros((7, 3, 3), bool)
+        for b in range(7):
+            masks[b].flat[:b + 1] = True  # item b has b + 1 open sites
+        lats = [cat.Lattice(shape=(3, 3), mask=m) for m in masks]
+        bp = cat.BatchProcessor(lats, progress=False)
+        res = bp.map("open_count_test")
+        s = bp.stats()
+        # 7 -> [0 1 2] [3 4 5 6]; [0 1 2] -> [0] [1 2]; [3 4 5 6] -> [3 4] [5 6];
+        # [3 4] -> [3] [4]; item 4 alone does not fit and runs its single call, which fails
+        assert s["splits"] == 4 and s["launches"] == 5 and s["batched_items"] == 6
+        assert list(res) == [1, 2, 3, 4, None, 6, 7]
+        assert list(res.errors) == [4] and isinstance(res.errors[4], ValueError)
+        assert "does not fit" in s["per_group"][0]["fallback"]
+        with pytest.raises(cat.BatchError, match="item 4 failed: ValueError"):
+            cat.BatchProcessor(lats, progress=False, fail_fast=True).map("open_count_test")
+    finally:
+        eng.unregister_plugin("short-twin-test")
