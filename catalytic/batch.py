@@ -291,6 +291,36 @@ def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=N
     return out, errors, time.perf_counter() - t0, info
 
 
+def _merge(parts, reason):
+    """One group's ``(values, errors, seconds, info)`` from the results of its parts
+    (run as separate tasks): values in order, seconds and counts summed (seconds are
+    task time, so they can exceed the wall time when parts ran at once). ``reason``:
+    the group's :func:`loop_reason` (a part of one item has its own)."""
+    values, errors, seconds = [], {}, 0.0
+    info = None
+    modes = set()
+    for v, e, sec, inf in parts:
+        values += v
+        errors.update(e)
+        seconds += sec
+        modes.add(inf["mode"])
+        if info is None:
+            info = dict(inf, backends=dict(inf["backends"]), tasks=1)
+            continue
+        info["tasks"] += 1
+        for key in ("calls", "splits", "batched_items"):
+            info[key] += inf[key]
+        for name, count in inf["backends"].items():
+            info["backends"][name] = info["backends"].get(name, 0) + count
+        for key in ("fallback", "split_reason", "memory"):
+            if key in inf:
+                info.setdefault(key, inf[key])
+    info["mode"] = modes.pop() if len(modes) == 1 else "mixed"
+    if reason is not None:
+        info["reason"] = reason
+    return values, errors, seconds, info
+
+
 class BatchProcessor:
     """Run registered operations over many lattices or arrays (module docstring).
 
@@ -427,31 +457,21 @@ class BatchProcessor:
         workers = self.max_workers or os.cpu_count() or 1
         # a batched group is one task (its kernels use the threads); a loop, one per item
         with ThreadPoolExecutor(workers) as pool:
-            tasks = []
+            tasks, reasons = [], []
             for idx in groups:
-                items = [self.items[i] for i in idx]
-                parts = [idx] if loop_reason(op, items) is None else [[i] for i in idx]
+                reasons.append(loop_reason(op, [self.items[i] for i in idx]))
+                parts = [idx] if reasons[-1] is None else [[i] for i in idx]
                 tasks.append([pool.submit(_run_group, op, [self.items[i] for i in part], part,
                                           args, kwargs, self.fail_fast, engine, limit)
                               for part in parts])
             done = []
-            for idx, futures in zip(groups, tasks):
-                vals, errs, secs = [], {}, 0.0
-                info = None
+            for futures, reason in zip(tasks, reasons):
+                parts = []
                 for f in futures:
-                    v, e, sec, inf = f.result()
-                    vals += v
-                    errs.update(e)
-                    secs += sec
-                    if info is None:
-                        info = dict(inf, backends=dict(inf["backends"]))
-                    else:
-                        info["calls"] += inf["calls"]
+                    parts.append(f.result())
                     if bar is not None:
-                        bar.update(len(v))
-                if len(futures) > 1:
-                    info["reason"] = loop_reason(op, [self.items[i] for i in idx])
-                done.append((vals, errs, secs, info))
+                        bar.update(len(parts[-1][0]))
+                done.append(_merge(parts, reason))
             return done
 
     def _map_dask(self, op, groups, args, kwargs):
@@ -468,10 +488,17 @@ class BatchProcessor:
             client = Client(cluster)
             own = (client, cluster)
         try:
-            futures = [client.submit(_run_group, op, [self.items[i] for i in idx], idx, args,
-                                     kwargs, self.fail_fast, None, self.max_batch_size,
-                                     pure=False) for idx in groups]
-            return client.gather(futures)
+            # every group in one contiguous part per worker, so all workers share it
+            workers = max(1, len(client.scheduler_info()["workers"]))
+            tasks = []
+            for idx in groups:
+                k = -(-len(idx) // workers)
+                tasks.append([client.submit(_run_group, op, [self.items[i] for i in part],
+                                            part, args, kwargs, self.fail_fast, None,
+                                            self.max_batch_size, pure=False)
+                              for part in (idx[lo:lo + k] for lo in range(0, len(idx), k))])
+            return [_merge(client.gather(futures), loop_reason(op, [self.items[i] for i in idx]))
+                    for futures, idx in zip(tasks, groups)]
         finally:
             if own is not None:
                 own[0].close()

@@ -115,6 +115,18 @@ def test_dask_local_cluster_gives_the_serial_results():
         assert len(client.scheduler_info()["workers"]) == 2
         got = cat.BatchProcessor(lats, executor="dask", client=client,
                                  progress=False).map("distance_field", 0)
+        # an ensemble: one group, split over both workers, each part one batched call
+        base = cat.Lattice(shape=(20, 20), periodic=(True, False))
+        rng = np.random.default_rng(4)
+        ens = [base.with_mask(rng.random((20, 20)) < 0.6) for _ in range(9)]
+        bp = cat.BatchProcessor(ens, executor="dask", client=client, progress=False)
+        perc = bp.map("spanning_clusters", axes=(0, 1))
+        group = bp.stats()["per_group"][0]
+        assert group["mode"] == "batched" and group["tasks"] == 2 and group["calls"] == 2
+    want = cat.BatchProcessor(ens, progress=False).map("spanning_clusters", axes=(0, 1))
+    for g, w in zip(perc, want):
+        assert all(np.array_equal(g.clusters[a], w.clusters[a]) for a in (0, 1))
+        assert np.array_equal(g.components.labels, w.components.labels)
     assert list(got.errors) == list(serial.errors) == [5]
     assert isinstance(got.errors[5], IndexError)
     for g, s in zip(got, serial):
