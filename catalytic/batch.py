@@ -167,12 +167,12 @@ def _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors):
 
 
 def _open_rows(items) -> np.ndarray:
-    """The masks of same-geometry lattices as a (B, n) uint8 stack (1 = open)."""
+    """The masks of same-geometry lattices as a (B, n) bool stack (True = open)."""
     n = items[0].geometry.n_points
-    stack = np.ones((len(items), n), dtype=np.uint8)
+    stack = np.ones((len(items), n), dtype=np.bool_)
     for b, lat in enumerate(items):
         if lat.geometry.mask is not None:
-            stack[b] = lat.geometry.open_flat
+            stack[b] = lat.geometry.mask.reshape(-1)
     return stack
 
 

@@ -76,35 +76,27 @@ def components_of_stack(geometry, labels, counts, sizes) -> list:
             for b in range(len(counts))]
 
 
-def face_spanning_stack(labels: np.ndarray, axis: int) -> list:
-    """:func:`face_spanning` of every lattice of a ``(B, *shape)`` stack of labellings,
-    in one set intersection over all of them (labels made unique per lattice)."""
-    B = labels.shape[0]
-    n1 = labels[0].size + 1
-    lo = np.take(labels, 0, axis=axis + 1).reshape(B, -1).astype(np.int64)
-    hi = np.take(labels, -1, axis=axis + 1).reshape(B, -1).astype(np.int64)
-    base = (np.arange(B, dtype=np.int64) * n1)[:, None]
-    both = np.intersect1d((lo + base)[lo > 0], (hi + base)[hi > 0])
-    row = both // n1
-    cuts = np.searchsorted(row, np.arange(B + 1))
-    lab = both - row * n1
-    return [lab[cuts[b]:cuts[b + 1]].copy() for b in range(B)]
-
-
-def spanning_of_stack(lat, stack, comps, axes) -> list:
-    """:class:`SpanningClusters` for every row of a stack from its labelling ``comps``
-    (one :class:`Components` per row): open axes by one :func:`face_spanning_stack`,
-    periodic axes by :func:`wrapping_labels` row by row."""
+def spanning_of_stack(lat, stack, labels, comps, axes) -> list:
+    """:class:`SpanningClusters` for every row of a stack from its labelling: ``labels``
+    (B, n) as the batched kernel gave them (or None), ``comps`` one :class:`Components`
+    per row.
+    Open axes by one parallel face kernel over all rows, periodic axes by
+    :func:`wrapping_labels` row by row."""
+    from catalytic.kernels.cpu.graph import face_spanning_batched
     from catalytic.operations import SpanningClusters
 
     g = lat.geometry
     found = [{} for _ in comps]
-    opened = [a for a in axes if not g.periodic[a]]
-    if opened and comps:
-        labels = np.stack([c.labels for c in comps])
-        for a in opened:
-            for b, labs in enumerate(face_spanning_stack(labels, a)):
-                found[b][a] = labs
+    counts = np.array([c.count for c in comps], dtype=np.int64)
+    for a in axes:
+        if g.periodic[a]:
+            continue
+        if labels is None:  # rows labelled one by one (large lattices): not stacked
+            for b, c in enumerate(comps):
+                found[b][a] = face_spanning(c.labels, a)
+            continue
+        for b, labs in enumerate(face_spanning_batched(labels, counts, g.shape, a)):
+            found[b][a] = labs
     wrapped = [a for a in axes if g.periodic[a]]
     if wrapped:
         for b, one in enumerate(each_lattice(lat, stack)):
@@ -112,9 +104,10 @@ def spanning_of_stack(lat, stack, comps, axes) -> list:
     return [SpanningClusters({a: f[a] for a in axes}, c) for f, c in zip(found, comps)]
 
 
-def percolates_of_stack(lat, stack, comps, axis) -> list:
+def percolates_of_stack(lat, stack, labels, comps, axis) -> list:
     """Whether each row percolates along ``axis`` (see :func:`percolates_with`)."""
-    return [bool(s.clusters[axis].size) for s in spanning_of_stack(lat, stack, comps, (axis,))]
+    return [bool(s.clusters[axis].size)
+            for s in spanning_of_stack(lat, stack, labels, comps, (axis,))]
 
 
 def face_spanning(labels: np.ndarray, axis: int) -> np.ndarray:

@@ -444,21 +444,26 @@ def spanning_clusters(lat, *, axes):
     return C.spanning_with(connected_components, lat, axes)
 
 
-def batched_connected_components(lat, stack):
-    """Every row labelled together: one launch per sweep over all (row, site) pairs."""
+def _label_stack(lat, stack):
+    """``(labels (B, n), comps)``: every row labelled together, one launch per sweep
+    over all (row, site) pairs."""
     g = lat.geometry
     labels, counts = _graph().connected_components_batched(
         g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
     sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
-    return C.components_of_stack(g, labels, counts, sizes)
+    return labels, C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_connected_components(lat, stack):
+    return _label_stack(lat, stack)[1]
 
 
 def batched_percolates(lat, stack, *, axis=0):
-    return C.percolates_of_stack(lat, stack, batched_connected_components(lat, stack), axis)
+    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
 
 
 def batched_spanning_clusters(lat, stack, *, axes):
-    return C.spanning_of_stack(lat, stack, batched_connected_components(lat, stack), axes)
+    return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
 
 
 def degree(lat):

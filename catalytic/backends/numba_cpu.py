@@ -197,23 +197,28 @@ def spanning_clusters(lat, *, axes):
     return C.spanning_with(connected_components, lat, axes)
 
 
-def batched_connected_components(lat, stack):
-    """The rows labelled by one parallel kernel (lattices shared out over threads);
-    lattices too large for one serial labelling one by one (each across threads)."""
+def _label_stack(lat, stack):
+    """``(labels (B, n), comps)``: the rows labelled by one parallel kernel (lattices
+    shared out over threads); lattices too large for one serial labelling one by one
+    (each across threads; ``labels`` is then None: the rows are not stacked)."""
     g = lat.geometry
     if not _graph().batch_fits(g.shape, g.offsets):
-        return [connected_components(one) for one in C.each_lattice(lat, stack)]
+        return None, [connected_components(one) for one in C.each_lattice(lat, stack)]
     labels, counts, sizes = _graph().connected_components_batched(
         g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
-    return C.components_of_stack(g, labels, counts, sizes)
+    return labels, C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_connected_components(lat, stack):
+    return _label_stack(lat, stack)[1]
 
 
 def batched_percolates(lat, stack, *, axis=0):
-    return C.percolates_of_stack(lat, stack, batched_connected_components(lat, stack), axis)
+    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
 
 
 def batched_spanning_clusters(lat, stack, *, axes):
-    return C.spanning_of_stack(lat, stack, batched_connected_components(lat, stack), axes)
+    return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
 
 
 def degree(lat):

@@ -1065,6 +1065,7 @@ def _runs_write_row(seg, rs, re, k0, spill):
             prev = o
     if prev:
         re[ke] = L
+    return ks - k0
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1240,11 +1241,10 @@ def _runs_whole(out, sizes, open_, row_ptr, rs, re, lab, half, shape, periodic):
     nrow = row_ptr.shape[0] - 1
     L = shape[shape.shape[0] - 1]
     row_ptr[0] = 0
-    for row in range(nrow):
-        row_ptr[row + 1] = row_ptr[row] + _runs_count_row(open_[row * L:(row + 1) * L])
+    for row in range(nrow):  # count and write in one scan (each row spills into the next)
+        row_ptr[row + 1] = row_ptr[row] + _runs_write_row(open_[row * L:(row + 1) * L], rs,
+                                                          re, row_ptr[row], True)
     n_runs = row_ptr[nrow]
-    for row in range(nrow):
-        _runs_write_row(open_[row * L:(row + 1) * L], rs, re, row_ptr[row], True)
     lab[0] = -1
     for a in range(n_runs):
         lab[a + 1] = a
@@ -2093,6 +2093,52 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe):
             _sites_batched(labels, sizes, counts, stack, lo, min(B, lo + step), half, shape,
                            periodic)
     return labels, counts, [sizes[b, 1:counts[b] + 1].copy() for b in range(B)]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _faces_batched(labels, counts, outer, L, inner, out, found):
+    """For each row b of a (B, n) stack of labellings viewed as (outer, L, inner): the
+    labels on both faces (index 0 and L - 1 of the middle axis), ascending, into
+    ``out[b, :found[b]]``. O(face + count) per row."""
+    for b in prange(labels.shape[0]):
+        seen = np.zeros(counts[b] + 1, dtype=np.uint8)
+        row = labels[b]
+        for o in range(outer):
+            lo = o * L * inner
+            hi = lo + (L - 1) * inner
+            for i in range(inner):
+                seen[row[lo + i]] |= 1
+                seen[row[hi + i]] |= 2
+        k = 0
+        for c in range(1, counts[b] + 1):
+            if seen[c] == 3:
+                out[b, k] = c
+                k += 1
+        found[b] = k
+
+
+def face_spanning_batched(labels, counts, shape, axis) -> list:
+    """Sorted int64 labels of the clusters touching both faces of ``axis``, for every
+    row of a (B, n) stack of labellings of ``shape`` (components numbered 1..counts[b],
+    0 blocked): ``_common.face_spanning`` of each row, in one parallel kernel.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lab = np.array([[1, 0, 1, 1], [1, 2, 0, 2]], np.int32)
+    >>> [a.tolist() for a in face_spanning_batched(lab, np.array([1, 2]), (2, 2), 0)]
+    [[1], [2]]
+    """
+    shape = [int(x) for x in shape]
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:])
+    B = labels.shape[0]
+    out = np.empty((B, outer * inner), dtype=np.int64)
+    found = np.zeros(B, dtype=np.int64)
+    if B and outer * inner:
+        _faces_batched(labels, np.ascontiguousarray(counts, dtype=np.int64), outer,
+                       shape[axis], inner, out, found)
+    return [out[b, :found[b]].copy() for b in range(B)]
 
 
 def batch_fits(shape, offsets) -> bool:
