@@ -101,7 +101,7 @@ def test_router_explains_a_batched_call():
     L = cat.Lattice(shape=(32, 32))
     stack = np.ones((50, 32, 32), bool)
     d = cat.get_engine().explain("batched.percolates", L, stack, axis=0)
-    assert d.op == "batched.percolates" and d.work == 50 * 32 * 32 * 4
+    assert d.op == "batched.percolates" and d.work == 50 * (32 * 32 * 4 + 1500)
     assert set(d.predictions) >= set(CPU)
 
 
