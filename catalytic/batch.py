@@ -143,31 +143,40 @@ def _group_key(item):
     flags (or, for plain arrays, the same shape and dtype)."""
     if _is_lattice(item):
         g = item.geometry
-        return ("lattice", g.shape, g.periodic, g.offsets.tobytes(), g.weights is not None,
-                id(item._engine), item.enable_gpu, item.enable_smart_routing)
+        # weights by identity: lattices made by with_mask share them; others that merely
+        # hold equal weights are not compared (a twin sees only the first lattice's)
+        return ("lattice", g.shape, g.periodic, g.offsets.tobytes(),
+                None if g.weights is None else id(g.weights), id(item._engine),
+                item.enable_gpu, item.enable_smart_routing)
     shape = getattr(item, "shape", None)
     dtype = str(getattr(item, "dtype", type(item).__name__))
     return ("array", tuple(shape) if shape is not None else None, dtype)
 
 
-def _call_one(engine, op, item, args, kwargs):
+def _call_one(engine, op, item, args, kwargs, lattice=None):
+    if lattice is not None:
+        return lattice.run(op, item, *args, **kwargs)
     if _is_lattice(item):
         return item.run(op, *args, **kwargs)
     return engine.run(op, item, *args, **kwargs)
 
 
-def _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors):
+def _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors, lattice=None):
     for i, item in zip(indices, items):
         try:
-            values[i] = _call_one(engine, op, item, args, kwargs)
+            values[i] = _call_one(engine, op, item, args, kwargs, lattice)
         except Exception as err:
             if fail_fast:
                 raise BatchError(i, err) from err
             errors[i] = err
 
 
-def _open_rows(items) -> np.ndarray:
-    """The masks of same-geometry lattices as a (B, n) bool stack (True = open)."""
+def _stack(items, lattice=None) -> np.ndarray:
+    """What the twin's rows are: the items themselves stacked (arrays, with
+    ``lattice=``), or the masks of same-geometry lattices as a (B, n) bool stack (True
+    = open)."""
+    if lattice is not None:
+        return np.stack([np.asarray(x) for x in items])
     n = items[0].geometry.n_points
     stack = np.ones((len(items), n), dtype=np.bool_)
     for b, lat in enumerate(items):
@@ -186,13 +195,12 @@ def _gpu_may_run(engine, template, kwargs) -> bool:
     return any(b.device != "cpu" and b.status()[0] for b in backends.values())
 
 
-def batch_size(engine, twin, template, args, kwargs, limit=None) -> tuple[int, dict]:
-    """Lattices per call of the batched ``twin`` for ``template``'s geometry, from
-    measured memory (module docstring), and what it was computed from. Raises what the
-    twin's validation raises."""
+def batch_size(engine, twin, template, one, args, kwargs, limit=None) -> tuple[int, dict]:
+    """Rows per call of the batched ``twin`` on ``template`` (``one``: a stack of one
+    row), from measured memory (module docstring), and what it was computed from.
+    Raises what the twin's validation raises."""
     spec = engine.registry.operation(twin)
     call = {k: v for k, v in kwargs.items() if k != "backend"}
-    one = np.ones((1, template.geometry.n_points), dtype=np.uint8)
     a, kw = spec.validate(template, one, *args, **call) if spec.validate else ((template, one) + tuple(args), call)
     per_item = int(spec.memory(*a, **kw)) if spec.memory is not None else 0
     host = _engine.available_memory()
@@ -212,13 +220,14 @@ def batch_size(engine, twin, template, args, kwargs, limit=None) -> tuple[int, d
 
 
 def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, values,
-             errors, info):
-    """One routed call of ``op``'s twin over the items' masks. A memory shortfall halves
-    the call (a single lattice then runs, and fails, as its single call); any other
-    failure of the twin reruns its items one by one, said in ``info``."""
+             errors, info, lattice=None):
+    """One routed call of ``op``'s twin over the items (their masks, or with
+    ``lattice=`` the items themselves). A memory shortfall halves the call (a single
+    item then runs, and fails, as its single call); any other failure of the twin reruns
+    its items one by one, said in ``info``."""
     try:
-        got = template.engine.run(BATCHED_PREFIX + op, template, _open_rows(items), *args,
-                                  **kwargs)
+        got = template.engine.run(BATCHED_PREFIX + op, template, _stack(items, lattice),
+                                  *args, **kwargs)
     except InsufficientMemoryError as err:
         if len(items) > 1:
             info["splits"] += 1
@@ -226,9 +235,9 @@ def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, valu
             h = len(items) // 2
             for part in ((items[:h], indices[:h]), (items[h:], indices[h:])):
                 _batched(engine, op, template, *part, args, kwargs, fail_fast, values,
-                         errors, info)
+                         errors, info, lattice)
             return
-        info.setdefault("fallback", f"one lattice does not fit a batched call: {err}")
+        info.setdefault("fallback", f"one item does not fit a batched call: {err}")
     except Exception as err:
         info.setdefault("fallback", f"the batched call failed: {type(err).__name__}: {err}")
     else:
@@ -240,23 +249,27 @@ def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, valu
         for i, v in zip(indices, got):
             values[i] = v
         return
-    _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors)
+    _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors, lattice)
     info["calls"] += len(items)
 
 
-def loop_reason(op, items) -> str | None:
+def loop_reason(op, items, lattice=None) -> str | None:
     """Why a group of ``items`` runs ``op`` as a loop of single calls, or None when it
     runs as batched calls of ``op``'s twin."""
     if len(items) < 2:
         return "a single item"
-    if not all(_is_lattice(x) for x in items):
-        return "items are not lattices"
-    if BATCHED_PREFIX + op not in items[0].engine.registry.operations:
+    if lattice is None and not all(_is_lattice(x) for x in items):
+        return "items are not lattices (pass lattice= to run a lattice operation on arrays)"
+    if lattice is not None and any(_is_lattice(x) for x in items):
+        return "items are lattices and lattice= is given"
+    owner = lattice if lattice is not None else items[0]
+    if BATCHED_PREFIX + op not in owner.engine.registry.operations:
         return f"no batched twin {BATCHED_PREFIX + op!r} is registered"
     return None
 
 
-def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=None):
+def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=None,
+               lattice=None):
     """Run ``op`` on a group: batched calls of its twin when :func:`loop_reason` allows,
     else a loop of single calls. Returns ``(values, errors, seconds, info)`` with errors
     keyed by input index and ``info`` saying how the group ran. Module-level so Dask can
@@ -269,12 +282,13 @@ def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=N
     values: dict = {}
     errors: dict = {}
     info = {"mode": "loop", "calls": 0, "splits": 0, "batched_items": 0, "backends": {}}
-    reason = loop_reason(op, items)
+    reason = loop_reason(op, items, lattice)
     if reason is None:
-        template = items[0]
+        template = lattice if lattice is not None else items[0]
         try:
+            one = _stack(items[:1], lattice)
             size, info["memory"] = batch_size(template.engine, BATCHED_PREFIX + op, template,
-                                              args, kwargs, limit)
+                                              one, args, kwargs, limit)
         except Exception as err:  # bad arguments: the loop reports them item by item
             reason = (f"the batched call refused its arguments: {type(err).__name__}: "
                       f"{err}")
@@ -282,10 +296,13 @@ def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=N
         info["mode"] = "batched"
         for lo in range(0, len(items), size):
             _batched(engine, op, template, items[lo:lo + size], indices[lo:lo + size], args,
-                     kwargs, fail_fast, values, errors, info)
+                     kwargs, fail_fast, values, errors, info, lattice)
+        if info["batched_items"] < len(items):  # some calls fell back to the loop
+            info["mode"] = "mixed" if info["batched_items"] else "loop"
+            info["reason"] = info["fallback"]
     else:
         info["reason"] = reason
-        _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors)
+        _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors, lattice)
         info["calls"] = len(items)
     out = [values.get(i) for i in indices]
     return out, errors, time.perf_counter() - t0, info
@@ -327,8 +344,14 @@ class BatchProcessor:
     Parameters
     ----------
     items : sequence
-        Lattices (operations on lattices) or arrays (array operations such as
-        ``xor_transform``'s data are not lattices: use :func:`batch_xor_transform`).
+        Lattices (the operation's first argument), or arrays: the data of array
+        operations (``normalize``, ``reduce``, ...), or with ``lattice=`` the second
+        argument of a lattice operation (the fields of ``laplacian``, the data of
+        ``xor_transform``).
+    lattice : Lattice, optional
+        Run ``lattice.run(op, item, ...)`` for every item (an array). Items of one shape
+        and dtype then run as calls of the twin over their stack
+        (``batched.laplacian``, ``batched.xor_transform``).
     executor : {"serial", "threads", "dask"}, default "serial"
     max_workers : int, optional
         Threads for ``"threads"`` (default: the CPU count), workers for a ``LocalCluster``
@@ -350,8 +373,9 @@ class BatchProcessor:
         process-wide engine; lattices use their own).
     """
 
-    def __init__(self, items, *, executor="serial", max_workers=None, max_batch_size=None,
-                 progress=None, fail_fast=False, client=None, engine=None):
+    def __init__(self, items, *, lattice=None, executor="serial", max_workers=None,
+                 max_batch_size=None, progress=None, fail_fast=False, client=None,
+                 engine=None):
         try:
             self.items = list(items)
         except TypeError:
@@ -365,6 +389,9 @@ class BatchProcessor:
             raise TypeError(f"progress must be None, True or False, got {progress!r}")
         if client is not None and executor != "dask":
             raise ValueError("client= is only used with executor='dask'")
+        if lattice is not None and not _is_lattice(lattice):
+            raise TypeError(f"lattice must be a catalytic lattice, got {type(lattice).__name__}")
+        self.lattice = lattice
         self.executor = executor
         self.max_workers = max_workers
         self.max_batch_size = max_batch_size
@@ -450,7 +477,7 @@ class BatchProcessor:
             done = []
             for idx in groups:
                 done.append(_run_group(op, [self.items[i] for i in idx], idx, args, kwargs,
-                                       self.fail_fast, engine, limit))
+                                       self.fail_fast, engine, limit, self.lattice))
                 if bar is not None:
                     bar.update(len(idx))
             return done
@@ -459,10 +486,11 @@ class BatchProcessor:
         with ThreadPoolExecutor(workers) as pool:
             tasks, reasons = [], []
             for idx in groups:
-                reasons.append(loop_reason(op, [self.items[i] for i in idx]))
+                reasons.append(loop_reason(op, [self.items[i] for i in idx], self.lattice))
                 parts = [idx] if reasons[-1] is None else [[i] for i in idx]
                 tasks.append([pool.submit(_run_group, op, [self.items[i] for i in part], part,
-                                          args, kwargs, self.fail_fast, engine, limit)
+                                          args, kwargs, self.fail_fast, engine, limit,
+                                          self.lattice)
                               for part in parts])
             done = []
             for futures, reason in zip(tasks, reasons):
@@ -495,9 +523,10 @@ class BatchProcessor:
                 k = -(-len(idx) // workers)
                 tasks.append([client.submit(_run_group, op, [self.items[i] for i in part],
                                             part, args, kwargs, self.fail_fast, None,
-                                            self.max_batch_size, pure=False)
+                                            self.max_batch_size, self.lattice, pure=False)
                               for part in (idx[lo:lo + k] for lo in range(0, len(idx), k))])
-            return [_merge(client.gather(futures), loop_reason(op, [self.items[i] for i in idx]))
+            return [_merge(client.gather(futures),
+                           loop_reason(op, [self.items[i] for i in idx], self.lattice))
                     for futures, idx in zip(tasks, groups)]
         finally:
             if own is not None:
@@ -523,9 +552,12 @@ class BatchProcessor:
 
 # -- the older API's conveniences -------------------------------------------------------
 def batch_xor_transform(lattice, arrays, key=None, **options) -> BatchResult:
-    """``lattice.xor_transform(a, key)`` for every array, in order."""
-    return execute_parallel([lambda a=a: lattice.xor_transform(a, key) for a in arrays],
-                            **options)
+    """``lattice.xor_transform(a, key)`` for every array, in order: arrays of one shape
+    and dtype as calls of ``batched.xor_transform``. ``options`` go to
+    :class:`BatchProcessor` (``executor``, ``fail_fast``, ...)."""
+    options.setdefault("progress", False)
+    bp = BatchProcessor(arrays, lattice=lattice, **options)
+    return bp.map("xor_transform") if key is None else bp.map("xor_transform", key)
 
 
 def batch_find_shortest_paths(lattice, pairs, **options) -> BatchResult:

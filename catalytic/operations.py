@@ -590,6 +590,54 @@ def batched(validate):
     return validate_batched
 
 
+def v_distance_stack(lat, stack, sources):
+    """``batched.distance_field``: unweighted lattices only (a stack of masks shares
+    the lattice's weights, which would be the first lattice's), sources open in every
+    row."""
+    if lat.geometry.weights is not None:
+        raise ValueError("batched distance fields are unweighted; weighted lattices run "
+                         "one by one")
+    (lat, src), _ = v_sources(lat, sources)
+    stack = check_stack(lat, stack)
+    blocked = stack[:, src] == 0
+    if blocked.any():
+        b, j = np.argwhere(blocked)[0]
+        raise IndexError(f"source {int(src[j])} is a blocked site in row {int(b)}")
+    return (lat, stack, src), {}
+
+
+def _rows(stack, name):
+    """A (B, ...) stack of arrays as an ndarray, or a TypeError naming it."""
+    if on_device(stack):
+        raise TypeError(f"a batched {name} stack must be a host array")
+    a = np.asarray(stack)
+    if a.ndim < 1:
+        raise ValueError(f"a batched {name} stack needs a leading row axis, got a 0-d array")
+    return a
+
+
+def v_field_stack(lat, fields):
+    """``batched.laplacian``: rows of fields in the lattice's shape (or flat), as one
+    C-contiguous float64 (B, n) array (each row checked as a single call checks it)."""
+    a = _rows(fields, "field")
+    g = lat.geometry
+    if a.shape[1:] not in (g.shape, (g.n_points,)):
+        raise ValueError(f"a stack of fields must have shape (B, *{g.shape}) or "
+                         f"(B, {g.n_points}), got {a.shape}")
+    if a.shape[0]:
+        _lattice_field(lat, a[0])  # dtype rules
+    return (lat, np.ascontiguousarray(a.reshape(a.shape[0], g.n_points), dtype=np.float64)), {}
+
+
+def v_xor_stack(lat, data, key=None):
+    """``batched.xor_transform``: rows of integer data of one shape and dtype, each
+    XORed from the start of the key (as a single call does)."""
+    a = _rows(data, "data")
+    row = a[0] if a.shape[0] else np.empty(a.shape[1:], dtype=a.dtype)
+    (lat, _, key), _ = v_xor(lat, row, key)
+    return (lat, np.ascontiguousarray(a), key), {}
+
+
 #: work units a batched twin spends per row besides its sites (a result object, its own
 #: arrays): about 1.5 us on numba-cpu, measured with ``catalytic calibrate``
 ROW_WORK = 1500.0
@@ -599,6 +647,12 @@ def stack_work(lat, stack, *args, **kwargs) -> float:
     """Work of a batched twin: per row, its sites times the stencil size plus
     :data:`ROW_WORK`."""
     return float(stack.shape[0]) * (sites_work(lat) + ROW_WORK)
+
+
+def data_stack_work(lat, data, *args, **kwargs) -> float:
+    """Work of a batched twin over rows of data: their bytes plus :data:`ROW_WORK` per
+    row."""
+    return float(data.nbytes) + data.shape[0] * ROW_WORK
 
 
 def mem_stack(memory, per_site=5):

@@ -131,3 +131,115 @@ def test_dask_local_cluster_gives_the_serial_results():
     assert isinstance(got.errors[5], IndexError)
     for g, s in zip(got, serial):
         assert (g is None and s is None) or np.array_equal(g, s)
+
+
+# -- every built-in operation, on every backend that runs it --------------------------------
+def same(a, b) -> bool:
+    """Equal results: arrays bit for bit (NaN where NaN), named tuples and dicts field by
+    field, everything else by ==."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
+                and np.array_equal(a, b, equal_nan=np.asarray(a).dtype.kind == "f"))
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b or (a != a and b != b)
+
+
+def _ensemble_of(shape=(6, 7), n=4, seed=2, **geometry):
+    base = cat.Lattice(shape=shape, **geometry)
+    rng = np.random.default_rng(seed)
+    masks = rng.random((n,) + shape) < 0.75
+    masks[:, 0, 0] = masks[:, -1, -1] = True
+    return [base.with_mask(m) for m in masks]
+
+
+FIELD = np.linspace(-1.0, 2.0, 42).reshape(6, 7)
+#: (op, args, kwargs) of every built-in lattice operation, on 6 x 7 lattices
+LATTICE_OPS = [
+    ("distance_field", (np.array([0, 41]),), {}),
+    ("shortest_path", (0, 41), {}),
+    ("count_shortest_paths", (0, 41), {}),
+    ("all_paths", (0, 9), {"max_length": 3}),
+    ("path_catalytic", (0, 41, None), {}),
+    ("connected_components", (), {}),
+    ("percolates", (), {"axis": 1}),
+    ("spanning_clusters", (), {"axes": (0, 1)}),
+    ("degree", (), {}),
+    ("analyze_structure", (), {}),
+    ("centrality", (), {"method": "closeness"}),
+    ("communities", (), {"method": "label_propagation", "seed": 3}),
+    ("laplacian", (FIELD,), {}),
+    ("diffuse", (FIELD,), {"steps": 3, "alpha": 0.1}),
+    ("xor_transform", (np.arange(12, dtype=np.int32), None), {}),
+]
+
+
+def _runs_on(backend, op, L, args, kwargs):
+    from lattice_oracles import declines
+
+    return declines(backend, op, L, *args, **kwargs) is None
+
+
+@pytest.mark.parametrize("backend", CPU)
+@pytest.mark.parametrize("op, args, kwargs", LATTICE_OPS, ids=[c[0] for c in LATTICE_OPS])
+def test_every_operation_batched_equals_single_calls(backend, op, args, kwargs):
+    lats = _ensemble_of(periodic=(True, False))
+    if not _runs_on(backend, op, lats[0], args, kwargs):
+        pytest.skip(f"{backend} does not run {op}")
+    bp = cat.BatchProcessor(lats, progress=False)
+    got = bp.map(op, *args, backend=backend, **kwargs)
+    assert got.ok, got.errors
+    for g, L in zip(got, lats):
+        assert same(g, L.run(op, *args, backend=backend, **kwargs)), op
+    assert bp.stats()["mode"] == ("batched" if op in MASK_TWINS else "loop")
+
+
+#: operations whose batched twin runs over a stack of masks (the others' twins, if any,
+#: run over a stack of data with ``lattice=``; over lattices they refuse and loop)
+MASK_TWINS = {"distance_field", "connected_components", "percolates", "spanning_clusters"}
+
+DATA_OPS = [
+    ("laplacian", [np.random.default_rng(i).random((6, 7)) for i in range(4)], (), {}),
+    ("diffuse", [np.random.default_rng(i).random((6, 7)) for i in range(3)], (),
+     {"steps": 2, "alpha": 0.2}),
+    ("xor_transform", [np.arange(10, dtype=np.int64) * i for i in range(5)], (), {}),
+    ("xor_transform", [np.arange(10, dtype=np.int16) + i for i in range(3)],
+     (np.array([7, 9], np.int16),), {}),
+]
+
+
+@pytest.mark.parametrize("backend", CPU)
+@pytest.mark.parametrize("op, items, args, kwargs", DATA_OPS,
+                         ids=["laplacian", "diffuse", "xor", "xor_key"])
+def test_arrays_with_a_lattice_equal_single_calls(backend, op, items, args, kwargs):
+    L = cat.Lattice(shape=(6, 7), periodic=(False, True), seed=5)
+    before = [x.copy() for x in items]
+    bp = cat.BatchProcessor(items, lattice=L, progress=False)
+    got = bp.map(op, *args, backend=backend, **kwargs)
+    assert got.ok and len(got) == len(items)
+    for g, x in zip(got, items):
+        assert same(g, L.run(op, x, *args, backend=backend, **kwargs))
+    twin = "batched." + op in cat.get_engine().operations()
+    assert bp.stats()["mode"] == ("batched" if twin else "loop")
+    assert all(np.array_equal(x, y) for x, y in zip(items, before))  # inputs untouched
+
+
+def test_distance_twin_refuses_what_single_calls_refuse():
+    """A source blocked in one lattice: the twin refuses the group, the loop keeps the
+    error with that lattice's index."""
+    lats = _ensemble_of()
+    m = lats[2].geometry.mask.copy()
+    m[0, 0] = False
+    lats[2] = lats[0].with_mask(m)
+    bp = cat.BatchProcessor(lats, progress=False)
+    res = bp.map("distance_field", 0)
+    assert list(res.errors) == [2] and isinstance(res.errors[2], IndexError)
+    assert bp.stats()["mode"] == "loop" and "blocked site in row 2" in bp.stats()["per_group"][0]["reason"]
+    weighted = cat.Lattice(shape=(6, 7), weights=np.ones((6, 7)))
+    bp = cat.BatchProcessor([weighted, weighted.with_mask(np.ones((6, 7), bool))], progress=False)
+    bp.map("distance_field", 0)
+    assert "unweighted" in bp.stats()["per_group"][0]["reason"]

@@ -466,6 +466,22 @@ def batched_spanning_clusters(lat, stack, *, axes):
     return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
 
 
+def batched_distance_field(lat, stack, sources):
+    """One source per row, every row searched together: one launch per BFS level."""
+    g = lat.geometry
+    src = np.full(stack.shape[0], int(sources[0]), dtype=np.int64)
+    d = _graph().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
+                                       g.dedupe, src)
+    return [row.reshape(g.shape) for row in to_host(d).astype(np.int64, copy=False)]
+
+
+def _one_source(lat, stack, sources):
+    if len(sources) != 1:
+        return (f"{len(sources)} sources: the batched BFS kernel takes one source per "
+                "lattice")
+    return None
+
+
 def degree(lat):
     return to_host(_graph().degree(*_args(lat))).astype(np.int64, copy=False).reshape(lat.geometry.shape)
 
@@ -506,6 +522,13 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
 
+def batched_laplacian(lat, fields):
+    """Every row in one launch over all (row, site) pairs."""
+    g = lat.geometry
+    out = _fields().laplacian_batched(*_args(lat), fields, np.empty_like(fields))
+    return [row.reshape(g.shape) for row in out]
+
+
 # Array operations: a GPU input gives a GPU result (a Numba device array, which exposes
 # ``__cuda_array_interface__`` to CuPy, PyTorch, ...); host inputs give host results.
 def _device_out(shape, dtype=np.float64):
@@ -527,6 +550,21 @@ def xor_transform(lat, data, key=None):
     else:
         A.xor_elems(_flat(data), key, _flat(out))
     return out
+
+
+def batched_xor_transform(lat, data, key=None):
+    """Every row XORed with the lattice's key (cached on the device) in one launch."""
+    B = data.shape[0]
+    out = np.empty_like(data)
+    _arrays().xor_bytes_batched(data.reshape(B, -1).view(np.uint8), _key(lat),
+                                out.reshape(B, -1).view(np.uint8))
+    return list(out)
+
+
+def _lattice_key_only(lat, data, key=None):
+    if key is not None:
+        return "an explicit key: the batched XOR kernel uses the lattice's key"
+    return _xor_supported(lat, data)
 
 
 def _xor_supported(lat, data, key=None):
@@ -611,6 +649,12 @@ IMPLEMENTATIONS = {
     "batched.connected_components": (batched_connected_components, _stacked(9), None),
     "batched.percolates": (batched_percolates, _stacked(9), None),
     "batched.spanning_clusters": (batched_spanning_clusters, _stacked(9), None),
+    # masks and int64 distances per row-site
+    "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
+    # fields in and out, float64
+    "batched.laplacian": (batched_laplacian, _stacked(16), None),
+    "batched.xor_transform": (batched_xor_transform, lambda lat, data, key=None: 2 * data.nbytes,
+                              _lattice_key_only),
 }
 
 

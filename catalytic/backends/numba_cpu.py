@@ -221,6 +221,11 @@ def batched_spanning_clusters(lat, stack, *, axes):
     return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
 
 
+def batched_distance_field(lat, stack, sources):
+    """The single BFS kernel row by row (one routed call for all rows)."""
+    return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
+
+
 def degree(lat):
     return _graph().degree(*_k(lat)).reshape(lat.geometry.shape)
 
@@ -252,9 +257,23 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
     return _fields().diffuse(*_k(lat), f, steps, alpha, out).reshape(g.shape)
 
 
+def batched_laplacian(lat, fields):
+    """The single Laplacian kernel row by row (one routed call for all rows)."""
+    g = lat.geometry
+    out = np.empty_like(fields)
+    for f, o in zip(fields, out):
+        _fields().laplacian(*_k(lat), f, o)
+    return [o.reshape(g.shape) for o in out]
+
+
 # -- transforms and array ops -----------------------------------------------------------------
 def xor_transform(lat, data, key=None):
     return C.xor_with(_arrays(), lat, data, key)
+
+
+def batched_xor_transform(lat, data, key=None):
+    """The single XOR kernel row by row (one routed call for all rows)."""
+    return [xor_transform(lat, row, key) for row in data]
 
 
 def _native_int(lat, data, key=None):
@@ -311,6 +330,9 @@ IMPLEMENTATIONS = {
     "batched.connected_components": (batched_connected_components, None),
     "batched.percolates": (batched_percolates, None),
     "batched.spanning_clusters": (batched_spanning_clusters, None),
+    "batched.distance_field": (batched_distance_field, None),
+    "batched.laplacian": (batched_laplacian, None),
+    "batched.xor_transform": (batched_xor_transform, _native_int),
 }
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
@@ -336,7 +358,7 @@ def catalytic_add_backends(registry):
 GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_catalytic",
              "connected_components", "percolates", "spanning_clusters", "degree",
              "centrality", "batched.connected_components", "batched.percolates",
-             "batched.spanning_clusters"}
+             "batched.spanning_clusters", "batched.distance_field"}
 
 
 @hookimpl

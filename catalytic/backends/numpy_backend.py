@@ -576,6 +576,23 @@ def batched_spanning_clusters(lat, stack, *, axes):
     return [spanning_clusters(one, axes=axes) for one in C.each_lattice(lat, stack)]
 
 
+def batched_distance_field(lat, stack, sources):
+    """``distance_field(sources)`` of ``lat.with_mask(row)`` for every row of ``stack``."""
+    return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
+
+
+def batched_laplacian(lat, fields):
+    """``laplacian(field)`` on ``lat`` for every row of ``fields`` (B, n), each in the
+    lattice's shape."""
+    return [laplacian(lat, f) for f in fields]
+
+
+def batched_xor_transform(lat, data, key=None):
+    """``xor_transform(row, key)`` on ``lat`` for every row of ``data``: each row from
+    the start of the key, as a single call."""
+    return [xor_transform(lat, row, key) for row in data]
+
+
 # -- registration ---------------------------------------------------------------------------
 def _data_work(data, *_, **__):
     return float(data.size)
@@ -627,6 +644,12 @@ OPERATIONS = [
      O.mem_stack(lambda lat, *, axis=0: O.mem_spanning(lat, axes=(axis,))), {}),
     ("batched.spanning_clusters", batched_spanning_clusters, O.batched(O.v_spanning),
      O.stack_work, O.mem_stack(O.mem_spanning), {}),
+    ("batched.distance_field", batched_distance_field, O.v_distance_stack, O.stack_work,
+     O.mem_stack(O.mem_sites(16), per_site=9), {}),
+    ("batched.laplacian", batched_laplacian, O.v_field_stack, O.stack_work,
+     O.mem_stack(O.mem_sites(16), per_site=8), {}),
+    ("batched.xor_transform", batched_xor_transform, O.v_xor_stack, O.data_stack_work,
+     lambda lat, data, key=None: 2 * data.nbytes, {}),
 ]
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
@@ -646,6 +669,7 @@ GRAPH_OPS = {
     "distance_field", "shortest_path", "count_shortest_paths", "connected_components",
     "percolates", "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian",
     "diffuse", "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
+    "batched.distance_field", "batched.laplacian",
 }
 
 
