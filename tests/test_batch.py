@@ -243,3 +243,34 @@ def test_distance_twin_refuses_what_single_calls_refuse():
     bp = cat.BatchProcessor([weighted, weighted.with_mask(np.ones((6, 7), bool))], progress=False)
     bp.map("distance_field", 0)
     assert "unweighted" in bp.stats()["per_group"][0]["reason"]
+
+
+@pytest.mark.slow
+def test_dask_without_a_client_starts_and_closes_its_own_cluster():
+    pytest.importorskip("distributed", reason='needs pip install "catalytic[dask]"')
+    from catalytic.batch import _gpus_visible
+
+    lats = _ensemble_of(n=5)
+    bp = cat.BatchProcessor(lats, executor="dask", max_workers=2, progress=False)
+    got = bp.map("connected_components")
+    assert all(same(g, L.connected_components()) for g, L in zip(got, lats))
+    group = bp.stats()["per_group"][0]
+    assert group["tasks"] == 2 and group["mode"] == "batched"
+    if not _gpus_visible():  # then the cluster was a LocalCluster of 2 processes
+        assert group["calls"] == 2
+
+
+def test_dask_cuda_cluster_where_installed():
+    """On a machine with GPUs and dask_cuda, executor="dask" starts a LocalCUDACluster
+    (one worker per GPU) and gives the serial results."""
+    import importlib.util
+
+    from catalytic.batch import _gpus_visible
+
+    if importlib.util.find_spec("dask_cuda") is None:
+        pytest.skip("dask_cuda is not installed (it needs a CUDA machine)")
+    if not _gpus_visible():
+        pytest.skip("no CUDA GPU visible")
+    lats = _ensemble_of(n=4)
+    got = cat.BatchProcessor(lats, executor="dask", progress=False).map("percolates", axis=0)
+    assert list(got) == [L.percolates(0) for L in lats]
