@@ -110,6 +110,25 @@ def percolates_of_stack(lat, stack, labels, comps, axis) -> list:
             for s in spanning_of_stack(lat, stack, labels, comps, (axis,))]
 
 
+def stack_twins(label_stack) -> dict:
+    """The batched twins of ``connected_components``, ``percolates`` and
+    ``spanning_clusters`` from a backend's ``label_stack(lat, stack) -> (labels, comps)``
+    (labels (B, n) or None, one :class:`Components` per row), keyed by twin name."""
+
+    def batched_connected_components(lat, stack):
+        return label_stack(lat, stack)[1]
+
+    def batched_percolates(lat, stack, *, axis=0):
+        return percolates_of_stack(lat, stack, *label_stack(lat, stack), axis)
+
+    def batched_spanning_clusters(lat, stack, *, axes):
+        return spanning_of_stack(lat, stack, *label_stack(lat, stack), axes)
+
+    return {"batched.connected_components": batched_connected_components,
+            "batched.percolates": batched_percolates,
+            "batched.spanning_clusters": batched_spanning_clusters}
+
+
 def face_spanning(labels: np.ndarray, axis: int) -> np.ndarray:
     """Sorted labels (int64) of the clusters touching both faces (index 0 and -1) of
     ``axis``."""

@@ -454,18 +454,6 @@ def _label_stack(lat, stack):
     return labels, C.components_of_stack(g, labels, counts, sizes)
 
 
-def batched_connected_components(lat, stack):
-    return _label_stack(lat, stack)[1]
-
-
-def batched_percolates(lat, stack, *, axis=0):
-    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
-
-
-def batched_spanning_clusters(lat, stack, *, axes):
-    return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
-
-
 def batched_distance_field(lat, stack, sources):
     """One source per row, every row searched together: one launch per BFS level."""
     g = lat.geometry
@@ -646,9 +634,7 @@ IMPLEMENTATIONS = {
     "matmul": (matmul, _arrays_need(2), None),
     "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
     # a stack of B masks: the masks, int64 labels and the sweep flag (per row-site: 9 B)
-    "batched.connected_components": (batched_connected_components, _stacked(9), None),
-    "batched.percolates": (batched_percolates, _stacked(9), None),
-    "batched.spanning_clusters": (batched_spanning_clusters, _stacked(9), None),
+    **{twin: (func, _stacked(9), None) for twin, func in C.stack_twins(_label_stack).items()},
     # masks and int64 distances per row-site
     "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
     # fields in and out, float64

@@ -209,18 +209,6 @@ def _label_stack(lat, stack):
     return labels, C.components_of_stack(g, labels, counts, sizes)
 
 
-def batched_connected_components(lat, stack):
-    return _label_stack(lat, stack)[1]
-
-
-def batched_percolates(lat, stack, *, axis=0):
-    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
-
-
-def batched_spanning_clusters(lat, stack, *, axes):
-    return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
-
-
 def batched_distance_field(lat, stack, sources):
     """The single BFS kernel row by row (one routed call for all rows)."""
     return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
@@ -327,9 +315,7 @@ IMPLEMENTATIONS = {
     "reduce": (reduce, None),
     "elementwise": (elementwise, None),
     "random": (random, None),
-    "batched.connected_components": (batched_connected_components, None),
-    "batched.percolates": (batched_percolates, None),
-    "batched.spanning_clusters": (batched_spanning_clusters, None),
+    **{twin: (func, None) for twin, func in C.stack_twins(_label_stack).items()},
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, _native_int),
