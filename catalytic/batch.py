@@ -201,7 +201,10 @@ def batch_size(engine, twin, template, one, args, kwargs, limit=None) -> tuple[i
     Raises what the twin's validation raises."""
     spec = engine.registry.operation(twin)
     call = {k: v for k, v in kwargs.items() if k != "backend"}
-    a, kw = spec.validate(template, one, *args, **call) if spec.validate else ((template, one) + tuple(args), call)
+    if spec.validate is not None:
+        a, kw = spec.validate(template, one, *args, **call)
+    else:
+        a, kw = (template, one, *args), call
     per_item = int(spec.memory(*a, **kw)) if spec.memory is not None else 0
     host = _engine.available_memory()
     budget = {"host_available": host, "per_item_bytes": per_item}
@@ -358,8 +361,8 @@ class BatchProcessor:
         started by ``"dask"`` (default 2; on a machine with GPUs and ``dask_cuda``
         installed, a ``LocalCUDACluster`` with one worker per GPU).
     max_batch_size : int, optional
-        At most this many lattices per batched call (default: as many as measured
-        memory allows, see the module docstring).
+        At most this many items per batched call (default: as many as measured memory
+        allows, see the module docstring).
     progress : bool, optional
         Show a tqdm progress bar. Default: only for at least 50 items, when tqdm is
         installed and standard error is a terminal.

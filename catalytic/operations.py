@@ -551,11 +551,15 @@ def mem_spanning(lat, *, axes=(0,), **_):
     return base + g.n_points * k * (48 + 28 * p) + g.n_points * (40 + 16 * p)
 
 
-# -- batched operations: one call over an ensemble of masks on one geometry -------------
+# -- batched operations: one call over a stack of what varies across an ensemble --------
 #: the batched twin of operation ``op`` is registered as ``BATCHED_PREFIX + op``; it takes
-#: ``(lattice, stack, *args, **kwargs)`` and returns one result per row of ``stack``,
-#: each equal to ``op`` on ``lattice.with_mask(row)``. ``BatchProcessor`` uses a twin
-#: when one is registered (plugins may register their own) and loops otherwise.
+#: ``(lattice, stack, *args, **kwargs)`` and returns one result per row of ``stack``. For
+#: ``connected_components``, ``percolates``, ``spanning_clusters`` and ``distance_field``
+#: the rows are masks (each result equals ``op`` on ``lattice.with_mask(row)``); for
+#: ``laplacian`` and ``xor_transform`` they are the op's data on ``lattice`` itself.
+#: ``BatchProcessor`` stacks masks for lattice items and data for array items with
+#: ``lattice=``, uses a twin when one is registered (plugins may register their own) and
+#: loops when there is none or it refuses the stack.
 BATCHED_PREFIX = "batched."
 
 
@@ -639,7 +643,8 @@ def v_xor_stack(lat, data, key=None):
 
 
 #: work units a batched twin spends per row besides its sites (a result object, its own
-#: arrays): about 1.5 us on numba-cpu, measured with ``catalytic calibrate``
+#: arrays): chosen from the calibration samples of the numba-cpu twins, which spend
+#: about 1.5 us per row beyond the sites on 8 x 8 lattices
 ROW_WORK = 1500.0
 
 
@@ -655,9 +660,11 @@ def data_stack_work(lat, data, *args, **kwargs) -> float:
     return float(data.nbytes) + data.shape[0] * ROW_WORK
 
 
-def mem_stack(memory, per_site=5):
-    """Host bytes of a batched twin: ``per_site`` bytes per site of every row (labels
-    and sizes) plus one row's worth of the op's own ``memory``."""
+def mem_stack(memory, per_site=17):
+    """Host bytes of a batched twin: ``per_site`` bytes per site of every row plus one
+    row's worth of the op's own ``memory``. The default is the labelling twins': the
+    mask (1), int32 labels from the kernel and each result's own copy (4 + 4), and the
+    per-row size tables (up to 8)."""
     def memory_batched(lat, stack, *args, **kwargs):
         return stack.shape[0] * lat.geometry.n_points * per_site + memory(lat, *args, **kwargs)
 

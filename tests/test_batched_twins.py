@@ -208,3 +208,21 @@ def test_a_shortfall_halves_the_call_and_a_failing_item_keeps_its_index():
             cat.BatchProcessor(lats, progress=False, fail_fast=True).map("open_count_test")
     finally:
         eng.unregister_plugin("short-twin-test")
+
+
+@pytest.mark.parametrize("backend", CPU)
+def test_threads_sharing_a_lattice_get_the_serial_answer(backend):
+    from concurrent.futures import ThreadPoolExecutor
+
+    L = cat.Lattice(shape=(20, 24), periodic=(True, False))
+    stacks = [np.random.default_rng(s).random((6, 20, 24)) < 0.6 for s in range(8)]
+    eng = cat.get_engine()
+
+    def run(stack):
+        return eng.run("batched.spanning_clusters", L, stack, axes=(0, 1), backend=backend)
+
+    serial = [run(s) for s in stacks]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(run, stacks))
+    for a, b in zip(serial, threaded):
+        assert all(_same_spanning(x, y) for x, y in zip(a, b))

@@ -647,7 +647,7 @@ OPERATIONS = [
     ("batched.distance_field", batched_distance_field, O.v_distance_stack, O.stack_work,
      O.mem_stack(O.mem_sites(16), per_site=9), {}),
     ("batched.laplacian", batched_laplacian, O.v_field_stack, O.stack_work,
-     O.mem_stack(O.mem_sites(16), per_site=8), {}),
+     O.mem_stack(O.mem_sites(16), per_site=16), {}),
     ("batched.xor_transform", batched_xor_transform, O.v_xor_stack, O.data_stack_work,
      lambda lat, data, key=None: 2 * data.nbytes, {}),
 ]
