@@ -6,7 +6,7 @@
 4
 """
 
-from catalytic import memory, ops
+from catalytic import memory, ops, profiler
 from catalytic.backends.cuda_backend import devices
 from catalytic.batch import BatchError, BatchProcessor, BatchResult
 from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
@@ -21,6 +21,7 @@ from catalytic.errors import (
 from catalytic.memory import get_monitor
 from catalytic.lattice import Lattice, LatticeMetrics, UnifiedCatalyticLattice
 from catalytic.operations import Communities, Components, PathResult, SpanningClusters
+from catalytic.profiler import get_profiler, profile
 from catalytic.router import Decision
 
 __version__ = "0.1.0"
@@ -46,9 +47,12 @@ __all__ = [
     "UnifiedCatalyticLattice",
     "get_engine",
     "get_monitor",
+    "get_profiler",
     "hookimpl",
     "memory",
     "ops",
+    "profile",
+    "profiler",
     "devices",
     "reset_engine",
 ]

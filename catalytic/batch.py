@@ -71,6 +71,7 @@ import numpy as np
 from catalytic import engine as _engine
 from catalytic.errors import CatalyticError, InsufficientMemoryError
 from catalytic.operations import BATCHED_PREFIX
+from catalytic.profiler import get_profiler
 
 EXECUTORS = ("serial", "threads", "dask")
 #: a progress bar is shown (when it can be) for batches of at least this many items
@@ -272,11 +273,28 @@ def loop_reason(op, items, lattice=None) -> str | None:
 
 
 def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=None,
-               lattice=None):
+               lattice=None, region=None, collect=False):
     """Run ``op`` on a group: batched calls of its twin when :func:`loop_reason` allows,
     else a loop of single calls. Returns ``(values, errors, seconds, info)`` with errors
     keyed by input index and ``info`` saying how the group ran. Module-level so Dask can
-    ship it to workers."""
+    ship it to workers.
+
+    Profiling: ``region`` (the caller's open region, for a thread of this process) is
+    adopted as the parent of the group's records; with ``collect`` (a Dask task) the
+    group's calls are recorded by a profiler of its own and returned in
+    ``info["profile"]`` for the client to merge."""
+    from catalytic import profiler
+
+    if collect:
+        with profiler.task_profiler() as tp:
+            out = _run_group(op, items, indices, args, kwargs, fail_fast, engine, limit,
+                             lattice)
+        out[3]["profile"] = tp.records
+        return out
+    if region is not None:
+        with profiler.get_profiler().adopt(region):
+            return _run_group(op, items, indices, args, kwargs, fail_fast, engine, limit,
+                              lattice)
     if engine is None:
         from catalytic.engine import get_engine
 
@@ -485,6 +503,8 @@ class BatchProcessor:
                     bar.update(len(idx))
             return done
         workers = self.max_workers or os.cpu_count() or 1
+        prof = get_profiler()
+        region = prof.current_region() if prof.enabled else None
         # a batched group is one task (its kernels use the threads); a loop, one per item
         with ThreadPoolExecutor(workers) as pool:
             tasks, reasons = [], []
@@ -493,7 +513,7 @@ class BatchProcessor:
                 parts = [idx] if reasons[-1] is None else [[i] for i in idx]
                 tasks.append([pool.submit(_run_group, op, [self.items[i] for i in part], part,
                                           args, kwargs, self.fail_fast, engine, limit,
-                                          self.lattice)
+                                          self.lattice, region)
                               for part in parts])
             done = []
             for futures, reason in zip(tasks, reasons):
@@ -512,6 +532,7 @@ class BatchProcessor:
             raise ImportError(
                 'executor="dask" needs dask.distributed: pip install "catalytic[dask]"'
             ) from err
+        prof = get_profiler()
         own = None
         client = self.client
         if client is None:
@@ -526,11 +547,20 @@ class BatchProcessor:
                 k = -(-len(idx) // workers)
                 tasks.append([client.submit(_run_group, op, [self.items[i] for i in part],
                                             part, args, kwargs, self.fail_fast, None,
-                                            self.max_batch_size, self.lattice, pure=False)
+                                            self.max_batch_size, self.lattice, None,
+                                            prof.enabled, pure=False)
                               for part in (idx[lo:lo + k] for lo in range(0, len(idx), k))])
-            return [_merge(client.gather(futures),
-                           loop_reason(op, [self.items[i] for i in idx], self.lattice))
-                    for futures, idx in zip(tasks, groups)]
+            done = []
+            for futures, idx in zip(tasks, groups):
+                parts = client.gather(futures)
+                for n, part in enumerate(parts):  # the workers' records, under our region
+                    records = part[3].pop("profile", None)
+                    if records:
+                        prof.merge(records, worker=f"dask-task-{len(done)}.{n}",
+                                   parent=prof.current_region())
+                done.append(_merge(parts, loop_reason(op, [self.items[i] for i in idx],
+                                                      self.lattice)))
+            return done
         finally:
             if own is not None:
                 own[0].close()

@@ -1,4 +1,8 @@
-"""Command line: ``catalytic info | demo | calibrate | recover``."""
+"""Command line: ``catalytic info | demo | bench | calibrate | profile | report | recover``.
+
+Exit codes: 0 success, 1 failure (a one-line message on standard error; for ``report
+--compare``, a regression), 2 a usage error (argparse's message).
+"""
 
 from __future__ import annotations
 
@@ -183,6 +187,77 @@ def cmd_recover(args) -> int:
     return status
 
 
+def cmd_bench(args) -> int:
+    """Routed calls against SciPy on the same inputs, measured now (catalytic.bench)."""
+    from catalytic.bench import run
+
+    return run(quick=args.quick)
+
+
+def cmd_profile(args) -> int:
+    """Run a user's script with profiling on, then write its reports."""
+    import os
+    import runpy
+    import traceback
+
+    from catalytic.profiler import get_profiler
+
+    script = args.script
+    if not os.path.isfile(script):
+        print(f"catalytic profile: no such script: {script}", file=sys.stderr)
+        return 2
+    prof = get_profiler()
+    prof.reset()
+    prof.enable()
+    status = 0
+    saved = sys.argv
+    sys.argv = [script] + list(args.args)
+    try:
+        with prof.region(os.path.basename(script)):
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as err:
+        status = err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
+    except Exception as err:
+        traceback.print_exc()
+        print(f"catalytic profile: {script} raised {type(err).__name__}: {err}", file=sys.stderr)
+        status = 1
+    finally:
+        sys.argv = saved
+        prof.disable()
+    out = args.output
+    paths = [prof.export_json(f"{out}.json"), prof.export_trace(f"{out}.trace.json"),
+             prof.export_html(f"{out}.html", title=f"catalytic profile of {script}")]
+    print()
+    prof.print_summary()
+    print("\nwrote " + ", ".join(str(p) for p in paths))
+    return status
+
+
+def cmd_report(args) -> int:
+    """An HTML page from a saved profile, or the comparison of two."""
+    from catalytic import profiler
+
+    if args.compare:
+        if args.profile is not None:
+            print("catalytic report: give either PROFILE or --compare BEFORE AFTER",
+                  file=sys.stderr)
+            return 2
+        result = profiler.compare(*args.compare, threshold=args.threshold)
+        print(result)
+        return 1 if result.regressions else 0
+    if args.profile is None:
+        print("catalytic report: give a profile (profile.json) or --compare BEFORE AFTER",
+              file=sys.stderr)
+        return 2
+    from catalytic._report import html_report
+
+    doc = profiler.load(args.profile)
+    out = args.output or str(args.profile).rsplit(".json", 1)[0] + ".html"
+    profiler._write(out, html_report(doc, f"catalytic profile {args.profile}"))
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="catalytic", description="n-D lattice computation engine")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -195,10 +270,31 @@ def main(argv=None) -> int:
     r = sub.add_parser("recover", help="restore memory-mapped files lent to calls that "
                        "were killed (from the journals beside them)")
     r.add_argument("paths", nargs="+", help="the lent files")
+    b = sub.add_parser("bench", help="routed calls against SciPy, measured now")
+    b.add_argument("--quick", action="store_true", help="small sizes only (seconds)")
+    p = sub.add_parser("profile", help="run SCRIPT.py with profiling on and write its "
+                       "reports (JSON, Chrome trace, HTML)")
+    p.add_argument("script", help="a Python script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    p.add_argument("--output", "-o", default="profile",
+                   help="path prefix of the reports (default: profile -> profile.json, "
+                   "profile.trace.json, profile.html)")
+    rp = sub.add_parser("report", help="HTML page of a saved profile, or --compare two "
+                        "(exit 1 on a regression)")
+    rp.add_argument("profile", nargs="?", help="a profile JSON file")
+    rp.add_argument("--output", "-o", default=None, help="the HTML file to write")
+    rp.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    rp.add_argument("--threshold", type=float, default=0.25,
+                    help="slowdown counted as a regression (default 0.25: 25%%)")
     args = ap.parse_args(argv)
     commands = {"info": cmd_info, "demo": cmd_demo, "calibrate": cmd_calibrate,
-                "recover": cmd_recover}
-    return commands[args.cmd](args)
+                "recover": cmd_recover, "bench": cmd_bench, "profile": cmd_profile,
+                "report": cmd_report}
+    try:
+        return commands[args.cmd](args)
+    except (OSError, ValueError) as err:  # a missing file, a file that is no profile
+        print(f"catalytic {args.cmd}: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

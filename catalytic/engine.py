@@ -33,6 +33,7 @@ from catalytic import hookspecs
 from catalytic.catalysis import lend
 from catalytic.config import Settings, load_settings
 from catalytic.errors import CatalyticViolation, InsufficientMemoryError, PluginError
+from catalytic.profiler import active as profiler_active
 from catalytic.registry import Registry
 from catalytic.router import Decision, Router, gpu_input, preference_order
 
@@ -232,6 +233,21 @@ class Engine:
             check_host_memory(f"operation {op!r}", int(spec.memory(*args, **kwargs)))
         decision = self.router.decide(op, args, kwargs, backend=backend, on_gpu=on_gpu)
         self._local.decision = decision
+        prof = profiler_active()
+        if prof is None:
+            return self._run_decided(spec, decision, args, kwargs)
+        tok = prof.begin_op(decision, self.registry.backends[decision.backend].device)
+        try:
+            result = self._run_decided(spec, decision, args, kwargs)
+        except BaseException as err:
+            prof.end_op(tok, self._local.decision, err)
+            raise
+        prof.end_op(tok, self._local.decision)
+        return result
+
+    def _run_decided(self, spec, decision, args, kwargs):
+        """:meth:`run` after routing: the call, with the borrowed-buffer check."""
+        op = spec.name
         borrowed = spec.borrows(*args, **kwargs) if spec.borrows is not None else None
         if borrowed is None:
             return self._call(spec, decision, args, kwargs)

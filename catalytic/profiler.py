@@ -1,0 +1,706 @@
+"""Where a study spends its time: a profiler that records only what it measured.
+
+``cat.get_profiler().enable()`` (or ``CATALYTIC_PROFILE=1`` in the environment) turns it
+on; from then on the engine records every routed operation. Named regions group them:
+
+>>> import catalytic as cat
+>>> prof = cat.get_profiler()
+>>> prof.reset(); prof.enable()
+>>> @cat.profile("study")
+... def study():
+...     L = cat.Lattice(shape=(32, 32))
+...     with cat.profile("components"):
+...         L.connected_components()
+...     return L.distance_field(0)
+>>> _ = study()
+>>> prof.disable()
+>>> [(r["kind"], r["name"]) for r in prof.records()]
+[('region', 'study'), ('region', 'components'), ('op', 'connected_components'), ('op', 'distance_field')]
+>>> prof.summary()["connected_components"]["count"]
+1
+
+What a record holds
+-------------------
+Every record: ``kind`` (``"op"`` or ``"region"``), ``name``, ``id``, ``parent`` (the
+``id`` of the enclosing region, or None), ``thread`` (a small integer per thread, or
+``"worker-N:..."`` for records collected from Dask workers), ``start_s`` (seconds since
+the profiler's epoch, ``time.perf_counter``) and ``wall_s`` (measured), and ``error``
+(the exception type's name when the call raised, else absent).
+
+An operation record adds what the engine knows and measured: ``backend`` (the router's
+choice), ``reason`` (why, in words), ``forced``, ``predicted_s`` (the cost model's
+prediction for the chosen backend; absent when it made none, e.g. a forced backend with
+no cost parameters), ``work``; on the cuda backend on a real GPU also ``device_s`` (CUDA
+events around the call on the default stream), ``h2d_bytes`` and ``d2h_bytes`` (bytes
+this thread copied each way during the call, from the transfer counter), and
+``memory_before`` / ``memory_after`` (device-memory monitor snapshots). On every backend
+``rss_peak_growth_bytes``: how far the call raised the process's peak resident set
+(``getrusage`` high-water mark; 0 when the call stayed below an earlier peak, which is
+all that can be measured without tracing every allocation). A figure that cannot be
+measured on this machine is absent, never estimated: no ``device_s`` on a CPU backend or
+under the CUDA simulator.
+
+On a GPU with the ``nvtx`` package installed, every operation and region is also an
+NVTX range, so Nsight Systems shows them on its timeline.
+
+Files
+-----
+:meth:`Profiler.export_json` writes the records as JSON (``SCHEMA``, version
+``SCHEMA_VERSION``)::
+
+    {"schema": "catalytic-profile", "version": 1, "created": ISO 8601 time,
+     "machine": {"platform", "python", "numba", "cpu_count"},
+     "records": [record, ...]}
+
+:func:`load` reads such a file back; :meth:`Profiler.export_trace` writes Chrome
+trace-event JSON (``chrome://tracing``, Perfetto); :meth:`Profiler.export_html` one
+self-contained HTML page (no network) with a timeline and per-operation bars.
+:func:`compare` compares two runs per operation and flags regressions;
+``catalytic report --compare before.json after.json`` exits 1 on one.
+
+Threads: records from every thread go to one list under a lock; a region is the parent
+of the operations its thread runs inside it (the batch processor passes the caller's
+region to its worker threads and Dask tasks). Cost: about 2 us per recorded call on a
+CPU backend, and one attribute read per call when disabled (``reports/profiler.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+
+from catalytic.kernels import transfer_counts
+
+SCHEMA = "catalytic-profile"
+SCHEMA_VERSION = 1
+#: a per-operation mean this much slower (ratio - 1) counts as a regression in compare()
+DEFAULT_THRESHOLD = 0.25
+
+try:  # the process's peak RSS: ru_maxrss is KiB on Linux, bytes on macOS
+    import resource as _resource
+
+    _RSS_UNIT = 1 if platform.system() == "Darwin" else 1024
+
+    def _peak_rss() -> int:
+        return _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * _RSS_UNIT
+except ImportError:  # Windows: not measurable this way
+    _peak_rss = None
+
+
+class Profiler:
+    """Records of routed operations and named regions (module docstring).
+
+    Use the process-wide one, :func:`get_profiler`; ``Profiler()`` makes a private one
+    (Dask workers use one per task).
+    """
+
+    def __init__(self):
+        self.enabled = False
+        self._lock = threading.Lock()
+        self._records: list = []
+        self._ids = itertools.count(1)
+        self._local = threading.local()
+        self._threads: dict = {}
+        self.epoch = time.perf_counter()
+
+    # -- switching -------------------------------------------------------------------
+    def enable(self) -> None:
+        """Start recording."""
+        self.enabled = True
+
+    def disable(self) -> None:
+        """Stop recording; what was recorded stays until :meth:`reset`."""
+        self.enabled = False
+
+    def reset(self) -> None:
+        """Forget every record (regions open in some thread stay open there)."""
+        with self._lock:
+            self._records = []
+            self.epoch = time.perf_counter()
+
+    def records(self) -> list:
+        """A copy of the records, in the order they started."""
+        with self._lock:
+            recs = [dict(r) for r in self._records]
+        return sorted(recs, key=lambda r: (r["start_s"], r["id"]))
+
+    # -- the stack of regions of this thread -------------------------------------------
+    def _stack(self) -> list:
+        st = getattr(self._local, "stack", None)
+        if st is None:
+            st = self._local.stack = []
+        return st
+
+    def current_region(self):
+        """The id of this thread's innermost open region, or None."""
+        st = self._stack()
+        return st[-1] if st else None
+
+    def _thread(self):
+        t = threading.get_ident()
+        num = self._threads.get(t)
+        if num is None:
+            with self._lock:
+                num = self._threads.setdefault(t, len(self._threads))
+        return num
+
+    def _add(self, rec: dict) -> None:
+        with self._lock:
+            self._records.append(rec)
+
+    def _new(self, kind, name, start) -> dict:
+        return {"kind": kind, "name": name, "id": next(self._ids),
+                "parent": self.current_region(), "thread": self._thread(),
+                "start_s": start - self.epoch}
+
+    # -- regions ----------------------------------------------------------------------
+    def region(self, name: str) -> "_Region":
+        """A context manager recording a named region (see :func:`profile`)."""
+        return _Region(self, name)
+
+    def adopt(self, parent):
+        """A context manager making region id ``parent`` (from another thread's
+        :meth:`current_region`) the enclosing region of this thread's records."""
+        return _Adopt(self, parent)
+
+    # -- operations (called by the engine) ----------------------------------------------
+    def begin_op(self, decision, device: str):
+        """Start an operation record; returns a token for :meth:`end_op`. On a CPU
+        backend nothing is copied to a device, so the transfer counter is not read."""
+        start = time.perf_counter()
+        rec = self._new("op", decision.op, start)
+        gpu = moved = None
+        if device != "cpu":
+            moved = transfer_counts()
+            gpu = _gpu_begin(rec)
+        return (rec, start, moved, _peak_rss() if _peak_rss else None, gpu,
+                decision.backend, _nvtx_push(decision.op))
+
+    def end_op(self, tok, decision, error: BaseException | None = None) -> None:
+        """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
+        the call ran in the end (a fallback's, when the chosen backend failed)."""
+        rec, start, moved, rss, gpu, chosen, nvtx = tok
+        if gpu is not None:
+            _gpu_end(rec, gpu)
+        rec["wall_s"] = time.perf_counter() - start
+        if nvtx:
+            _nvtx_pop(nvtx)
+        if moved is not None:
+            after = transfer_counts()
+            rec["h2d_bytes"] = after[0] - moved[0]
+            rec["d2h_bytes"] = after[1] - moved[1]
+        if rss is not None:
+            rec["rss_peak_growth_bytes"] = max(0, _peak_rss() - rss)
+        rec["backend"] = decision.backend
+        if decision.backend != chosen:
+            rec["fallback_from"] = chosen
+        rec["_decision"] = decision  # worded (reason, prediction) when read out
+        if error is not None:
+            rec["error"] = type(error).__name__
+        self._add(rec)
+
+    # -- reading --------------------------------------------------------------------------
+    def _plain(self) -> list:
+        """The records with the router's decisions put into words (JSON-ready)."""
+        out = []
+        for r in self.records():
+            d = r.pop("_decision", None)
+            if d is not None:
+                r["reason"] = d.reason
+                r["forced"] = bool(d.forced)
+                if math.isfinite(d.work):
+                    r["work"] = d.work
+                if d.backend in d.predictions:
+                    r["predicted_s"] = d.predictions[d.backend]
+            out.append(r)
+        return out
+
+    def as_dict(self) -> dict:
+        """The run as the JSON document :meth:`export_json` writes."""
+        import numba
+
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                        "numba": numba.__version__, "cpu_count": os.cpu_count()},
+            "records": self._plain(),
+        }
+
+    def summary(self) -> dict:
+        """Per operation (and per region): count, total, mean, min, max, std of the wall
+        time in seconds, and the backends the operation ran on with their counts."""
+        return summarize(self._plain())
+
+    def bottlenecks(self, n: int = 5) -> list:
+        """The ``n`` operations with the largest total time: ``(name, total_s, share)``
+        with ``share`` the fraction of all operations' time."""
+        return bottlenecks(self._plain(), n)
+
+    def print_summary(self, file=None) -> None:
+        """Print :meth:`summary` as a table, slowest total first."""
+        print(format_summary(self.summary()), file=file)
+
+    # -- files ------------------------------------------------------------------------------
+    def export_json(self, path) -> Path:
+        """Write the run as JSON (schema in the module docstring); returns the path."""
+        return _write(path, json.dumps(self.as_dict(), indent=1, default=_jsonable))
+
+    def export_trace(self, path) -> Path:
+        """Write Chrome trace-event JSON (``chrome://tracing``, Perfetto)."""
+        return _write(path, json.dumps(trace_events(self._plain()), default=_jsonable))
+
+    def export_html(self, path, title: str = "catalytic profile") -> Path:
+        """Write one self-contained HTML page (no network): timeline, per-operation
+        bars, summary table."""
+        from catalytic._report import html_report
+
+        return _write(path, html_report(self.as_dict(), title))
+
+    # -- Dask workers ----------------------------------------------------------------------
+    def merge(self, records, *, worker: str, parent=None) -> None:
+        """Add records collected elsewhere (a Dask worker's task): their ids are made
+        unique here, their thread becomes ``worker``, and their top-level records hang
+        under region ``parent``. Start times stay relative to the worker's own clock."""
+        mapping = {}
+        with self._lock:
+            for r in records:
+                mapping[r["id"]] = next(self._ids)
+            for r in records:
+                r = dict(r, id=mapping[r["id"]], thread=worker)
+                r["parent"] = mapping.get(r["parent"], parent) if r["parent"] is not None else parent
+                self._records.append(r)
+
+
+class _Region:
+    __slots__ = ("prof", "name", "rec", "start", "nvtx")
+
+    def __init__(self, prof, name):
+        self.prof = prof
+        self.name = name
+
+    def __enter__(self):
+        prof = self.prof
+        if not prof.enabled:
+            self.rec = None
+            return self
+        self.start = time.perf_counter()
+        self.rec = prof._new("region", self.name, self.start)
+        prof._stack().append(self.rec["id"])
+        self.nvtx = _nvtx_push(self.name)
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if self.rec is None:
+            return False
+        self.rec["wall_s"] = time.perf_counter() - self.start
+        _nvtx_pop(self.nvtx)
+        st = self.prof._stack()
+        if st and st[-1] == self.rec["id"]:
+            st.pop()
+        if et is not None:
+            self.rec["error"] = et.__name__
+        self.prof._add(self.rec)
+        return False
+
+
+class _Adopt:
+    def __init__(self, prof, parent):
+        self.prof, self.parent = prof, parent
+
+    def __enter__(self):
+        if self.parent is not None:
+            self.prof._stack().append(self.parent)
+        return self
+
+    def __exit__(self, *exc):
+        st = self.prof._stack()
+        if self.parent is not None and st and st[-1] == self.parent:
+            st.pop()
+        return False
+
+
+class profile:  # noqa: N801 - used as a decorator and a context manager, like contextlib's
+    """``@cat.profile``, ``@cat.profile("name")`` or ``with cat.profile("name"):``.
+
+    A region of the process-wide profiler: the operations run inside it are recorded
+    under it (when profiling is enabled; otherwise it costs one attribute read). As a
+    bare decorator the region is named after the function's qualified name.
+
+    Examples
+    --------
+    >>> import catalytic as cat
+    >>> @cat.profile
+    ... def step():
+    ...     return 1
+    >>> with cat.profile("outer"):
+    ...     step()
+    1
+    """
+
+    def __init__(self, name=None):
+        if callable(name):  # @profile without arguments
+            self._func = name
+            self._name = getattr(name, "__qualname__", repr(name))
+            functools.update_wrapper(self, name)
+        else:
+            if name is not None and not isinstance(name, str):
+                raise TypeError(f"a region name must be a string, got {name!r}")
+            self._func = None
+            self._name = name
+
+    def __call__(self, *args, **kwargs):
+        if self._func is not None:
+            with get_profiler().region(self._name):
+                return self._func(*args, **kwargs)
+        (func,) = args  # @profile("name") applied to a function
+        if not callable(func):
+            raise TypeError(f"@profile({self._name!r}) decorates a function, got {func!r}")
+        name = self._name or getattr(func, "__qualname__", repr(func))
+
+        @functools.wraps(func)
+        def wrapper(*a, **kw):
+            with get_profiler().region(name):
+                return func(*a, **kw)
+
+        return wrapper
+
+    def __enter__(self):
+        if self._name is None:
+            raise TypeError("with cat.profile(...) needs a region name")
+        self._region = get_profiler().region(self._name)
+        return self._region.__enter__()
+
+    def __exit__(self, *exc):
+        return self._region.__exit__(*exc)
+
+
+# -- the process-wide profiler ----------------------------------------------------------
+_PROFILER = Profiler()
+if os.environ.get("CATALYTIC_PROFILE", "").strip() in ("1", "true", "yes", "on"):
+    _PROFILER.enable()
+
+
+def get_profiler() -> Profiler:
+    """The process-wide profiler."""
+    return _PROFILER
+
+
+_task = threading.local()
+#: task profilers open in any thread (so that active() costs one test when none is)
+_tasks_open = 0
+
+
+def active():
+    """The profiler that records this thread's calls now, or None: a task's own profiler
+    (Dask workers, see :func:`task_profiler`), else the process-wide one when enabled.
+    The engine asks this once per call; disabled, it costs two attribute tests."""
+    if _tasks_open:
+        p = getattr(_task, "profiler", None)
+        if p is not None:
+            return p
+    return _PROFILER if _PROFILER.enabled else None
+
+
+class task_profiler:  # noqa: N801
+    """Record this thread's calls in a fresh :class:`Profiler` for the ``with`` block
+    (a Dask task on a worker); ``.records`` holds them afterwards."""
+
+    def __enter__(self):
+        global _tasks_open
+        self.profiler = Profiler()
+        self.profiler.enable()
+        self._prev = getattr(_task, "profiler", None)
+        _task.profiler = self.profiler
+        with _tasks_lock:
+            _tasks_open += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _tasks_open
+        _task.profiler = self._prev
+        with _tasks_lock:
+            _tasks_open -= 1
+        self.records = self.profiler._plain()
+        return False
+
+
+_tasks_lock = threading.Lock()
+
+
+# -- GPU timing and NVTX (absent where they cannot be had) --------------------------------
+def _gpu_begin(rec):
+    """CUDA events recorded on the default stream, and the monitor's snapshot, before a
+    call on a GPU backend; None under the simulator or without a device."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
+        return None
+    try:
+        from numba import cuda
+
+        from catalytic.memory import get_monitor
+
+        rec["memory_before"] = get_monitor().snapshot().as_dict()
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        return start, end
+    except Exception:  # no usable device: nothing measured, nothing recorded
+        return None
+
+
+def _gpu_end(rec, events) -> None:
+    from numba import cuda
+
+    from catalytic.memory import get_monitor
+
+    start, end = events
+    try:
+        end.record()
+        end.synchronize()
+        rec["device_s"] = cuda.event_elapsed_time(start, end) / 1e3
+        rec["memory_after"] = get_monitor().snapshot().as_dict()
+    except Exception:  # a failed call may leave the context unusable: record nothing more
+        pass
+
+
+_nvtx = None
+
+
+def _nvtx_module():
+    global _nvtx
+    if _nvtx is None:
+        _nvtx = False
+        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1":
+            try:
+                import nvtx
+
+                from catalytic.backends.cuda_backend import _available
+
+                if _available()[0]:
+                    _nvtx = nvtx
+            except Exception:
+                pass
+    return _nvtx
+
+
+def _nvtx_push(name):
+    mod = _nvtx if _nvtx is not None else _nvtx_module()
+    if mod:
+        mod.push_range(message=f"catalytic.{name}")
+        return True
+    return None
+
+
+def _nvtx_pop(pushed) -> None:
+    if pushed:
+        _nvtx.pop_range()
+
+
+# -- reading runs back, summaries, comparison --------------------------------------------
+def load(path) -> dict:
+    """A run written by :meth:`Profiler.export_json`, checked against the schema.
+
+    Raises
+    ------
+    ValueError
+        Not a catalytic profile, or a version this catalytic cannot read.
+    """
+    with open(path) as fh:
+        try:
+            doc = json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON ({err})") from None
+    check_document(doc, str(path))
+    return doc
+
+
+def check_document(doc, where="profile") -> None:
+    """ValueError naming the first way ``doc`` departs from the schema."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"{where}: not a catalytic profile (no \"schema\": \"{SCHEMA}\")")
+    if doc.get("version") != SCHEMA_VERSION:
+        raise ValueError(f"{where}: profile version {doc.get('version')!r}; this catalytic "
+                         f"reads version {SCHEMA_VERSION}")
+    recs = doc.get("records")
+    if not isinstance(recs, list):
+        raise ValueError(f"{where}: \"records\" must be a list")
+    for i, r in enumerate(recs):
+        for key, kind in (("kind", str), ("name", str), ("id", int), ("start_s", (int, float)),
+                          ("wall_s", (int, float))):
+            if not isinstance(r.get(key), kind) or isinstance(r.get(key), bool):
+                raise ValueError(f"{where}: record {i} has no valid {key!r}")
+        if r["kind"] not in ("op", "region"):
+            raise ValueError(f"{where}: record {i} has kind {r['kind']!r}")
+        if r["kind"] == "op" and not isinstance(r.get("backend"), str):
+            raise ValueError(f"{where}: operation record {i} has no backend")
+
+
+def _records_of(run) -> list:
+    if isinstance(run, Profiler):
+        return run._plain()
+    if isinstance(run, (str, os.PathLike)):
+        return load(run)["records"]
+    check_document(run)
+    return run["records"]
+
+
+def summarize(records) -> dict:
+    """:meth:`Profiler.summary` of plain records."""
+    groups: dict = {}
+    for r in records:
+        key = r["name"] if r["kind"] == "op" else f"[region] {r['name']}"
+        groups.setdefault(key, []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        t = [r["wall_s"] for r in rs]
+        n = len(t)
+        mean = sum(t) / n
+        std = math.sqrt(sum((x - mean) ** 2 for x in t) / (n - 1)) if n > 1 else 0.0
+        entry = {"count": n, "total_s": sum(t), "mean_s": mean, "min_s": min(t),
+                 "max_s": max(t), "std_s": std}
+        backends: dict = {}
+        for r in rs:
+            if "backend" in r:
+                backends[r["backend"]] = backends.get(r["backend"], 0) + 1
+        if backends:
+            entry["backends"] = backends
+        dev = [r["device_s"] for r in rs if "device_s" in r]
+        if dev:
+            entry["device_total_s"] = sum(dev)
+        out[key] = entry
+    return out
+
+
+def bottlenecks(records, n=5) -> list:
+    """:meth:`Profiler.bottlenecks` of plain records."""
+    s = {k: v for k, v in summarize(records).items() if not k.startswith("[region]")}
+    total = sum(v["total_s"] for v in s.values()) or 1.0
+    top = sorted(s.items(), key=lambda kv: -kv[1]["total_s"])[:n]
+    return [(k, v["total_s"], v["total_s"] / total) for k, v in top]
+
+
+def format_summary(summary) -> str:
+    rows = sorted(summary.items(), key=lambda kv: -kv[1]["total_s"])
+    lines = [f"{'operation':<34}{'count':>7}{'total':>11}{'mean':>11}{'min':>11}"
+             f"{'max':>11}{'std':>11}  backends"]
+    for k, v in rows:
+        be = ", ".join(f"{b} x{c}" for b, c in v.get("backends", {}).items())
+        lines.append(f"{k:<34}{v['count']:>7}{_fmt(v['total_s']):>11}{_fmt(v['mean_s']):>11}"
+                     f"{_fmt(v['min_s']):>11}{_fmt(v['max_s']):>11}{_fmt(v['std_s']):>11}  {be}")
+    return "\n".join(lines)
+
+
+class Comparison:
+    """Per-operation comparison of two runs (:func:`compare`): ``rows`` (dicts with
+    ``op``, ``count_a``, ``count_b``, ``mean_a_s``, ``mean_b_s``, ``ratio``,
+    ``regression``), ``only_a`` and ``only_b`` (operations in one run only), and
+    ``regressions`` (the flagged rows)."""
+
+    def __init__(self, rows, only_a, only_b, threshold):
+        self.rows = rows
+        self.only_a = only_a
+        self.only_b = only_b
+        self.threshold = threshold
+
+    @property
+    def regressions(self) -> list:
+        return [r for r in self.rows if r["regression"]]
+
+    def __str__(self) -> str:
+        lines = [f"{'operation':<34}{'n before':>9}{'n after':>9}{'mean before':>13}"
+                 f"{'mean after':>13}{'after/before':>14}"]
+        for r in self.rows:
+            flag = "  REGRESSION" if r["regression"] else ""
+            lines.append(f"{r['op']:<34}{r['count_a']:>9}{r['count_b']:>9}"
+                         f"{_fmt(r['mean_a_s']):>13}{_fmt(r['mean_b_s']):>13}"
+                         f"{r['ratio']:>13.2f}x{flag}")
+        for name in self.only_a:
+            lines.append(f"{name:<34} only in the first run")
+        for name in self.only_b:
+            lines.append(f"{name:<34} only in the second run")
+        n = len(self.regressions)
+        lines.append(f"{n} regression(s) beyond {self.threshold:.0%} (and beyond the runs' "
+                     "own spread)" if n else f"no regression beyond {self.threshold:.0%}")
+        return "\n".join(lines)
+
+
+def compare(a, b, *, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    """Compare two runs (profilers, loaded documents or paths) per operation.
+
+    An operation regressed when its mean wall time in ``b`` is more than ``threshold``
+    (0.25: 25%) above ``a``'s, *and* the difference is larger than three standard
+    errors of the difference (from each run's spread; with a single sample on either
+    side only the threshold applies). Noise within a run's spread is not flagged.
+
+    Examples
+    --------
+    >>> def run(times):
+    ...     return {"schema": "catalytic-profile", "version": 1, "records": [
+    ...         {"kind": "op", "name": "percolates", "id": i, "start_s": 0.0,
+    ...          "wall_s": t, "backend": "numba-cpu"} for i, t in enumerate(times)]}
+    >>> c = compare(run([1.0, 1.1, 0.9]), run([2.0, 2.1, 1.9]))
+    >>> [r["regression"] for r in c.rows], round(c.rows[0]["ratio"], 2)
+    ([True], 2.0)
+    """
+    if not threshold > 0:
+        raise ValueError(f"threshold must be > 0, got {threshold!r}")
+    sa = summarize([r for r in _records_of(a) if r["kind"] == "op"])
+    sb = summarize([r for r in _records_of(b) if r["kind"] == "op"])
+    rows = []
+    for op in sorted(set(sa) & set(sb)):
+        x, y = sa[op], sb[op]
+        ratio = y["mean_s"] / x["mean_s"] if x["mean_s"] > 0 else math.inf
+        se = math.sqrt(x["std_s"] ** 2 / x["count"] + y["std_s"] ** 2 / y["count"])
+        noisy = x["count"] > 1 and y["count"] > 1 and (y["mean_s"] - x["mean_s"]) <= 3 * se
+        rows.append({"op": op, "count_a": x["count"], "count_b": y["count"],
+                     "mean_a_s": x["mean_s"], "mean_b_s": y["mean_s"], "ratio": ratio,
+                     "regression": ratio > 1 + threshold and not noisy})
+    return Comparison(rows, sorted(set(sa) - set(sb)), sorted(set(sb) - set(sa)), threshold)
+
+
+def trace_events(records) -> dict:
+    """Chrome trace-event JSON (complete "X" events, microseconds) of plain records."""
+    pid = os.getpid()
+    events = []
+    threads = {}
+    for r in records:
+        tid = threads.setdefault(str(r["thread"]), len(threads))
+        args = {k: v for k, v in r.items()
+                if k not in ("kind", "name", "start_s", "wall_s", "thread")}
+        events.append({"name": r["name"], "cat": r["kind"], "ph": "X", "pid": pid,
+                       "tid": tid, "ts": r["start_s"] * 1e6, "dur": r["wall_s"] * 1e6,
+                       "args": args})
+    for name, tid in threads.items():
+        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                       "args": {"name": f"thread {name}"}})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _fmt(t: float) -> str:
+    if t >= 1:
+        return f"{t:.3f} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.1f} us"
+
+
+def _jsonable(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def _write(path, text) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
