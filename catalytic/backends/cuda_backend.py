@@ -384,10 +384,22 @@ def _implementation(func, need, check=None):
 
     @functools.wraps(func)
     def run(*args, **kwargs):
+        if simulator_active():
+            with _SIMULATOR_LOCK:  # see _SIMULATOR_LOCK
+                _make_room(need(*args, **kwargs), _lattice_of(args))
+                return func(*args, **kwargs)
         _make_room(need(*args, **kwargs), _lattice_of(args))
         return func(*args, **kwargs)
 
     return run, supports
+
+
+#: Numba's CUDA simulator is not thread-safe: while it runs a kernel it swaps the
+#: ``cuda`` name in the kernel module's globals for a fake module, so host code of that
+#: module running in another thread at the same moment fails ("'FakeCUDAModule' object
+#: has no attribute 'device_array'"). Under the simulator, calls take turns; on a GPU
+#: they run concurrently.
+_SIMULATOR_LOCK = threading.Lock()
 
 
 # -- kernels ----------------------------------------------------------------------------------
