@@ -60,8 +60,8 @@ self-contained HTML page (no network) with a timeline and per-operation bars.
 
 Threads: records from every thread go to one list under a lock; a region is the parent
 of the operations its thread runs inside it (the batch processor passes the caller's
-region to its worker threads and Dask tasks). Cost: about 2 us per recorded call on a
-CPU backend, and one attribute read per call when disabled (``reports/profiler.md``).
+region to its worker threads and Dask tasks). Cost: about 4 us per recorded call on a
+CPU backend, and about 25 ns per call when disabled (``reports/profiler.md``).
 """
 
 from __future__ import annotations

@@ -66,3 +66,21 @@ def test_cuda_transfer_bytes_are_per_thread(prof):
         "fallback_from" in r for r in recs)
     # degree comes back as int64 per site: 25 and 30 sites
     assert [r["d2h_bytes"] for r in recs] == [8 * 25, 8 * 30]
+
+
+def test_nvtx_ranges_on_a_gpu(prof, monkeypatch):
+    """With the nvtx package on a GPU machine, every operation and region is an NVTX
+    range named catalytic.<name>, pushed and popped in order."""
+    nvtx = pytest.importorskip("nvtx", reason="the nvtx package is not installed")
+    from catalytic import profiler as P
+    from catalytic.backends.cuda_backend import _available
+
+    if SIM or not _available()[0]:
+        pytest.skip("NVTX ranges are pushed on a machine with a GPU only")
+    seen = []
+    monkeypatch.setattr(nvtx, "push_range", lambda message=None, **kw: seen.append(message))
+    monkeypatch.setattr(nvtx, "pop_range", lambda **kw: seen.append("pop"))
+    monkeypatch.setattr(P, "_nvtx", None)  # probe again, with the patched module
+    with cat.profile("region"):
+        cat.Lattice(shape=(8, 8)).degree(backend="cuda")
+    assert seen == ["catalytic.region", "catalytic.degree", "pop", "pop"]
