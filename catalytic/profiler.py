@@ -237,7 +237,7 @@ class Profiler:
 
     def summary(self) -> dict:
         """Per operation (and per region): count, total, mean, min, max, std of the wall
-        time in seconds, and the backends the operation ran on with their counts."""
+        time in seconds, overall and per backend (see :func:`summarize`)."""
         return summarize(self._plain())
 
     def bottlenecks(self, n: int = 5) -> list:
@@ -551,26 +551,33 @@ def _records_of(run) -> list:
     return run["records"]
 
 
+def _stats(times) -> dict:
+    n = len(times)
+    mean = sum(times) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in times) / (n - 1)) if n > 1 else 0.0
+    return {"count": n, "total_s": sum(times), "mean_s": mean, "min_s": min(times),
+            "max_s": max(times), "std_s": std}
+
+
 def summarize(records) -> dict:
-    """:meth:`Profiler.summary` of plain records."""
+    """:meth:`Profiler.summary` of plain records: per operation (regions as
+    ``"[region] name"``) count, total, mean, min, max and std of the wall time, with
+    ``backends`` (calls per backend) and ``by_backend`` (the same figures per backend),
+    and ``device_total_s`` where device time was measured."""
     groups: dict = {}
     for r in records:
         key = r["name"] if r["kind"] == "op" else f"[region] {r['name']}"
         groups.setdefault(key, []).append(r)
     out = {}
     for key, rs in groups.items():
-        t = [r["wall_s"] for r in rs]
-        n = len(t)
-        mean = sum(t) / n
-        std = math.sqrt(sum((x - mean) ** 2 for x in t) / (n - 1)) if n > 1 else 0.0
-        entry = {"count": n, "total_s": sum(t), "mean_s": mean, "min_s": min(t),
-                 "max_s": max(t), "std_s": std}
-        backends: dict = {}
+        entry = _stats([r["wall_s"] for r in rs])
+        per: dict = {}
         for r in rs:
             if "backend" in r:
-                backends[r["backend"]] = backends.get(r["backend"], 0) + 1
-        if backends:
-            entry["backends"] = backends
+                per.setdefault(r["backend"], []).append(r["wall_s"])
+        if per:
+            entry["backends"] = {b: len(t) for b, t in per.items()}
+            entry["by_backend"] = {b: _stats(t) for b, t in per.items()}
         dev = [r["device_s"] for r in rs if "device_s" in r]
         if dev:
             entry["device_total_s"] = sum(dev)

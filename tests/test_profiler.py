@@ -114,6 +114,10 @@ def test_summary_and_bottlenecks(prof):
     assert cc["count"] == 4 and cc["total_s"] == pytest.approx(sum(times))
     assert cc["min_s"] == min(times) and cc["max_s"] == max(times)
     assert cc["std_s"] == pytest.approx(np.std(times, ddof=1))
+    L.connected_components(backend="numpy")
+    s = prof.summary()["connected_components"]
+    assert s["count"] == 5 and s["by_backend"]["numpy"]["count"] == 1
+    assert sum(v["total_s"] for v in s["by_backend"].values()) == pytest.approx(s["total_s"])
     top = prof.bottlenecks(1)
     assert len(top) == 1 and top[0][0] in ("connected_components", "distance_field")
     assert sum(share for _, _, share in prof.bottlenecks(5)) == pytest.approx(1.0)
