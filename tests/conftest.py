@@ -74,3 +74,15 @@ def on_backend(backend):
         return result
 
     return call
+
+
+@pytest.fixture
+def prof():
+    """The process-wide profiler, enabled and empty for the test, disabled and emptied
+    after it."""
+    p = cat.get_profiler()
+    p.reset()
+    p.enable()
+    yield p
+    p.disable()
+    p.reset()

@@ -19,16 +19,6 @@ import catalytic as cat
 from catalytic import profiler as P
 
 
-@pytest.fixture
-def prof():
-    p = cat.get_profiler()
-    p.reset()
-    p.enable()
-    yield p
-    p.disable()
-    p.reset()
-
-
 def _ops(records):
     return [r for r in records if r["kind"] == "op"]
 

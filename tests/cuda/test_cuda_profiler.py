@@ -16,16 +16,6 @@ SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 sim = pytest.mark.sim
 
 
-@pytest.fixture
-def prof():
-    p = cat.get_profiler()
-    p.reset()
-    p.enable()
-    yield p
-    p.disable()
-    p.reset()
-
-
 @sim
 def test_cuda_records_transfers_and_device_time_only_on_a_gpu(prof):
     L = cat.Lattice(shape=(6, 7), mask=np.arange(42).reshape(6, 7) % 5 != 3)
