@@ -50,6 +50,7 @@ Files
 
     {"schema": "catalytic-profile", "version": 1, "created": ISO 8601 time,
      "machine": {"platform", "python", "numba", "cpu_count"},
+     "dropped": records not kept past Profiler.max_records (0 normally),
      "records": [record, ...]}
 
 :func:`load` reads such a file back; :meth:`Profiler.export_trace` writes Chrome
@@ -101,8 +102,13 @@ class Profiler:
     (Dask workers use one per task).
     """
 
+    #: records kept at most; later ones are counted in ``dropped`` (a long study with
+    #: profiling left on must not grow without bound: about 0.6 KB a record)
+    max_records = 1_000_000
+
     def __init__(self):
         self.enabled = False
+        self.dropped = 0
         self._lock = threading.Lock()
         self._records: list = []
         self._ids = itertools.count(1)
@@ -123,6 +129,7 @@ class Profiler:
         """Forget every record (regions open in some thread stay open there)."""
         with self._lock:
             self._records = []
+            self.dropped = 0
             self.epoch = time.perf_counter()
 
     def records(self) -> list:
@@ -153,7 +160,10 @@ class Profiler:
 
     def _add(self, rec: dict) -> None:
         with self._lock:
-            self._records.append(rec)
+            if len(self._records) < self.max_records:
+                self._records.append(rec)
+            else:
+                self.dropped += 1
 
     def _new(self, kind, name, start) -> dict:
         return {"kind": kind, "name": name, "id": next(self._ids),
@@ -232,6 +242,7 @@ class Profiler:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "machine": {"platform": platform.platform(), "python": platform.python_version(),
                         "numba": numba.__version__, "cpu_count": os.cpu_count()},
+            "dropped": self.dropped,
             "records": self._plain(),
         }
 

@@ -384,3 +384,14 @@ def test_cli_bench_quick_and_info():
     assert "connected components" in res.stdout and "SciPy/catalytic" in res.stdout
     res = _cli("info")
     assert res.returncode == 0 and "memory:" in res.stdout
+
+
+def test_records_are_bounded(prof, monkeypatch):
+    monkeypatch.setattr(prof, "max_records", 3)
+    L = cat.Lattice(shape=(4, 4))
+    for _ in range(5):
+        L.degree()
+    assert len(prof.records()) == 3 and prof.dropped == 2
+    assert prof.as_dict()["dropped"] == 2
+    prof.reset()
+    assert prof.dropped == 0
