@@ -1,0 +1,279 @@
+"""The plugin object catalytic loads through the ``catalytic`` entry-point group.
+
+Two hook implementations are all a plugin needs: ``catalytic_add_operations`` declares
+the operations (name, work and memory models, argument validation) and gives each
+backend's implementation. The engine then validates, routes, explains, profiles and
+batches these operations like its own.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import weakref
+
+import numpy as np
+
+import catalytic as cat
+from catalytic_ising import kernels
+
+METHODS = ("metropolis", "heatbath")
+
+
+# -- validation: every check before any work -------------------------------------------
+def _real(x, name, *, positive=False):
+    if isinstance(x, bool) or not isinstance(x, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {x!r}")
+    x = float(x)
+    if not math.isfinite(x) or (positive and x < 0):
+        raise ValueError(f"{name} must be finite{' and >= 0' if positive else ''}, got {x}")
+    return x
+
+
+def _count(x, name):
+    if isinstance(x, bool) or not isinstance(x, (numbers.Integral, np.integer)) or x < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {x!r}")
+    return int(x)
+
+
+def spins_of(lat, spins) -> np.ndarray:
+    """``spins`` as a flat int8 copy: +1/-1 on open sites, 0 on blocked ones."""
+    g = lat.geometry
+    a = np.asarray(spins)
+    if a.shape not in (g.shape, (g.n_points,)):
+        raise ValueError(f"spins have shape {a.shape}; the lattice has {g.shape}")
+    if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise TypeError(f"spins must be integers +1/-1, got dtype {a.dtype}")
+    flat = a.reshape(-1).astype(np.int8)
+    open_ = np.ones(g.n_points, bool) if g.mask is None else g.mask.reshape(-1)
+    if not (np.abs(flat[open_]) == 1).all():
+        raise ValueError("spins on open sites must be +1 or -1")
+    flat[~open_] = 0
+    return flat
+
+
+def v_sweep(lat, spins, *, beta, sweeps=1, seed=0, start=0, method="metropolis",
+            field=0.0, coupling=1.0):
+    if not hasattr(lat, "geometry"):
+        raise TypeError(f"ising_sweep runs on a catalytic lattice, got {type(lat).__name__}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    kw = {"beta": _real(beta, "beta", positive=True), "sweeps": _count(sweeps, "sweeps"),
+          "seed": _count(seed, "seed"), "start": _count(start, "start"), "method": method,
+          "field": _real(field, "field"), "coupling": _real(coupling, "coupling")}
+    if kw["seed"] >= 2**64 or kw["start"] + kw["sweeps"] >= 2**63:
+        raise ValueError("seed must be below 2**64 and start + sweeps below 2**63")
+    colouring(lat)  # a lattice without a proper colouring is refused here
+    return (lat, spins_of(lat, spins)), kw
+
+
+def v_observables(lat, series, *, beta=None, coupling=1.0, field=0.0):
+    g = lat.geometry
+    a = np.asarray(series)
+    if a.shape in (g.shape, (g.n_points,)):
+        a = a.reshape(1, -1)
+    elif a.ndim >= 2 and a.shape[1:] in (g.shape, (g.n_points,)):
+        a = a.reshape(a.shape[0], -1)
+    else:
+        raise ValueError(f"series must be one configuration {g.shape} or (T, *{g.shape}), "
+                         f"got {a.shape}")
+    if a.shape[0] == 0:
+        raise ValueError("series holds no configuration")
+    rows = np.stack([spins_of(lat, r) for r in a])
+    kw = {"beta": None if beta is None else _real(beta, "beta", positive=True),
+          "coupling": _real(coupling, "coupling"), "field": _real(field, "field")}
+    return (lat, rows), kw
+
+
+# -- what the kernels need, built once per lattice -------------------------------------
+#: lattice -> (colour, ncolours); a lattice's geometry never changes, and the entry goes
+#: when the lattice does
+_colourings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def colouring(lat) -> tuple[np.ndarray, int]:
+    """``(colour per site as uint8, number of colours)``: a proper colouring of the
+    neighbour graph, so one colour class can be updated at once. The stencil's reach
+    ``r_a`` along each axis gives ``colour = sum_a (x_a mod (r_a + 1)) * stride_a``
+    (parity, 2 colours, when every offset is a unit step along one axis); it is
+    checked against every stencil step, and refused with the reason when a periodic
+    axis's length breaks it (a periodic axis of odd length for nearest neighbours)."""
+    cache = _colourings.get(lat)
+    if cache is not None:
+        return cache
+    g = lat.geometry
+    off = np.asarray(g.offsets, dtype=np.int64)
+    coords = np.indices(g.shape).reshape(g.dimensions, -1)
+    unit = bool(len(off)) and bool((np.abs(off).sum(axis=1) == 1).all())
+    if unit:
+        colour, ncol = (coords.sum(axis=0) % 2).astype(np.uint8), 2
+    else:
+        reach = np.abs(off).max(axis=0) + 1 if len(off) else np.ones(g.dimensions, np.int64)
+        colour = np.zeros(g.n_points, dtype=np.int64)
+        ncol = 1
+        for a in range(g.dimensions):
+            colour = colour * reach[a] + coords[a] % reach[a]
+            ncol *= int(reach[a])
+        if ncol > 255:
+            raise ValueError(f"the stencil needs {ncol} colour classes; at most 255")
+        colour = colour.astype(np.uint8)
+    # check: no stencil step joins two sites of one colour
+    for o in off:
+        if not o.any():
+            continue
+        tgt = coords + o[:, None]
+        keep = np.ones(g.n_points, bool)
+        for a in range(g.dimensions):
+            if g.periodic[a]:
+                tgt[a] %= g.shape[a]
+            else:
+                keep &= (tgt[a] >= 0) & (tgt[a] < g.shape[a])
+        j = np.ravel_multi_index(tgt[:, keep], g.shape)
+        i = np.flatnonzero(keep)
+        clash = (colour[i] == colour[j]) & (i != j)
+        if clash.any():
+            site = int(i[np.argmax(clash)])
+            raise ValueError(
+                f"no checkerboard for this lattice: site {site} and its neighbour "
+                f"{int(j[np.argmax(clash)])} share a colour (a periodic axis whose length "
+                "is not a multiple of the stencil's reach + 1, e.g. odd with nearest "
+                "neighbours)")
+    _colourings[lat] = (colour, ncol)
+    return colour, ncol
+
+
+def acceptance(beta, k, method, field, coupling) -> np.ndarray:
+    """The (2, 2k + 1) table the kernels read (see ``kernels.sweeps_cpu``)."""
+    m = np.arange(-k, k + 1, dtype=np.float64)
+    if method == "heatbath":
+        p_up = 1.0 / (1.0 + np.exp(-2.0 * beta * (coupling * m + field)))
+        return np.stack([p_up, p_up])
+    # spin s flips: dE = 2 s (J h + field) = 2 (J s h + s field), indexed by s * h
+    down = np.minimum(1.0, np.exp(-2.0 * beta * (coupling * m - field)))  # s = -1
+    up = np.minimum(1.0, np.exp(-2.0 * beta * (coupling * m + field)))    # s = +1
+    return np.stack([down, up])
+
+
+def _args(lat, beta, method, field, coupling):
+    g = lat.geometry
+    shape, periodic, offsets, open_, dedupe = g.kernel_args()
+    if open_.shape[0] == 0:
+        open_ = np.ones(g.n_points, dtype=np.uint8)
+    colour, ncol = colouring(lat)
+    from catalytic.kernels.lattice import c_strides
+
+    table = acceptance(beta, len(offsets), method, field, coupling)
+    return colour, ncol, shape, c_strides(shape), periodic, offsets, open_, bool(dedupe), table
+
+
+def neighbour_table(lat) -> np.ndarray:
+    """(n, k) flat neighbour indices in stencil order, -1 where there is none or for a
+    repeat of an earlier one or the site itself (catalytic's neighbour set), vectorised
+    over the sites: the numpy reference's input."""
+    g = lat.geometry
+    n, k = g.n_points, len(g.offsets)
+    coords = np.indices(g.shape).reshape(g.dimensions, -1)
+    open_ = np.ones(n, bool) if g.mask is None else g.mask.reshape(-1)
+    out = np.full((n, k), -1, dtype=np.int64)
+    for q, o in enumerate(np.asarray(g.offsets, dtype=np.int64)):
+        tgt = coords + o[:, None]
+        keep = open_.copy()
+        for a in range(g.dimensions):
+            if g.periodic[a]:
+                tgt[a] %= g.shape[a]
+            else:
+                keep &= (tgt[a] >= 0) & (tgt[a] < g.shape[a])
+        j = np.full(n, -1, dtype=np.int64)
+        j[keep] = np.ravel_multi_index(tgt[:, keep], g.shape)
+        j[j >= 0] = np.where(open_[j[j >= 0]], j[j >= 0], -1)
+        j[j == np.arange(n)] = -1
+        for p in range(q):
+            j[j == out[:, p]] = -1
+        out[:, q] = j
+    return out
+
+
+# -- implementations ------------------------------------------------------------------------
+def _finish(lat, flat):
+    return flat.reshape(lat.geometry.shape)
+
+
+def sweep_numba(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    colour, ncol, *geo, table = _args(lat, beta, method, field, coupling)
+    out = spins.copy()
+    kernels.sweeps_cpu(out, colour, ncol, *geo, table, method == "heatbath", seed, start,
+                       sweeps)
+    return _finish(lat, out)
+
+
+def sweep_cuda(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    colour, ncol, *geo, table = _args(lat, beta, method, field, coupling)
+    out = kernels.sweeps_cuda(spins, colour, ncol, *geo, table, method == "heatbath", seed,
+                              start, sweeps)
+    return _finish(lat, out)
+
+
+def sweep_numpy(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    colour, ncol = colouring(lat)
+    table = acceptance(beta, len(lat.geometry.offsets), method, field, coupling)
+    with np.errstate(over="ignore"):  # the hash multiplies modulo 2**64 on purpose
+        out = kernels.sweeps_numpy(spins, colour, ncol, neighbour_table(lat), table,
+                                   method == "heatbath", seed, start, sweeps)
+    return _finish(lat, out)
+
+
+def observables(lat, rows, *, beta=None, coupling=1.0, field=0.0) -> dict:
+    """Energy and magnetisation per open site of each configuration, their means, and
+    with ``beta`` the susceptibility and the Binder cumulant."""
+    g = lat.geometry
+    shape, periodic, offsets, open_, dedupe = g.kernel_args()
+    if open_.shape[0] == 0:
+        open_ = np.ones(g.n_points, dtype=np.uint8)
+    from catalytic.kernels.lattice import c_strides
+
+    strides = c_strides(shape)
+    n = g.n_open
+    bonds = np.empty(g.n_points, dtype=np.int64)
+    e, m = np.empty(len(rows)), np.empty(len(rows))
+    for t, s in enumerate(rows):
+        kernels.bond_sums(s, shape, strides, periodic, offsets, open_, bool(dedupe), bonds)
+        total = int(s.sum(dtype=np.int64))
+        e[t] = (-coupling * bonds.sum() / 2.0 - field * total) / n
+        m[t] = total / n
+    out = {"energy": e, "magnetisation": m, "energy_mean": float(e.mean()),
+           "abs_magnetisation_mean": float(np.abs(m).mean())}
+    m2, m4 = float((m ** 2).mean()), float((m ** 4).mean())
+    if beta is not None:
+        out["susceptibility"] = beta * n * (m2 - out["abs_magnetisation_mean"] ** 2)
+        out["specific_heat"] = beta ** 2 * n * float(e.var())
+    out["binder"] = 1.0 - m4 / (3.0 * m2 ** 2) if m2 > 0 else float("nan")
+    return out
+
+
+def _sweep_work(lat, spins, *, sweeps=1, **_):
+    return float(lat.geometry.n_points * len(lat.geometry.offsets) * max(sweeps, 1))
+
+
+def _cuda_ok(lat, spins, **_):
+    if lat.geometry.n_points >= 2**31:
+        return "more than 2**31 sites"
+    return None
+
+
+@cat.hookimpl
+def catalytic_add_operations(registry):
+    registry.add_operation(
+        "ising_sweep", work=_sweep_work, validate=v_sweep,
+        memory=lambda lat, spins, **_: 3 * lat.geometry.n_points,
+        doc="Ising Monte Carlo sweeps (checkerboard Metropolis or heat bath)")
+    # (overhead s, work units per s): measured on a 2-core machine for 16^2..256^2
+    # lattices, until `catalytic calibrate` learns plugin operations; labelled
+    # "plugin default, uncalibrated" in every routing decision
+    registry.add_implementation("ising_sweep", "numpy", sweep_numpy, cost=(60e-6, 6e7))
+    registry.add_implementation("ising_sweep", "numba-cpu", sweep_numba, cost=(30e-6, 1.5e8))
+    registry.add_implementation("ising_sweep", "cuda", sweep_cuda, supports=_cuda_ok)
+    registry.add_operation(
+        "ising_observables", work=lambda lat, rows, **_: float(rows.size * 4),
+        validate=v_observables, memory=lambda lat, rows, **_: 8 * lat.geometry.n_points,
+        doc="energy, magnetisation, susceptibility and Binder cumulant of configurations")
+    registry.add_implementation("ising_observables", "numba-cpu", observables)
