@@ -28,6 +28,16 @@ def _random_spins(L, seed=0):
     return np.where(rng.random(L.shape) < 0.5, 1, -1).astype(np.int8)
 
 
+@pytest.mark.parametrize("module", ["catalytic_ising", "catalytic_ising.plugin"])
+def test_docstring_examples(module):
+    """The examples in the installed package's docstrings (doctest)."""
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and (result.attempted > 0 or module != "catalytic_ising")
+
+
 def test_loaded_through_the_entry_point():
     eng = cat.get_engine()
     assert "ising" in eng.plugin_names()
