@@ -1,105 +1,435 @@
-"""``catalytic bench``: routed calls against SciPy on the same inputs, measured now.
+"""``catalytic bench``: catalytic against the strongest peer for each workload, measured
+in one run on this machine, at several sizes.
 
-A quick, installed check of where this machine stands (the full comparisons against
-igraph, NetworkX, cc3d and dijkstra3d live in the repository's ``benchmarks/``). Each
-row checks that both sides give the same answer, then times them: the best of 5 calls
-after a warm-up (JIT compilation is not counted), SciPy's graph construction outside its
-time.
+    catalytic bench [--quick] [--output reports]
+    python benchmarks/run.py [--quick]            # the same, from a checkout
 
-* connected components of a site-percolation mask (p = 0.6): ``L.connected_components()``
-  against ``scipy.ndimage.label``;
-* a distance field from one corner of an open grid: ``L.distance_field(0)`` against
-  ``scipy.sparse.csgraph.shortest_path(unweighted=True)`` on the grid's adjacency;
-* an ensemble of 100 masks, components and spanning clusters:
-  ``BatchProcessor.map("spanning_clusters")`` against a loop of ``ndimage.label``.
+Every row first checks that the systems agree (labels up to renumbering, distances
+exactly or to float32 precision where a peer computes in float32, fields to 1e-9), then
+times each: the median of at least 3 calls after a warm-up call (JIT compilation, caches
+and graph construction are not counted; building a peer's graph is timed on its own and
+listed). Workloads and peers:
+
+* connected components, site percolation p = 0.6: cc3d and ``scipy.ndimage.label``
+  (2-D and 3-D, open; periodic 2-D against cc3d's ``periodic_boundary``);
+* distance fields from a corner, unweighted and weighted (the cost of entering a site):
+  dijkstra3d (3-D), igraph, SciPy csgraph, NetworkX (smallest size only);
+  point-to-point shortest paths: dijkstra3d (bidirectional), igraph, csgraph;
+* closeness centrality: igraph, networkit, rustworkx, NetworkX (smallest size);
+* the Laplacian of a periodic field: ``scipy.ndimage.laplace`` (mode "wrap", negated)
+  and a NumPy copy of the field (the memory-bandwidth floor);
+* XOR with a key and matmul: NumPy;
+* router overhead: a routed call on 8 x 8 against the kernel called directly;
+* cold start: a fresh ``python -c`` process labelling a 64 x 64 lattice, with an empty
+  Numba cache and with a warm one.
+
+Writes ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks.png`` (time per site
+against size, log-log, one panel per workload) into ``--output``. A peer that is not
+installed is listed as such (``pip install "catalytic[bench]"``), never estimated.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+BENCH_EXTRA = 'pip install "catalytic[bench]"'
 
-def _best(func, repeat=5):
+
+def median_time(func, min_repeat=3, budget=0.3, max_repeat=25):
+    """Median seconds of ``func()`` after a warm-up call: at least ``min_repeat``
+    calls, more (up to ``max_repeat``) while under ``budget`` seconds in all."""
     func()
-    best = float("inf")
-    for _ in range(repeat):
+    times, spent = [], 0.0
+    while len(times) < min_repeat or (spent < budget and len(times) < max_repeat):
         t0 = time.perf_counter()
         func()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        spent += dt
+    return float(np.median(times))
 
 
-def _grid_graph(shape):
-    import scipy.sparse as sp
+def _peer(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
 
-    n = int(np.prod(shape))
-    idx = np.arange(n).reshape(shape)
-    rows, cols = [], []
+
+def _same_partition(a, b) -> bool:
+    """Two labellings (0 = background) describe the same clusters, numbering aside."""
+    a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
+    if not np.array_equal(a == 0, b == 0):
+        return False
+    pairs = np.unique(np.stack([a, b]), axis=1)
+    return len(np.unique(pairs[0])) == pairs.shape[1] == len(np.unique(pairs[1]))
+
+
+def _grid_edges(shape, periodic=False):
+    """Directed edges (src, dst) of the von Neumann grid of ``shape``."""
+    idx = np.arange(int(np.prod(shape))).reshape(shape)
+    src, dst = [], []
     for a in range(len(shape)):
-        lo = np.take(idx, range(shape[a] - 1), axis=a).reshape(-1)
-        hi = np.take(idx, range(1, shape[a]), axis=a).reshape(-1)
-        rows += [lo, hi]
-        cols += [hi, lo]
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    return sp.csr_array((np.ones(len(r)), (r, c)), shape=(n, n))
+        if periodic:
+            nxt = np.roll(idx, -1, axis=a)
+            lo, hi = idx.reshape(-1), nxt.reshape(-1)
+        else:
+            lo = np.take(idx, range(shape[a] - 1), axis=a).reshape(-1)
+            hi = np.take(idx, range(1, shape[a]), axis=a).reshape(-1)
+        src += [lo, hi]
+        dst += [hi, lo]
+    return np.concatenate(src), np.concatenate(dst)
 
 
-def rows(quick: bool):
-    """``(what, size, catalytic_s, scipy_s)`` rows, measured in this call."""
-    from scipy import ndimage
-    from scipy.sparse.csgraph import shortest_path
+class Suite:
+    """Collects rows: (workload, size, sites, system, seconds or None, agree, note)."""
 
-    import catalytic as cat
+    def __init__(self, quick):
+        self.quick = quick
+        self.rows = []
 
-    rng = np.random.default_rng(0)
-    sides = (64, 256) if quick else (64, 256, 1024)
-    out = []
-    for s in sides:
-        mask = rng.random((s, s)) < 0.6
-        L = cat.Lattice(shape=(s, s), mask=mask)
-        got = L.connected_components()
-        want, count = ndimage.label(mask)
-        assert got.count == count and np.array_equal(got.labels, want)
-        out.append(("connected components", f"{s}x{s}", _best(L.connected_components),
-                    _best(lambda: ndimage.label(mask))))
-    for s in sides[:2] if quick else sides[:3]:
-        L = cat.Lattice(shape=(s, s))
-        graph = _grid_graph((s, s))
-        d = L.distance_field(0).reshape(-1)
-        ref = shortest_path(graph, unweighted=True, indices=0)
-        assert np.array_equal(d, ref.astype(np.int64))
-        out.append(("distance field", f"{s}x{s}", _best(lambda: L.distance_field(0)),
-                    _best(lambda: shortest_path(graph, unweighted=True, indices=0))))
-    base = cat.Lattice(shape=(128, 128))
-    masks = rng.random((100, 128, 128)) < 0.6
-    lats = [base.with_mask(m) for m in masks]
-    bp = cat.BatchProcessor(lats, progress=False)
+    def add(self, workload, size, sites, system, seconds, agree=None, note=""):
+        self.rows.append({"workload": workload, "size": size, "sites": int(sites),
+                          "system": system, "seconds": seconds, "agree": agree, "note": note})
+        t = "-" if seconds is None else f"{seconds * 1e3:10.3f} ms"
+        flag = "" if agree is None else ("  agrees" if agree else "  DISAGREES")
+        print(f"  {workload:<34} {size:>12} {system:<28} {t:>14}{flag} {note}", flush=True)
 
-    def nd_loop():
-        res = []
-        for m in masks:
-            lab, _ = ndimage.label(m)
-            lo, hi = lab[0], lab[-1]
-            res.append(np.intersect1d(lo[lo > 0], hi[hi > 0]))
-        return res
+    def missing(self, workload, size, sites, system, module):
+        self.add(workload, size, sites, system, None, None, f"not installed ({BENCH_EXTRA})")
 
-    got = bp.map("spanning_clusters", axes=(0,))
-    assert all(np.array_equal(g.clusters[0], w) for g, w in zip(got, nd_loop()))
-    out.append(("ensemble: components + spanning", "100 x 128x128",
-                _best(lambda: bp.map("spanning_clusters", axes=(0,))), _best(nd_loop)))
-    return out
+    # -- components ------------------------------------------------------------------
+    def components(self):
+        import catalytic as cat
+        from scipy import ndimage
+
+        cc3d = _peer("cc3d")
+        rng = np.random.default_rng(0)
+        cases = [((s, s), False) for s in ((256, 1024) if self.quick else (256, 1024, 4096))]
+        cases += [((s, s), True) for s in ((256, 1024) if self.quick else (256, 1024, 4096))]
+        cases += [((s, s, s), False) for s in ((32, 64) if self.quick else (32, 64, 160))]
+        for shape, periodic in cases:
+            w = f"components {len(shape)}-D {'periodic' if periodic else 'open'}"
+            size = "x".join(map(str, shape))
+            n = int(np.prod(shape))
+            mask = rng.random(shape) < 0.6
+            L = cat.Lattice(shape=shape, mask=mask, periodic=periodic)
+            ours = L.connected_components()
+            self.add(w, size, n, "catalytic", median_time(L.connected_components))
+            if not periodic:
+                lab, count = ndimage.label(mask)
+                ok = count == ours.count and np.array_equal(lab, ours.labels)
+                self.add(w, size, n, "scipy.ndimage.label", median_time(lambda: ndimage.label(mask)), ok)
+            if cc3d is None:
+                self.missing(w, size, n, "cc3d", "cc3d")
+                continue
+            conn = 4 if len(shape) == 2 else 6
+            lab = cc3d.connected_components(mask, connectivity=conn, periodic_boundary=periodic)
+            self.add(w, size, n, "cc3d", median_time(lambda: cc3d.connected_components(
+                mask, connectivity=conn, periodic_boundary=periodic)),
+                _same_partition(lab, ours.labels))
+
+    # -- distances and paths -----------------------------------------------------------
+    def distances(self):
+        import catalytic as cat
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import dijkstra, shortest_path
+
+        ig, d3, nx = _peer("igraph"), _peer("dijkstra3d"), _peer("networkx")
+        rng = np.random.default_rng(1)
+        for weighted in (False, True):
+            for s in ((24, 48) if self.quick else (24, 48, 96)):
+                shape = (s, s, s)
+                n = s ** 3
+                w = f"distance field 3-D {'weighted' if weighted else 'unweighted'}"
+                size = f"{s}^3"
+                weights = rng.uniform(1.0, 4.0, shape) if weighted else None
+                L = cat.Lattice(shape=shape, weights=weights)
+                ours = L.distance_field(0).astype(np.float64)
+                self.add(w, size, n, "catalytic", median_time(lambda: L.distance_field(0)))
+                src, dst = _grid_edges(shape)
+                cost = np.ones(len(dst)) if weights is None else weights.reshape(-1)[dst]
+                t0 = time.perf_counter()
+                G = sp.csr_array((cost, (src, dst)), shape=(n, n))
+                build = time.perf_counter() - t0
+                ref = (shortest_path(G, unweighted=True, indices=0) if not weighted
+                       else dijkstra(G, indices=0))
+                ok = np.allclose(ref, ours.reshape(-1), rtol=1e-12, atol=1e-9)
+                f = ((lambda: shortest_path(G, unweighted=True, indices=0)) if not weighted
+                     else (lambda: dijkstra(G, indices=0)))
+                self.add(w, size, n, "scipy csgraph", median_time(f), ok,
+                         f"graph built in {build * 1e3:.0f} ms, not counted")
+                if d3 is None:
+                    self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
+                else:
+                    field = (np.ones(shape, np.float32) if weights is None
+                             else weights.astype(np.float32))
+                    got = d3.distance_field(field, source=(0, 0, 0), connectivity=6)
+                    ok = np.allclose(got.reshape(-1), ours.reshape(-1), rtol=1e-5)
+                    self.add(w, size, n, "dijkstra3d (float32)", median_time(
+                        lambda: d3.distance_field(field, source=(0, 0, 0), connectivity=6)),
+                        ok)
+                if ig is None:
+                    self.missing(w, size, n, "igraph", "igraph")
+                else:
+                    g = ig.Graph(n=n, edges=np.stack([src, dst], 1).tolist(), directed=True)
+                    wts = None if weights is None else cost.tolist()
+                    got = np.array(g.distances(source=[0], weights=wts)[0], dtype=np.float64)
+                    ok = np.allclose(got, ours.reshape(-1), rtol=1e-12)
+                    self.add(w, size, n, "igraph", median_time(
+                        lambda: g.distances(source=[0], weights=wts)), ok)
+                if nx is not None and s == 24:
+                    Gx = nx.DiGraph()
+                    Gx.add_weighted_edges_from(zip(src.tolist(), dst.tolist(), cost.tolist()))
+                    f = ((lambda: nx.single_source_shortest_path_length(Gx, 0)) if not weighted
+                         else (lambda: nx.single_source_dijkstra_path_length(Gx, 0)))
+                    got = f()
+                    ok = all(abs(got[i] - ours.reshape(-1)[i]) < 1e-9 for i in range(n))
+                    self.add(w, size, n, "networkx", median_time(f, min_repeat=1, budget=0),
+                             ok)
+        # point to point, weighted, corner to corner
+        for s in ((48,) if self.quick else (48, 96)):
+            shape = (s, s, s)
+            n = s ** 3
+            w, size = "shortest path 3-D weighted", f"{s}^3"
+            weights = rng.uniform(1.0, 4.0, shape)
+            L = cat.Lattice(shape=shape, weights=weights)
+            ours = L.find_shortest_path(0, n - 1)
+            self.add(w, size, n, "catalytic", median_time(lambda: L.find_shortest_path(0, n - 1)))
+            if d3 is None:
+                self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
+                continue
+            field = weights.astype(np.float32)
+            path = d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
+                               bidirectional=True)
+            cost = float(field[tuple(path[1:].T)].sum())
+            self.add(w, size, n, "dijkstra3d bidirectional (float32)", median_time(
+                lambda: d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
+                                    bidirectional=True)),
+                abs(cost - ours.distance) <= 1e-4 * ours.distance)
+
+    # -- centrality -------------------------------------------------------------------
+    def centrality(self):
+        import catalytic as cat
+
+        ig, nk, rx, nx = (_peer(m) for m in ("igraph", "networkit", "rustworkx", "networkx"))
+        for s in ((24, 48) if self.quick else (24, 48, 96)):
+            shape = (s, s)
+            n = s * s
+            w, size = "closeness centrality 2-D", f"{s}x{s}"
+            L = cat.Lattice(shape=shape)
+            ours = L.calculate_centrality("closeness").reshape(-1)
+            self.add(w, size, n, "catalytic", median_time(
+                lambda: L.calculate_centrality("closeness")))
+            src, dst = _grid_edges(shape)
+            und = [(int(a), int(b)) for a, b in zip(src, dst) if a < b]
+            if ig is not None:
+                g = ig.Graph(n=n, edges=und)
+                ok = np.allclose(g.closeness(), ours, rtol=1e-9)
+                self.add(w, size, n, "igraph", median_time(g.closeness), ok)
+            else:
+                self.missing(w, size, n, "igraph", "igraph")
+            if nk is not None:
+                gk = nk.Graph(n)
+                for a, b in und:
+                    gk.addEdge(a, b)
+
+                def run_nk():
+                    c = nk.centrality.Closeness(gk, True, nk.centrality.ClosenessVariant.GENERALIZED)
+                    c.run()
+                    return c.scores()
+
+                ok = np.allclose(run_nk(), ours, rtol=1e-9)
+                self.add(w, size, n, "networkit", median_time(run_nk), ok)
+            else:
+                self.missing(w, size, n, "networkit", "networkit")
+            if rx is not None:
+                gr = rx.PyGraph()
+                gr.add_nodes_from(range(n))
+                gr.add_edges_from_no_data(und)
+                got = rx.closeness_centrality(gr)
+                ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9)
+                self.add(w, size, n, "rustworkx", median_time(lambda: rx.closeness_centrality(gr)), ok)
+            else:
+                self.missing(w, size, n, "rustworkx", "rustworkx")
+            if nx is not None and s == 24:
+                Gx = nx.Graph(und)
+                got = nx.closeness_centrality(Gx)
+                ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9)
+                self.add(w, size, n, "networkx", median_time(
+                    lambda: nx.closeness_centrality(Gx), min_repeat=1, budget=0), ok)
+
+    # -- fields and arrays ----------------------------------------------------------------
+    def fields_and_arrays(self):
+        import catalytic as cat
+        from scipy import ndimage
+
+        rng = np.random.default_rng(2)
+        for s in ((256, 1024) if self.quick else (256, 1024, 4096)):
+            shape = (s, s)
+            n = s * s
+            w, size = "Laplacian 2-D periodic", f"{s}x{s}"
+            L = cat.Lattice(shape=shape, periodic=True)
+            f = rng.random(shape)
+            ours = L.laplacian(f)
+            self.add(w, size, n, "catalytic", median_time(lambda: L.laplacian(f)))
+            ref = -ndimage.laplace(f, mode="wrap")
+            self.add(w, size, n, "scipy.ndimage.laplace", median_time(
+                lambda: ndimage.laplace(f, mode="wrap")), bool(np.allclose(ref, ours, atol=1e-9)))
+            out = np.empty_like(f)
+            self.add(w, size, n, "numpy copy (bandwidth floor)", median_time(
+                lambda: np.copyto(out, f)))
+        for m in ((10**5, 10**7) if self.quick else (10**5, 10**7, 10**8)):
+            w, size = "XOR with a key (int64)", f"{m:.0e}"
+            L = cat.Lattice(shape=(8, 8))
+            data = rng.integers(0, 2**62, m)
+            key = rng.integers(0, 2**62, 4096)
+            ours = L.xor_transform(data, key)
+            self.add(w, size, m, "catalytic", median_time(lambda: L.xor_transform(data, key)))
+            kk = np.resize(key, m)
+            self.add(w, size, m, "numpy a ^ key", median_time(lambda: data ^ kk),
+                     bool(np.array_equal(ours, data ^ kk)), "key pre-tiled, not counted")
+        for m in ((256, 1024) if self.quick else (256, 1024, 2048)):
+            import catalytic.ops as ops
+
+            a, b = rng.random((m, m)), rng.random((m, m))
+            w, size = "matmul float64", f"{m}x{m}"
+            ours = ops.matmul(a, b)
+            self.add(w, size, m * m, "catalytic", median_time(lambda: ops.matmul(a, b)))
+            self.add(w, size, m * m, "numpy @", median_time(lambda: a @ b),
+                     bool(np.allclose(ours, a @ b, rtol=1e-12)))
+
+    # -- overheads ----------------------------------------------------------------------------
+    def overheads(self):
+        import catalytic as cat
+        from catalytic.kernels.cpu import graph
+
+        L = cat.Lattice(shape=(8, 8), mask=np.random.default_rng(3).random((8, 8)) < 0.6)
+        args = L.geometry.kernel_args()
+        self.add("router overhead, 8x8 components", "8x8", 64, "catalytic routed call",
+                 median_time(L.connected_components, min_repeat=200))
+        self.add("router overhead, 8x8 components", "8x8", 64, "kernel called directly",
+                 median_time(lambda: graph.connected_components(*args, sizes=True),
+                             min_repeat=200))
+        code = ("import numpy as np, catalytic as cat; "
+                "cat.Lattice(shape=(64, 64), mask=np.ones((64, 64), bool)).connected_components()")
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            for label in ("empty Numba cache", "warm Numba cache"):
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-c", code], env=env, check=True)
+                self.add("cold start (fresh process)", "64x64", 4096, f"catalytic, {label}",
+                         time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import numpy, scipy.ndimage"], check=True)
+        self.add("cold start (fresh process)", "64x64", 4096, "python + numpy + scipy import",
+                 time.perf_counter() - t0)
 
 
-def run(quick: bool = False) -> int:
-    """Print the rows; returns 0."""
+def write_reports(rows, out: Path, quick: bool, seconds: float) -> list:
     import numba
 
-    print(f"catalytic bench{' --quick' if quick else ''}: best of 5 after a warm-up, "
-          f"{numba.get_num_threads()} Numba threads; each row checked equal first")
-    print(f"{'what':<34}{'size':>15}{'catalytic':>12}{'SciPy':>12}{'SciPy/catalytic':>17}")
-    for what, size, ours, theirs in rows(quick):
-        print(f"{what:<34}{size:>15}{ours * 1e3:>10.3f}ms{theirs * 1e3:>10.3f}ms"
-              f"{theirs / ours:>16.2f}x")
-    return 0
+    out.mkdir(parents=True, exist_ok=True)
+    machine = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+               "python": platform.python_version(), "numpy": np.__version__,
+               "numba": numba.__version__, "numba_threads": numba.get_num_threads()}
+    doc = {"quick": quick, "seconds": seconds, "machine": machine, "rows": rows}
+    paths = [out / "benchmarks.json", out / "benchmarks.md"]
+    paths[0].write_text(json.dumps(doc, indent=1))
+    lines = [
+        "# Benchmarks: catalytic against the strongest peers",
+        "",
+        f"Measured by `catalytic bench{' --quick' if quick else ''}` in one run of "
+        f"{seconds:.0f} s on {machine['platform']}, {machine['cpu_count']} CPUs, Numba "
+        f"{machine['numba']} ({machine['numba_threads']} threads), Python "
+        f"{machine['python']}. Median of at least 3 calls after a warm-up; answers "
+        "checked before timing. `x catalytic` is the system's time over catalytic's "
+        "(above 1: catalytic is faster).",
+        "",
+        "| workload | size | system | median | x catalytic | agrees | note |",
+        "|---|---:|---|---:|---:|:---:|---|",
+    ]
+    ours = {(r["workload"], r["size"]): r["seconds"] for r in rows
+            if r["system"] == "catalytic" and r["seconds"]}
+    for r in rows:
+        t = "-" if r["seconds"] is None else (f"{r['seconds'] * 1e3:.3f} ms"
+                                              if r["seconds"] < 1 else f"{r['seconds']:.2f} s")
+        base = ours.get((r["workload"], r["size"]))
+        ratio = (f"{r['seconds'] / base:.2f}" if base and r["seconds"] and
+                 r["system"] != "catalytic" else "")
+        agree = "" if r["agree"] is None else ("yes" if r["agree"] else "**NO**")
+        lines.append(f"| {r['workload']} | {r['size']} | {r['system']} | {t} | {ratio} | "
+                     f"{agree} | {r['note']} |")
+    paths[1].write_text("\n".join(lines) + "\n")
+    png = _plot(rows, out / "benchmarks.png")
+    return paths + ([png] if png else [])
+
+
+def _plot(rows, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    workloads = [w for w in dict.fromkeys(r["workload"] for r in rows)
+                 if len({r["size"] for r in rows if r["workload"] == w}) > 1]
+    cols = 3
+    nrows = -(-len(workloads) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.8 * nrows), squeeze=False)
+    for ax, w in zip(axes.flat, workloads):
+        for system in dict.fromkeys(r["system"] for r in rows if r["workload"] == w):
+            pts = [(r["sites"], r["seconds"] / r["sites"]) for r in rows
+                   if r["workload"] == w and r["system"] == system and r["seconds"]]
+            if len(pts) > 0:
+                x, y = zip(*pts)
+                ax.loglog(x, y, "o-", label=system, lw=2.5 if system == "catalytic" else 1)
+        ax.set_title(w, fontsize=10)
+        ax.set_xlabel("sites (elements)")
+        ax.set_ylabel("seconds per site")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(workloads):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return path
+
+
+PARTS = ("components", "distances", "centrality", "fields", "overheads")
+
+
+def run(quick: bool = False, output="reports", only=None) -> int:
+    """Run the suite (or the ``only`` parts of :data:`PARTS`), print the rows, write the
+    reports; returns 1 if any answers disagreed, else 0."""
+    import numba
+
+    parts = PARTS if only is None else tuple(only)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown part(s) {unknown}; choose from {PARTS}")
+    print(f"catalytic bench{' --quick' if quick else ''}: {numba.get_num_threads()} Numba "
+          "threads; answers checked before timing")
+    suite = Suite(quick)
+    t0 = time.perf_counter()
+    funcs = {"components": suite.components, "distances": suite.distances,
+             "centrality": suite.centrality, "fields": suite.fields_and_arrays,
+             "overheads": suite.overheads}
+    for part in parts:
+        funcs[part]()
+    paths = write_reports(suite.rows, Path(output), quick, time.perf_counter() - t0)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    bad = [r for r in suite.rows if r["agree"] is False]
+    for r in bad:
+        print(f"DISAGREE: {r['workload']} {r['size']} {r['system']}", file=sys.stderr)
+    return 1 if bad else 0

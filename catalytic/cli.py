@@ -191,7 +191,8 @@ def cmd_bench(args) -> int:
     """Routed calls against SciPy on the same inputs, measured now (catalytic.bench)."""
     from catalytic.bench import run
 
-    return run(quick=args.quick)
+    only = args.only.split(",") if args.only else None
+    return run(quick=args.quick, output=args.output, only=only)
 
 
 def cmd_profile(args) -> int:
@@ -270,8 +271,12 @@ def main(argv=None) -> int:
     r = sub.add_parser("recover", help="restore memory-mapped files lent to calls that "
                        "were killed (from the journals beside them)")
     r.add_argument("paths", nargs="+", help="the lent files")
-    b = sub.add_parser("bench", help="routed calls against SciPy, measured now")
-    b.add_argument("--quick", action="store_true", help="small sizes only (seconds)")
+    b = sub.add_parser("bench", help="catalytic against the strongest peers, measured now")
+    b.add_argument("--quick", action="store_true", help="smaller sizes (under 2 minutes)")
+    b.add_argument("--output", "-o", default="reports",
+                   help="folder for benchmarks.md, .json and .png (default: reports)")
+    b.add_argument("--only", default=None, help="comma-separated parts: components, "
+                   "distances, centrality, fields, overheads")
     p = sub.add_parser("profile", help="run SCRIPT.py with profiling on and write its "
                        "reports (JSON, Chrome trace, HTML)")
     p.add_argument("script", help="a Python script")

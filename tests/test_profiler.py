@@ -378,10 +378,16 @@ def test_cli_help(cmd):
     assert res.returncode == 0 and "usage: catalytic " + cmd in res.stdout
 
 
-def test_cli_bench_quick_and_info():
-    res = _cli("bench", "--quick")
+def test_cli_bench_part_and_info(tmp_path):
+    res = _cli("bench", "--quick", "--only", "fields", "--output", str(tmp_path))
     assert res.returncode == 0, res.stderr
-    assert "connected components" in res.stdout and "SciPy/catalytic" in res.stdout
+    assert "Laplacian 2-D periodic" in res.stdout and "agrees" in res.stdout
+    report = (tmp_path / "benchmarks.md").read_text()
+    assert "| Laplacian 2-D periodic | 256x256 | scipy.ndimage.laplace |" in report
+    rows = json.loads((tmp_path / "benchmarks.json").read_text())["rows"]
+    assert {r["system"] for r in rows} >= {"catalytic", "numpy @", "numpy a ^ key"}
+    assert all(r["agree"] is not False for r in rows)
+    assert _cli("bench", "--only", "nothing").returncode == 1
     res = _cli("info")
     assert res.returncode == 0 and "memory:" in res.stdout
 
