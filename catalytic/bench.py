@@ -11,11 +11,14 @@ and graph construction are not counted; building a peer's graph is timed on its 
 listed). Workloads and peers:
 
 * connected components, site percolation p = 0.6: cc3d and ``scipy.ndimage.label``
-  (2-D and 3-D, open; periodic 2-D against cc3d's ``periodic_boundary``);
+  (2-D and 3-D, open; periodic against cc3d's ``periodic_boundary``);
 * distance fields from a corner, unweighted and weighted (the cost of entering a site):
   dijkstra3d (3-D), igraph, SciPy csgraph, NetworkX (smallest size only);
-  point-to-point shortest paths: dijkstra3d (bidirectional), igraph, csgraph;
+  corner-to-corner shortest paths, unweighted and weighted: dijkstra3d
+  (bidirectional), igraph, csgraph;
 * closeness centrality: igraph, networkit, rustworkx, NetworkX (smallest size);
+  betweenness centrality (catalytic runs NetworkX's algorithm for it): igraph,
+  networkit, rustworkx;
 * the Laplacian of a periodic field: ``scipy.ndimage.laplace`` (mode "wrap", negated)
   and a NumPy copy of the field (the memory-bandwidth floor);
 * XOR with a key and matmul: NumPy;
@@ -98,6 +101,8 @@ class Suite:
         self.rows = []
 
     def add(self, workload, size, sites, system, seconds, agree=None, note=""):
+        seconds = None if seconds is None else float(seconds)
+        agree = None if agree is None else bool(agree)
         self.rows.append({"workload": workload, "size": size, "sites": int(sites),
                           "system": system, "seconds": seconds, "agree": agree, "note": note})
         t = "-" if seconds is None else f"{seconds * 1e3:10.3f} ms"
@@ -117,6 +122,7 @@ class Suite:
         cases = [((s, s), False) for s in ((256, 1024) if self.quick else (256, 1024, 4096))]
         cases += [((s, s), True) for s in ((256, 1024) if self.quick else (256, 1024, 4096))]
         cases += [((s, s, s), False) for s in ((32, 64) if self.quick else (32, 64, 160))]
+        cases += [((s, s, s), True) for s in ((32, 64) if self.quick else (32, 64, 160))]
         for shape, periodic in cases:
             w = f"components {len(shape)}-D {'periodic' if periodic else 'open'}"
             size = "x".join(map(str, shape))
@@ -196,26 +202,53 @@ class Suite:
                     ok = all(abs(got[i] - ours.reshape(-1)[i]) < 1e-9 for i in range(n))
                     self.add(w, size, n, "networkx", median_time(f, min_repeat=1, budget=0),
                              ok)
-        # point to point, weighted, corner to corner
-        for s in ((48,) if self.quick else (48, 96)):
-            shape = (s, s, s)
-            n = s ** 3
-            w, size = "shortest path 3-D weighted", f"{s}^3"
-            weights = rng.uniform(1.0, 4.0, shape)
-            L = cat.Lattice(shape=shape, weights=weights)
-            ours = L.find_shortest_path(0, n - 1)
-            self.add(w, size, n, "catalytic", median_time(lambda: L.find_shortest_path(0, n - 1)))
-            if d3 is None:
-                self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
-                continue
-            field = weights.astype(np.float32)
-            path = d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
-                               bidirectional=True)
-            cost = float(field[tuple(path[1:].T)].sum())
-            self.add(w, size, n, "dijkstra3d bidirectional (float32)", median_time(
-                lambda: d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
-                                    bidirectional=True)),
-                abs(cost - ours.distance) <= 1e-4 * ours.distance)
+        # point to point, corner to corner: the path's length (hops or summed cost)
+        for weighted in (False, True):
+            for s in ((48,) if self.quick else (48, 96)):
+                shape = (s, s, s)
+                n = s ** 3
+                w = f"shortest path 3-D {'weighted' if weighted else 'unweighted'}"
+                size = f"{s}^3"
+                weights = rng.uniform(1.0, 4.0, shape) if weighted else None
+                L = cat.Lattice(shape=shape, weights=weights)
+                ours = float(L.find_shortest_path(0, n - 1).distance)
+                self.add(w, size, n, "catalytic", median_time(
+                    lambda: L.find_shortest_path(0, n - 1)))
+                src, dst = _grid_edges(shape)
+                cost = np.ones(len(dst)) if weights is None else weights.reshape(-1)[dst]
+                G = sp.csr_array((cost, (src, dst)), shape=(n, n))
+
+                def csg():
+                    d, pred = dijkstra(G, indices=0, return_predecessors=True,
+                                       unweighted=not weighted)
+                    return d[n - 1]
+
+                self.add(w, size, n, "scipy csgraph (whole field, then the end)",
+                         median_time(csg), abs(csg() - ours) <= 1e-9 * max(ours, 1))
+                if ig is not None:
+                    g = ig.Graph(n=n, edges=np.stack([src, dst], 1).tolist(), directed=True)
+                    wts = None if weights is None else cost.tolist()
+
+                    def igp():
+                        return g.get_shortest_path(0, n - 1, weights=wts)
+
+                    path = np.array(igp())
+                    length = (len(path) - 1 if weights is None
+                              else float(weights.reshape(-1)[path[1:]].sum()))
+                    self.add(w, size, n, "igraph get_shortest_path", median_time(igp),
+                             abs(length - ours) <= 1e-9 * max(ours, 1))
+                if d3 is None:
+                    self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
+                    continue
+                field = (np.ones(shape, np.float32) if weights is None
+                         else weights.astype(np.float32))
+                path = d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
+                                   bidirectional=True)
+                length = float(field[tuple(path[1:].T)].sum())
+                self.add(w, size, n, "dijkstra3d bidirectional (float32)", median_time(
+                    lambda: d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
+                                        bidirectional=True)),
+                    abs(length - ours) <= 1e-4 * max(ours, 1))
 
     # -- centrality -------------------------------------------------------------------
     def centrality(self):
@@ -267,6 +300,55 @@ class Suite:
                 ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9)
                 self.add(w, size, n, "networkx", median_time(
                     lambda: nx.closeness_centrality(Gx), min_repeat=1, budget=0), ok)
+
+    def betweenness(self):
+        """Betweenness: catalytic runs NetworkX's algorithm (numpy backend) for it, so
+        the compiled peers are expected to win; measured all the same."""
+        import catalytic as cat
+
+        ig, nk, rx = (_peer(m) for m in ("igraph", "networkit", "rustworkx"))
+        for s in ((16, 24) if self.quick else (16, 24, 32)):
+            shape = (s, s)
+            n = s * s
+            w, size = "betweenness centrality 2-D", f"{s}x{s}"
+            L = cat.Lattice(shape=shape)
+            ours = L.calculate_centrality("betweenness").reshape(-1)
+            self.add(w, size, n, "catalytic", median_time(
+                lambda: L.calculate_centrality("betweenness"), min_repeat=1, budget=0.5),
+                note="routed to the numpy backend: NetworkX's algorithm")
+            src, dst = _grid_edges(shape)
+            und = [(int(a), int(b)) for a, b in zip(src, dst) if a < b]
+            norm = 2.0 / ((n - 1) * (n - 2))  # NetworkX's normalisation, undirected
+            if ig is not None:
+                g = ig.Graph(n=n, edges=und)
+                ok = np.allclose(np.array(g.betweenness()) * norm, ours, rtol=1e-9, atol=1e-12)
+                self.add(w, size, n, "igraph", median_time(g.betweenness), ok)
+            else:
+                self.missing(w, size, n, "igraph", "igraph")
+            if nk is not None:
+                gk = nk.Graph(n)
+                for a, b in und:
+                    gk.addEdge(a, b)
+
+                def run_nk():
+                    c = nk.centrality.Betweenness(gk, normalized=True)
+                    c.run()
+                    return c.scores()
+
+                ok = np.allclose(run_nk(), ours, rtol=1e-9, atol=1e-12)
+                self.add(w, size, n, "networkit", median_time(run_nk), ok)
+            else:
+                self.missing(w, size, n, "networkit", "networkit")
+            if rx is not None:
+                gr = rx.PyGraph()
+                gr.add_nodes_from(range(n))
+                gr.add_edges_from_no_data(und)
+                got = rx.betweenness_centrality(gr, normalized=True)
+                ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9, atol=1e-12)
+                self.add(w, size, n, "rustworkx", median_time(
+                    lambda: rx.betweenness_centrality(gr, normalized=True)), ok)
+            else:
+                self.missing(w, size, n, "rustworkx", "rustworkx")
 
     # -- fields and arrays ----------------------------------------------------------------
     def fields_and_arrays(self):
@@ -406,7 +488,7 @@ def _plot(rows, path):
     return path
 
 
-PARTS = ("components", "distances", "centrality", "fields", "overheads")
+PARTS = ("components", "distances", "centrality", "betweenness", "fields", "overheads")
 
 
 def run(quick: bool = False, output="reports", only=None) -> int:
@@ -423,7 +505,8 @@ def run(quick: bool = False, output="reports", only=None) -> int:
     suite = Suite(quick)
     t0 = time.perf_counter()
     funcs = {"components": suite.components, "distances": suite.distances,
-             "centrality": suite.centrality, "fields": suite.fields_and_arrays,
+             "centrality": suite.centrality, "betweenness": suite.betweenness,
+             "fields": suite.fields_and_arrays,
              "overheads": suite.overheads}
     for part in parts:
         funcs[part]()

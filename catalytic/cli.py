@@ -276,7 +276,7 @@ def main(argv=None) -> int:
     b.add_argument("--output", "-o", default="reports",
                    help="folder for benchmarks.md, .json and .png (default: reports)")
     b.add_argument("--only", default=None, help="comma-separated parts: components, "
-                   "distances, centrality, fields, overheads")
+                   "distances, centrality, betweenness, fields, overheads")
     p = sub.add_parser("profile", help="run SCRIPT.py with profiling on and write its "
                        "reports (JSON, Chrome trace, HTML)")
     p.add_argument("script", help="a Python script")
