@@ -62,6 +62,34 @@ def spanning_run(L, p, samples, seed, periodic, stencil, dims, p_index):
     return span, float(largest)
 
 
+def canonical(th, m, p):
+    """Newman-Ziff's convolution: the spanning probability at occupation probability
+    ``p`` from per-sample thresholds ``th`` (occupied sites at first spanning, -1 never)
+    on ``m`` open sites: sum over n of Binomial(m, p)(n) * P(threshold <= n)."""
+    from scipy.stats import binom
+
+    counts = np.bincount(th[th > 0], minlength=m + 1)
+    F = np.cumsum(counts) / len(th)
+    return float(binom.pmf(np.arange(m + 1), m, p) @ F)
+
+
+def newman_ziff_size(L, dims, stencil, samples, seed, ps):
+    """``(R(p) on ps, p_50, its standard error, thresholds)`` from ``samples`` sweeps
+    (``spanning_thresholds``, routed like any operation). p_50 solves R(p) = 1/2 by
+    bisection; its error is the bootstrap spread of the samples' median threshold
+    (200 resamples), which the binomial smoothing changes by O(1/m) only."""
+    base = cat.Lattice(shape=(L,) * dims, stencil=stencil)
+    th = base.run("spanning_thresholds", samples, axis=0, seed=seed)
+    m = base.geometry.n_open
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if canonical(th, m, mid) < 0.5 else (lo, mid)
+    rng = np.random.default_rng(seed)
+    boot = [np.median(rng.choice(th, len(th))) / m for _ in range(200)]
+    return [canonical(th, m, p) for p in ps], (lo + hi) / 2, float(np.std(boot)), th
+
+
 def fit_step(ps, k, n):
     """Maximum-likelihood fit of R(p) = Phi((p - p50) / w) to k of n spanning at each p:
     ``(p50, w, standard error of p50)`` (the error from the observed information)."""
@@ -108,6 +136,9 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="comma-separated linear sizes")
     ap.add_argument("--periodic", action="store_true",
                     help="every axis periodic: spanning = wrapping around axis 0")
+    ap.add_argument("--method", choices=("batch", "newman-ziff"), default="batch",
+                    help="batch: lattices at each p through the BatchProcessor (default); "
+                    "newman-ziff: one sweep per sample gives the whole curve (open axes)")
     ap.add_argument("--samples", type=int, default=800, help="lattices per (size, p)")
     ap.add_argument("--points", type=int, default=9, help="p values per size")
     ap.add_argument("--guess", type=float, default=None, help="where the threshold is")
@@ -136,17 +167,28 @@ def main(argv=None):
         half = 2.5 * L ** (-1 / nu)  # the transition's width shrinks as L^(-1/nu)
         ps = np.linspace(centre - half, centre + half, args.points)
         t0 = time.perf_counter()
-        rows = [spanning_run(L, float(p), args.samples, args.seed, args.periodic, stencil,
-                             dims, i) for i, p in enumerate(ps)]
-        k = np.array([r[0] for r in rows])
-        p50, w, err = fit_step(ps, k, np.full(len(ps), args.samples))
+        if args.method == "newman-ziff":
+            if args.periodic:
+                ap.error("--method newman-ziff finds spanning on open axes; drop --periodic")
+            R, p50, err, th = newman_ziff_size(L, dims, stencil, args.samples,
+                                               args.seed * 1_000_003 + L, ps)
+            k = np.array(R) * args.samples
+            w = float(np.std(th[th > 0]) / (L ** dims))
+            largest = None
+        else:
+            rows = [spanning_run(L, float(p), args.samples, args.seed, args.periodic,
+                                 stencil, dims, i) for i, p in enumerate(ps)]
+            k = np.array([r[0] for r in rows])
+            p50, w, err = fit_step(ps, k, np.full(len(ps), args.samples))
+            largest = [r[1] for r in rows]
         centre = p50
         curves.append({"L": L, "p": ps, "k": k, "n_samples": args.samples,
-                       "largest": [r[1] for r in rows], "p50": p50, "w": w, "err": err,
+                       "largest": largest, "p50": p50, "w": w, "err": err,
                        "seconds": time.perf_counter() - t0})
+        what = (f"{args.samples} sweeps" if args.method == "newman-ziff"
+                else f"{args.points} x {args.samples} lattices")
         print(f"L={L:5d}: p_50 = {p50:.5f} +- {err:.5f}, width {w:.4f} "
-              f"({args.points} x {args.samples} lattices, {curves[-1]['seconds']:.1f} s)",
-              flush=True)
+              f"({what}, {curves[-1]['seconds']:.1f} s)", flush=True)
     pc, pc_err, a, chi2 = extrapolate([c["L"] for c in curves], [c["p50"] for c in curves],
                                       [c["err"] for c in curves], nu)
     total = time.perf_counter() - t_start
@@ -167,15 +209,24 @@ def _report(path, args, name, dims, stencil, nu, curves, pc, pc_err, a, chi2, re
         f"{'periodic: wrapping' if args.periodic else 'open: spanning'} along axis 0)",
         "",
         f"Measured by `python benchmarks/percolation.py {' '.join(sys.argv[1:])}` on "
-        f"{platform.platform()}; {args.samples} seeded lattices per (L, p), "
-        f"{args.points} values of p per size, seed {args.seed}; {total:.0f} s in all.",
+        f"{platform.platform()}; "
+        + (f"{args.samples} Newman-Ziff sweeps per size (the spanning threshold of each, "
+           "convolved with the binomial for R(p); p_50 error from a bootstrap of the "
+           "median threshold)" if args.method == "newman-ziff" else
+           f"{args.samples} seeded lattices per (L, p), {args.points} values of p per "
+           "size, through the BatchProcessor")
+        + f", seed {args.seed}; {total:.0f} s in all.",
         "",
-        "| L | p_50(L) | standard error | width | lattices | seconds |",
+        "| L | p_50(L) | standard error | width | lattices | seconds |"
+        if args.method == "batch" else
+        "| L | p_50(L) | standard error | width | sweeps | seconds |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for c in curves:
+        count = (args.samples if args.method == "newman-ziff"
+                 else len(c["p"]) * args.samples)
         lines.append(f"| {c['L']} | {c['p50']:.5f} | {c['err']:.5f} | {c['w']:.4f} | "
-                     f"{len(c['p']) * args.samples} | {c['seconds']:.1f} |")
+                     f"{count} | {c['seconds']:.1f} |")
     lines += [
         "",
         f"Fit p_50(L) = p_c + a L^(-1/nu) with nu = {nu:.4f}: **p_c = {pc:.5f} +- "
@@ -201,11 +252,16 @@ def _plot(path, curves, pc, pc_err, nu, a, ref, name):
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     for c in curves:
         axes[0].plot(c["p"], c["k"] / c["n_samples"], "o-", ms=3, label=f"L = {c['L']}")
-        axes[1].plot(c["p"], c["largest"], "o-", ms=3, label=f"L = {c['L']}")
+        if c["largest"] is not None:
+            axes[1].plot(c["p"], c["largest"], "o-", ms=3, label=f"L = {c['L']}")
+    if curves[0]["largest"] is None:
+        axes[1].text(0.5, 0.5, "largest cluster: recorded by the batch method",
+                     ha="center", transform=axes[1].transAxes)
     for ax in axes[:2]:
         ax.axvline(pc, color="k", lw=0.8, ls="--")
         ax.set_xlabel("p")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     axes[0].set_ylabel("spanning probability")
     axes[1].set_ylabel("largest cluster / sites")
     x = np.array([c["L"] for c in curves], dtype=float) ** (-1 / nu)

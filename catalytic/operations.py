@@ -277,6 +277,24 @@ def v_percolates(lat, axis=0):
     return (lat,), {"axis": axis % d}
 
 
+def v_thresholds(lat, samples, axis=0, seed=0):
+    """``spanning_thresholds``: a positive number of samples, an open axis (wrapping is
+    not tracked by the sweep), an integer seed."""
+    d = lat.geometry.dimensions
+    samples = _check_int(samples, "samples", 1)
+    axis = _check_int(axis, "axis", -d)
+    if not -d <= axis < d:
+        raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
+    axis %= d
+    if lat.geometry.periodic[axis]:
+        raise ValueError(
+            f"axis {axis} is periodic: the Newman-Ziff sweep finds spanning between the "
+            "two faces of an open axis; for wrapping use BatchProcessor(lattices)"
+            ".map('spanning_clusters')")
+    seed = _check_int(seed, "seed", 0)
+    return (lat, samples), {"axis": axis, "seed": seed}
+
+
 def v_spanning(lat, axes=None):
     """``axes``: None (every axis), one int, or a sequence of ints (negative count from
     the end); normalised to distinct non-negative axes in the order given."""

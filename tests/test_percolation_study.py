@@ -43,3 +43,26 @@ def test_small_square_study_writes_its_report(tmp_path):
     assert "| 24 |" in text and "| 48 |" in text and "p_c =" in text
     pc = float(text.split("**p_c = ")[1].split()[0])
     assert 0.55 < pc < 0.64  # two small sizes, 420 lattices each: a coarse estimate
+
+
+def test_newman_ziff_route_agrees_with_the_batch_route(tmp_path):
+    """Both routes on the same small study land on the same threshold within their
+    errors, and the sweep's thresholds equal the slow reference's (numpy backend:
+    a binary search over prefixes, each labelled afresh)."""
+    import catalytic as cat
+
+    L = cat.Lattice(shape=(10, 9), periodic=(False, True),
+                    mask=np.random.default_rng(1).random((10, 9)) < 0.9)
+    fast = L.run("spanning_thresholds", 25, axis=0, seed=4, backend="numba-cpu")
+    slow = L.run("spanning_thresholds", 25, axis=0, seed=4, backend="numpy")
+    assert np.array_equal(fast, slow) and (fast > 0).all()
+    with pytest.raises(ValueError, match="periodic"):
+        L.run("spanning_thresholds", 5, axis=1)
+    mod = _study()
+    out = tmp_path / "nz.md"
+    assert mod.main(["--lattice", "square", "--method", "newman-ziff", "--sizes", "24,48",
+                     "--samples", "400", "--output", str(out)]) == 0
+    text = out.read_text()
+    assert "Newman-Ziff sweeps" in text
+    r = mod.canonical(np.array([5, 7, -1, 6]), 10, 1.0)
+    assert r == pytest.approx(0.75)  # at p = 1 every sample that ever spans has spanned

@@ -214,6 +214,14 @@ def batched_distance_field(lat, stack, sources):
     return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
 
 
+def spanning_thresholds(lat, samples, *, axis=0, seed=0):
+    """Newman-Ziff sweeps, the samples in parallel (kernels.cpu.percolation)."""
+    from catalytic.kernels.cpu.percolation import spanning_thresholds as sweeps
+
+    g = lat.geometry
+    return sweeps(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, samples, axis, seed)
+
+
 def degree(lat):
     return _graph().degree(*_k(lat)).reshape(lat.geometry.shape)
 
@@ -319,6 +327,7 @@ IMPLEMENTATIONS = {
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, _native_int),
+    "spanning_thresholds": (spanning_thresholds, None),
 }
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one

@@ -593,6 +593,39 @@ def batched_xor_transform(lat, data, key=None):
     return [xor_transform(lat, row, key) for row in data]
 
 
+def spanning_thresholds(lat, samples, *, axis=0, seed=0):
+    """Newman-Ziff thresholds the slow, independent way: for each sample, the same
+    occupation order as the kernel (``kernels.cpu.percolation.sample_order``), then a
+    binary search for the first prefix of it whose lattice spans ``axis``, every
+    prefix labelled afresh by :func:`percolates`."""
+    from catalytic.kernels.cpu.percolation import sample_order
+    from catalytic.kernels.random import stream_key
+
+    g = lat.geometry
+    n = g.n_points
+    open_idx = np.arange(n) if g.mask is None else np.flatnonzero(g.open_flat)
+    key = stream_key(seed)
+    base = lat.with_mask(np.zeros(g.shape, dtype=bool))
+
+    def spans(order, t):
+        m = np.zeros(n, dtype=bool)
+        m[order[:t]] = True
+        return percolates(base.with_mask(m.reshape(g.shape)), axis=axis)
+
+    out = np.empty(samples, dtype=np.int64)
+    for b in range(samples):
+        order = sample_order(key, b, n, open_idx)
+        if not spans(order, len(order)):
+            out[b] = -1
+            continue
+        lo, hi = 0, len(order)  # spans(hi), not spans(lo)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if spans(order, mid) else (mid, hi)
+        out[b] = hi
+    return out
+
+
 # -- registration ---------------------------------------------------------------------------
 def _data_work(data, *_, **__):
     return float(data.size)
@@ -650,6 +683,9 @@ OPERATIONS = [
      O.mem_stack(O.mem_sites(16), per_site=16), {}),
     ("batched.xor_transform", batched_xor_transform, O.v_xor_stack, O.data_stack_work,
      lambda lat, data, key=None: 2 * data.nbytes, {}),
+    ("spanning_thresholds", spanning_thresholds, O.v_thresholds,
+     lambda lat, samples, **_: float(samples) * O.sites_work(lat) * 4,
+     lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {}),
 ]
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
