@@ -14,7 +14,11 @@ R_L(p) is fitted by maximum likelihood to an error-function step, giving p_50(L)
 R_L = 1/2) and its standard error; then p_50(L) = p_c + a L^(-1/nu) is fitted over the
 sizes (nu: 4/3 in 2-D, 0.8765 in 3-D, or ``--nu``), weighted by those errors, and p_c
 is reported with its standard error from the fit (scaled by sqrt(chi2/dof) when that
-exceeds 1). Masks come from ``numpy.random.default_rng((seed, L, p index))``: every run
+exceeds 1). The error-function shape is a model (the 3-D curves are a little skewed),
+and its bias at each size is part of what the extrapolation absorbs; ``--method
+newman-ziff`` needs no model: one sweep per sample (the ``spanning_thresholds``
+operation) gives the sample's spanning threshold, and R_L(p) is their distribution
+convolved with the binomial. Masks come from ``numpy.random.default_rng((seed, L, p index))``: every run
 with the same options draws the same lattices.
 
 Writes ``--output`` (markdown: the run's options, p_50 per size, p_c, the reference
