@@ -93,6 +93,29 @@ def _grid_edges(shape, periodic=False):
     return np.concatenate(src), np.concatenate(dst)
 
 
+def _values(scores) -> np.ndarray:
+    """A {node: value} mapping over nodes 0..n-1 as an array."""
+    return np.array([scores[i] for i in range(len(scores))])
+
+
+def _networkit_graph(n, edges):
+    import networkit as nk
+
+    g = nk.Graph(n)
+    for a, b in edges:
+        g.addEdge(a, b)
+    return g
+
+
+def _rustworkx_graph(n, edges):
+    import rustworkx as rx
+
+    g = rx.PyGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from_no_data(edges)
+    return g
+
+
 class Suite:
     """Collects rows: (workload, size, sites, system, seconds or None, agree, note)."""
 
@@ -252,103 +275,61 @@ class Suite:
 
     # -- centrality -------------------------------------------------------------------
     def centrality(self):
+        self._centrality("closeness", (24, 48) if self.quick else (24, 48, 96))
+
+    def betweenness(self):
+        """Catalytic runs NetworkX's algorithm (numpy backend) for betweenness, so the
+        compiled peers are expected to win; measured all the same."""
+        self._centrality("betweenness", (16, 24) if self.quick else (16, 24, 32))
+
+    def _centrality(self, method, sides):
         import catalytic as cat
 
         ig, nk, rx, nx = (_peer(m) for m in ("igraph", "networkit", "rustworkx", "networkx"))
-        for s in ((24, 48) if self.quick else (24, 48, 96)):
-            shape = (s, s)
+
+        def run_nk(algo):
+            algo.run()
+            return algo.scores()
+
+        # peer: (build the graph from n and the undirected edges, compute the scores)
+        closeness = method == "closeness"
+        peers = {
+            "igraph": (ig, lambda n, und: ig.Graph(n=n, edges=und),
+                       (lambda g: g.closeness()) if closeness else
+                       (lambda g: np.array(g.betweenness()) * 2.0 / ((g.vcount() - 1)
+                                                                    * (g.vcount() - 2)))),
+            "networkit": (nk, _networkit_graph,
+                          (lambda g: run_nk(nk.centrality.Closeness(
+                              g, True, nk.centrality.ClosenessVariant.GENERALIZED)))
+                          if closeness else
+                          (lambda g: run_nk(nk.centrality.Betweenness(g, normalized=True)))),
+            "rustworkx": (rx, _rustworkx_graph,
+                          (lambda g: _values(rx.closeness_centrality(g))) if closeness else
+                          (lambda g: _values(rx.betweenness_centrality(g, normalized=True)))),
+        }
+        for s in sides:
             n = s * s
-            w, size = "closeness centrality 2-D", f"{s}x{s}"
-            L = cat.Lattice(shape=shape)
-            ours = L.calculate_centrality("closeness").reshape(-1)
+            w, size = f"{method} centrality 2-D", f"{s}x{s}"
+            L = cat.Lattice(shape=(s, s))
+            ours = L.calculate_centrality(method).reshape(-1)
+            note = "" if closeness else "routed to the numpy backend: NetworkX's algorithm"
             self.add(w, size, n, "catalytic", median_time(
-                lambda: L.calculate_centrality("closeness")))
-            src, dst = _grid_edges(shape)
+                lambda: L.calculate_centrality(method), min_repeat=1 if not closeness else 3,
+                budget=0.5), note=note)
+            src, dst = _grid_edges((s, s))
             und = [(int(a), int(b)) for a, b in zip(src, dst) if a < b]
-            if ig is not None:
-                g = ig.Graph(n=n, edges=und)
-                ok = np.allclose(g.closeness(), ours, rtol=1e-9)
-                self.add(w, size, n, "igraph", median_time(g.closeness), ok)
-            else:
-                self.missing(w, size, n, "igraph", "igraph")
-            if nk is not None:
-                gk = nk.Graph(n)
-                for a, b in und:
-                    gk.addEdge(a, b)
-
-                def run_nk():
-                    c = nk.centrality.Closeness(gk, True, nk.centrality.ClosenessVariant.GENERALIZED)
-                    c.run()
-                    return c.scores()
-
-                ok = np.allclose(run_nk(), ours, rtol=1e-9)
-                self.add(w, size, n, "networkit", median_time(run_nk), ok)
-            else:
-                self.missing(w, size, n, "networkit", "networkit")
-            if rx is not None:
-                gr = rx.PyGraph()
-                gr.add_nodes_from(range(n))
-                gr.add_edges_from_no_data(und)
-                got = rx.closeness_centrality(gr)
-                ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9)
-                self.add(w, size, n, "rustworkx", median_time(lambda: rx.closeness_centrality(gr)), ok)
-            else:
-                self.missing(w, size, n, "rustworkx", "rustworkx")
-            if nx is not None and s == 24:
+            for name, (module, build, score) in peers.items():
+                if module is None:
+                    self.missing(w, size, n, name, name)
+                    continue
+                g = build(n, und)
+                ok = np.allclose(score(g), ours, rtol=1e-9, atol=1e-12)
+                self.add(w, size, n, name, median_time(lambda: score(g)), ok)
+            if nx is not None and closeness and s == sides[0]:
                 Gx = nx.Graph(und)
-                got = nx.closeness_centrality(Gx)
-                ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9)
+                ok = np.allclose(_values(nx.closeness_centrality(Gx)), ours, rtol=1e-9)
                 self.add(w, size, n, "networkx", median_time(
                     lambda: nx.closeness_centrality(Gx), min_repeat=1, budget=0), ok)
-
-    def betweenness(self):
-        """Betweenness: catalytic runs NetworkX's algorithm (numpy backend) for it, so
-        the compiled peers are expected to win; measured all the same."""
-        import catalytic as cat
-
-        ig, nk, rx = (_peer(m) for m in ("igraph", "networkit", "rustworkx"))
-        for s in ((16, 24) if self.quick else (16, 24, 32)):
-            shape = (s, s)
-            n = s * s
-            w, size = "betweenness centrality 2-D", f"{s}x{s}"
-            L = cat.Lattice(shape=shape)
-            ours = L.calculate_centrality("betweenness").reshape(-1)
-            self.add(w, size, n, "catalytic", median_time(
-                lambda: L.calculate_centrality("betweenness"), min_repeat=1, budget=0.5),
-                note="routed to the numpy backend: NetworkX's algorithm")
-            src, dst = _grid_edges(shape)
-            und = [(int(a), int(b)) for a, b in zip(src, dst) if a < b]
-            norm = 2.0 / ((n - 1) * (n - 2))  # NetworkX's normalisation, undirected
-            if ig is not None:
-                g = ig.Graph(n=n, edges=und)
-                ok = np.allclose(np.array(g.betweenness()) * norm, ours, rtol=1e-9, atol=1e-12)
-                self.add(w, size, n, "igraph", median_time(g.betweenness), ok)
-            else:
-                self.missing(w, size, n, "igraph", "igraph")
-            if nk is not None:
-                gk = nk.Graph(n)
-                for a, b in und:
-                    gk.addEdge(a, b)
-
-                def run_nk():
-                    c = nk.centrality.Betweenness(gk, normalized=True)
-                    c.run()
-                    return c.scores()
-
-                ok = np.allclose(run_nk(), ours, rtol=1e-9, atol=1e-12)
-                self.add(w, size, n, "networkit", median_time(run_nk), ok)
-            else:
-                self.missing(w, size, n, "networkit", "networkit")
-            if rx is not None:
-                gr = rx.PyGraph()
-                gr.add_nodes_from(range(n))
-                gr.add_edges_from_no_data(und)
-                got = rx.betweenness_centrality(gr, normalized=True)
-                ok = np.allclose([got[i] for i in range(n)], ours, rtol=1e-9, atol=1e-12)
-                self.add(w, size, n, "rustworkx", median_time(
-                    lambda: rx.betweenness_centrality(gr, normalized=True)), ok)
-            else:
-                self.missing(w, size, n, "rustworkx", "rustworkx")
 
     # -- fields and arrays ----------------------------------------------------------------
     def fields_and_arrays(self):
