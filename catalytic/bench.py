@@ -6,7 +6,8 @@ in one run on this machine, at several sizes.
 
 Every row first checks that the systems agree (labels up to renumbering, distances
 exactly or to float32 precision where a peer computes in float32, fields to 1e-9), then
-times each: the median of at least 3 calls after a warm-up call (JIT compilation, caches
+times each: the median of at least 3 calls (1 for the rows that run NetworkX's
+algorithms, which take seconds) after a warm-up call (JIT compilation, caches
 and graph construction are not counted; building a peer's graph is timed on its own and
 listed). Workloads and peers:
 
@@ -414,7 +415,8 @@ def write_reports(rows, out: Path, quick: bool, seconds: float) -> list:
         f"Measured by `catalytic bench{' --quick' if quick else ''}` in one run of "
         f"{seconds:.0f} s on {machine['platform']}, {machine['cpu_count']} CPUs, Numba "
         f"{machine['numba']} ({machine['numba_threads']} threads), Python "
-        f"{machine['python']}. Median of at least 3 calls after a warm-up; answers "
+        f"{machine['python']}. Median of at least 3 calls (1 for rows running NetworkX's "
+        "algorithms) after a warm-up; answers "
         "checked before timing. `x catalytic` is the system's time over catalytic's "
         "(above 1: catalytic is faster).",
         "",
