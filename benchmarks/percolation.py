@@ -4,6 +4,7 @@ and the threshold p_c by finite-size scaling.
     python benchmarks/percolation.py --lattice square          # p_c = 0.592746...
     python benchmarks/percolation.py --lattice cubic           # p_c = 0.3116081...
     python benchmarks/percolation.py --dims 2 --stencil moore --sizes 32,64,128 --nu 1.3333
+    python benchmarks/percolation.py --dims 2 --aspect 2,1 --sizes 32,64,128 --guess 0.59
 
 For each linear size L and each p on a grid around the threshold, ``--samples`` seeded
 lattices (``base.with_mask(mask)``, one geometry) go through ``BatchProcessor.map(
@@ -51,9 +52,14 @@ NU = {2: 4 / 3, 3: 0.8765}
 GUESS = {("square", False): 0.59, ("cubic", False): 0.31}
 
 
-def spanning_run(L, p, samples, seed, periodic, stencil, dims, p_index):
+def shape_of(L, dims, aspect):
+    """The lattice of linear size ``L``: ``round(L * aspect[a])`` sites along axis a."""
+    return tuple(max(1, round(L * aspect[a])) for a in range(dims))
+
+
+def spanning_run(L, p, samples, seed, periodic, stencil, dims, p_index, aspect):
     """``(spanning count, mean largest-cluster share)`` of ``samples`` lattices."""
-    shape = (L,) * dims
+    shape = shape_of(L, dims, aspect)
     base = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil)
     rng = np.random.default_rng((seed, L, p_index))
     lattices = [base.with_mask(rng.random(shape) < p) for _ in range(samples)]
@@ -77,12 +83,12 @@ def canonical(th, m, p):
     return float(binom.pmf(np.arange(m + 1), m, p) @ F)
 
 
-def newman_ziff_size(L, dims, stencil, samples, seed, ps):
+def newman_ziff_size(L, dims, stencil, samples, seed, ps, aspect):
     """``(R(p) on ps, p_50, its standard error, thresholds)`` from ``samples`` sweeps
     (``spanning_thresholds``, routed like any operation). p_50 solves R(p) = 1/2 by
     bisection; its error is the bootstrap spread of the samples' median threshold
     (200 resamples), which the binomial smoothing changes by O(1/m) only."""
-    base = cat.Lattice(shape=(L,) * dims, stencil=stencil)
+    base = cat.Lattice(shape=shape_of(L, dims, aspect), stencil=stencil)
     th = base.run("spanning_thresholds", samples, axis=0, seed=seed)
     m = base.geometry.n_open
     lo, hi = 0.0, 1.0
@@ -140,6 +146,9 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="comma-separated linear sizes")
     ap.add_argument("--periodic", action="store_true",
                     help="every axis periodic: spanning = wrapping around axis 0")
+    ap.add_argument("--aspect", default=None,
+                    help="comma-separated length multipliers per axis (default all 1: "
+                    "cubes); e.g. 2,1 spans a 2L x L rectangle along its long axis")
     ap.add_argument("--method", choices=("batch", "newman-ziff"), default="batch",
                     help="batch: lattices at each p through the BatchProcessor (default); "
                     "newman-ziff: one sweep per sample gives the whole curve (open axes)")
@@ -160,6 +169,10 @@ def main(argv=None):
     if args.reference is not None:
         ref, source = args.reference, "given with --reference"
     nu = args.nu or NU.get(dims, 1.0)
+    aspect = (tuple(float(x) for x in args.aspect.split(",")) if args.aspect
+              else (1.0,) * dims)
+    if len(aspect) != dims or min(aspect) <= 0:
+        ap.error(f"--aspect needs {dims} positive numbers, got {args.aspect!r}")
     guess = args.guess or GUESS.get((name, args.periodic), 0.5)
     out = args.output or Path(f"reports/percolation_{name}.md")
     plot = args.plot or out.with_suffix(".png")
@@ -175,13 +188,13 @@ def main(argv=None):
             if args.periodic:
                 ap.error("--method newman-ziff finds spanning on open axes; drop --periodic")
             R, p50, err, th = newman_ziff_size(L, dims, stencil, args.samples,
-                                               args.seed * 1_000_003 + L, ps)
+                                               args.seed * 1_000_003 + L, ps, aspect)
             k = np.array(R) * args.samples
-            w = float(np.std(th[th > 0]) / (L ** dims))
+            w = float(np.std(th[th > 0]) / np.prod(shape_of(L, dims, aspect)))
             largest = None
         else:
             rows = [spanning_run(L, float(p), args.samples, args.seed, args.periodic,
-                                 stencil, dims, i) for i, p in enumerate(ps)]
+                                 stencil, dims, i, aspect) for i, p in enumerate(ps)]
             k = np.array([r[0] for r in rows])
             p50, w, err = fit_step(ps, k, np.full(len(ps), args.samples))
             largest = [r[1] for r in rows]
@@ -209,7 +222,8 @@ def main(argv=None):
 def _report(path, args, name, dims, stencil, nu, curves, pc, pc_err, a, chi2, ref, source,
             total):
     lines = [
-        f"# Site percolation: {name} ({dims}-D, {stencil}, "
+        f"# Site percolation: {name} ({dims}-D, "
+        f"{'L^d' if not args.aspect else 'L x (' + args.aspect + ')'} sites, {stencil}, "
         f"{'periodic: wrapping' if args.periodic else 'open: spanning'} along axis 0)",
         "",
         f"Measured by `python benchmarks/percolation.py {' '.join(sys.argv[1:])}` on "
