@@ -143,10 +143,10 @@ class Suite:
 
         cc3d = _peer("cc3d")
         rng = np.random.default_rng(0)
-        cases = [((s, s), False) for s in ((256, 1024) if self.quick else (256, 1024, 4096))]
-        cases += [((s, s), True) for s in ((256, 1024) if self.quick else (256, 1024, 4096))]
-        cases += [((s, s, s), False) for s in ((32, 64) if self.quick else (32, 64, 160))]
-        cases += [((s, s, s), True) for s in ((32, 64) if self.quick else (32, 64, 160))]
+        sides = {2: (256, 1024) if self.quick else (256, 1024, 4096),
+                 3: (32, 64) if self.quick else (32, 64, 160)}
+        cases = [((s,) * d, periodic) for d in (2, 3) for periodic in (False, True)
+                 for s in sides[d]]
         for shape, periodic in cases:
             w = f"components {len(shape)}-D {'periodic' if periodic else 'open'}"
             size = "x".join(map(str, shape))

@@ -376,16 +376,13 @@ def _closeness():
             lambda: L.calculate_centrality(method="closeness", backend="numba-cpu"))
 
 
-@needs_alarm
-@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
-                    reason="Python runs signal handlers on the main thread only")
-@pytest.mark.parametrize("work", [_bfs_field, _dijkstra_field, _closeness],
-                         ids=["bfs-distance-field", "dijkstra-distance-field", "closeness"])
-def test_a_signal_handler_runs_within_a_second(work):
-    warm_up, call = work()
-    warm_up()
+def _lateness(call) -> float:
+    """Run ``call`` on at most 2 threads (the same few seconds on a big machine) under a
+    SIGALRM handler that raises ``Deadline`` after ``DEADLINE`` s; it must raise. Returns
+    how long after the deadline the exception arrived. Handler and thread count are
+    restored."""
     prev_threads = numba.get_num_threads()
-    numba.set_num_threads(min(2, prev_threads))  # the same few seconds on a big machine
+    numba.set_num_threads(min(2, prev_threads))
 
     def on_alarm(signum, frame):
         raise Deadline
@@ -396,11 +393,23 @@ def test_a_signal_handler_runs_within_a_second(work):
         signal.setitimer(signal.ITIMER_REAL, DEADLINE)
         with pytest.raises(Deadline):
             call()
-        late = time.perf_counter() - t0 - DEADLINE
+        return time.perf_counter() - t0 - DEADLINE
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         numba.set_num_threads(prev_threads)
+
+
+@needs_alarm
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="Python runs signal handlers on the main thread only")
+@pytest.mark.parametrize("work", [_bfs_field, _dijkstra_field, _closeness],
+                         ids=["bfs-distance-field", "dijkstra-distance-field", "closeness"])
+def test_a_signal_handler_runs_within_a_second(work):
+    warm_up, call = work()
+    warm_up()
+    prev_threads = numba.get_num_threads()
+    late = _lateness(call)
     assert late < GRACE, f"the handler ran {late:.2f} s after the deadline"
     assert numba.get_num_threads() == prev_threads
     # nothing is left half-done: the next call works
@@ -418,23 +427,8 @@ def test_an_interrupted_catalytic_path_gives_the_memory_back():
     L = cat.Lattice(shape=(n, n))
     aux = np.tile(np.arange(256, dtype=np.uint8), n * n // 256 + 1)[:n * n]
     before = aux.copy()
-    prev_threads = numba.get_num_threads()
-    numba.set_num_threads(min(2, prev_threads))
-
-    def on_alarm(signum, frame):
-        raise Deadline
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    t0 = time.perf_counter()
-    try:
-        signal.setitimer(signal.ITIMER_REAL, DEADLINE)
-        with pytest.raises(Deadline):
-            L.find_path_catalytic(0, n * n - 1, auxiliary_memory=aux, backend="numba-cpu")
-        late = time.perf_counter() - t0 - DEADLINE
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        numba.set_num_threads(prev_threads)
+    late = _lateness(lambda: L.find_path_catalytic(0, n * n - 1, auxiliary_memory=aux,
+                                                   backend="numba-cpu"))
     assert late < GRACE, f"the handler ran {late:.2f} s after the deadline"
     np.testing.assert_array_equal(aux, before)
 

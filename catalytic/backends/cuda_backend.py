@@ -16,6 +16,7 @@ away from it unless a call names ``backend="cuda"``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -384,12 +385,9 @@ def _implementation(func, need, check=None):
 
     @functools.wraps(func)
     def run(*args, **kwargs):
-        if simulator_active():
-            with _SIMULATOR_LOCK:  # see _SIMULATOR_LOCK
-                _make_room(need(*args, **kwargs), _lattice_of(args))
-                return func(*args, **kwargs)
-        _make_room(need(*args, **kwargs), _lattice_of(args))
-        return func(*args, **kwargs)
+        with _SIMULATOR_LOCK if simulator_active() else contextlib.nullcontext():
+            _make_room(need(*args, **kwargs), _lattice_of(args))
+            return func(*args, **kwargs)
 
     return run, supports
 

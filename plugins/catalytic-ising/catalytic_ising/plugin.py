@@ -96,8 +96,10 @@ def colouring(lat) -> tuple[np.ndarray, int]:
     neighbour graph, so one colour class can be updated at once. The stencil's reach
     ``r_a`` along each axis gives ``colour = sum_a (x_a mod (r_a + 1)) * stride_a``
     (parity, 2 colours, when every offset is a unit step along one axis); it is
-    checked against every stencil step, and refused with the reason when a periodic
-    axis's length breaks it (a periodic axis of odd length for nearest neighbours)."""
+    checked against every stencil step (:func:`neighbour_table` with ``all_sites``, the
+    mask ignored, so the colouring holds for every mask on the geometry), and refused
+    with the reason when a periodic axis's length breaks it (a periodic axis of odd
+    length for nearest neighbours)."""
     cache = _colourings.get(lat)
     if cache is not None:
         return cache
@@ -117,27 +119,15 @@ def colouring(lat) -> tuple[np.ndarray, int]:
         if ncol > 255:
             raise ValueError(f"the stencil needs {ncol} colour classes; at most 255")
         colour = colour.astype(np.uint8)
-    # check: no stencil step joins two sites of one colour
-    for o in off:
-        if not o.any():
-            continue
-        tgt = coords + o[:, None]
-        keep = np.ones(g.n_points, bool)
-        for a in range(g.dimensions):
-            if g.periodic[a]:
-                tgt[a] %= g.shape[a]
-            else:
-                keep &= (tgt[a] >= 0) & (tgt[a] < g.shape[a])
-        j = np.ravel_multi_index(tgt[:, keep], g.shape)
-        i = np.flatnonzero(keep)
-        clash = (colour[i] == colour[j]) & (i != j)
-        if clash.any():
-            site = int(i[np.argmax(clash)])
-            raise ValueError(
-                f"no checkerboard for this lattice: site {site} and its neighbour "
-                f"{int(j[np.argmax(clash)])} share a colour (a periodic axis whose length "
-                "is not a multiple of the stencil's reach + 1, e.g. odd with nearest "
-                "neighbours)")
+    # check: no stencil step (blocked sites included) joins two sites of one colour
+    nbr = neighbour_table(lat, all_sites=True)
+    clash = (nbr >= 0) & (colour[np.maximum(nbr, 0)] == colour[:, None])
+    if clash.any():
+        site, k = np.argwhere(clash)[0]
+        raise ValueError(
+            f"no checkerboard for this lattice: site {int(site)} and its neighbour "
+            f"{int(nbr[site, k])} share a colour (a periodic axis whose length is not a "
+            "multiple of the stencil's reach + 1, e.g. odd with nearest neighbours)")
     _colourings[lat] = (colour, ncol)
     return colour, ncol
 
@@ -166,14 +156,15 @@ def _args(lat, beta, method, field, coupling):
     return colour, ncol, shape, c_strides(shape), periodic, offsets, open_, bool(dedupe), table
 
 
-def neighbour_table(lat) -> np.ndarray:
+def neighbour_table(lat, *, all_sites=False) -> np.ndarray:
     """(n, k) flat neighbour indices in stencil order, -1 where there is none or for a
     repeat of an earlier one or the site itself (catalytic's neighbour set), vectorised
-    over the sites: the numpy reference's input."""
+    over the sites: the numpy reference's input. ``all_sites``: as if no site were
+    blocked."""
     g = lat.geometry
     n, k = g.n_points, len(g.offsets)
     coords = np.indices(g.shape).reshape(g.dimensions, -1)
-    open_ = np.ones(n, bool) if g.mask is None else g.mask.reshape(-1)
+    open_ = np.ones(n, bool) if g.mask is None or all_sites else g.mask.reshape(-1)
     out = np.full((n, k), -1, dtype=np.int64)
     for q, o in enumerate(np.asarray(g.offsets, dtype=np.int64)):
         tgt = coords + o[:, None]
