@@ -18,10 +18,10 @@ in stencil order, starting from 0.0, then forms ``deg * f_i - acc``):
 * ``_rows_kernel``: used when ``dedupe`` is False (every stencil offset reaches a distinct
   site other than ``i``). It walks the lattice row by row along the last axis and
   resolves the displacement of every other axis once per row. Without a mask, the
-  row interior (where no last-axis displacement leaves the row) is summed offset by
-  offset with ``out`` as the accumulator, a contiguous loop that vectorises; the row
-  ends, and every site of a masked lattice, take the per-site path with wrap, bounds
-  and mask checks. It handles any stencil, periodic axes and masks.
+  row interior (where no last-axis displacement leaves the row) is summed with ``out``
+  as the accumulator, up to four offsets per pass, in contiguous loops that vectorise;
+  the row ends, and every site of a masked lattice, take the per-site path with wrap,
+  bounds and mask checks. It handles any stencil, periodic axes and masks.
 * ``_generic_kernel``: calls :func:`neighbors_into` per site; used when ``dedupe`` is
   True, where duplicates and self-loops must be dropped.
 
@@ -125,6 +125,36 @@ def _edge_site(x, row0, w, wrap_last, d, k, rb, offsets, open_, has_mask, field,
         out[i] = lap
 
 
+@njit(cache=True, nogil=True)
+def _add_rows(acc, field, src, q, g, cnt, first):
+    """``acc[x] += field[src[q] + x] + ... + field[src[q + g - 1] + x]`` for x < cnt, the
+    terms added one by one in that order (``first``: start from 0.0, not from ``acc``,
+    as the per-site path does). Up to four neighbour rows per pass over ``acc``: with
+    one pass per stencil offset the interior was compute bound (2.0x faster on two
+    threads than on one); with four the 512^3 periodic Laplacian took 25-30% less time
+    (114 -> 81 ms on two threads, 29 -> 22 ms for 256^3 on one). Not inlined: a call
+    per row costs nothing measurable and saves a second of compilation."""
+    z = 0.0
+    a = field[src[q]:src[q] + cnt]
+    if g == 1:
+        for x in range(cnt):
+            acc[x] = (z if first else acc[x]) + a[x]
+        return
+    b = field[src[q + 1]:src[q + 1] + cnt]
+    if g == 2:
+        for x in range(cnt):
+            acc[x] = ((z if first else acc[x]) + a[x]) + b[x]
+        return
+    e = field[src[q + 2]:src[q + 2] + cnt]
+    if g == 3:
+        for x in range(cnt):
+            acc[x] = (((z if first else acc[x]) + a[x]) + b[x]) + e[x]
+        return
+    h = field[src[q + 3]:src[q + 3] + cnt]
+    for x in range(cnt):
+        acc[x] = ((((z if first else acc[x]) + a[x]) + b[x]) + e[x]) + h[x]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler, base, rows,
                  seg, s_lo, s_hi):
@@ -132,8 +162,9 @@ def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, eu
     segments ``[s_lo, s_hi)``: each row is cut into segments of ``seg`` sites (one per
     row unless rows are longer).
 
-    ``base`` is int64[nchunks, k] scratch: per stencil offset, the flat index of the
-    displaced row start (or -1 when the displacement leaves an open axis). Chunk ``c``
+    ``base`` is int64[nchunks, 2k] scratch: per stencil offset, the flat index of the
+    displaced row start (or -1 when the displacement leaves an open axis), then the
+    interior's source starts of the offsets that land. Chunk ``c``
     covers segments ``[s_lo + c * rows, min(s_hi, s_lo + (c + 1) * rows))``.
     """
     d = shape.shape[0]
@@ -143,7 +174,8 @@ def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, eu
     has_mask = open_.shape[0] != 0
     spr = (w + seg - 1) // seg
     for c in prange(base.shape[0]):
-        rb = base[c]
+        rb = base[c, :k]
+        src = base[c, k:]
         g_lo = s_lo + c * rows
         g_hi = min(s_hi, g_lo + rows)
         for sg in range(g_lo, g_hi):
@@ -194,15 +226,16 @@ def _rows_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, eu
             cnt = ihi - ilo
             acc = out[row0 + ilo : row0 + ihi]
             own = field[row0 + ilo : row0 + ihi]
-            for x in range(cnt):
-                acc[x] = 0.0
+            m = 0
             for q in range(k):
-                if rb[q] < 0:
-                    continue
-                src = rb[q] + offsets[q, d - 1] + ilo
-                nb = field[src : src + cnt]
+                if rb[q] >= 0:
+                    src[m] = rb[q] + offsets[q, d - 1] + ilo
+                    m += 1
+            if m == 0:
                 for x in range(cnt):
-                    acc[x] += nb[x]
+                    acc[x] = 0.0
+            for q in range(0, m, 4):
+                _add_rows(acc, field, src, q, min(4, m - q), cnt, q == 0)
             if euler:
                 for x in range(cnt):
                     acc[x] = own[x] - alpha * (m_in * own[x] - acc[x])
@@ -274,7 +307,7 @@ def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha,
         nseg = n // w * -(-w // seg)
         per_call = min(nseg, max(1, _BUDGET // (cost * seg)))  # segments per kernel call
         rows = max(1, _CHUNK_SITES // seg, -(-per_call // (8 * T)))  # segments per chunk
-        base = np.empty((-(-per_call // rows), k), dtype=np.int64)
+        base = np.empty((-(-per_call // rows), 2 * k), dtype=np.int64)
         for lo in range(0, nseg, per_call):
             hi = min(nseg, lo + per_call)
             _rows_kernel(
