@@ -195,6 +195,18 @@ def cmd_bench(args) -> int:
     return run(quick=args.quick, output=args.output, only=only)
 
 
+def cmd_warmup(args) -> int:
+    """Compile the common numba-cpu kernels into Numba's cache (catalytic.warmup)."""
+    from catalytic.warmup import warmup
+
+    t0 = time.perf_counter()
+    only = args.only.split(",") if args.only else None
+    warmup(only=only)
+    print(f"done in {time.perf_counter() - t0:.1f} s; later processes load the compiled "
+          "kernels from Numba's cache")
+    return 0
+
+
 def cmd_profile(args) -> int:
     """Run a user's script with profiling on, then write its reports."""
     import os
@@ -277,6 +289,10 @@ def main(argv=None) -> int:
                    help="folder for benchmarks.md, .json and .png (default: reports)")
     b.add_argument("--only", default=None, help="comma-separated parts: components, "
                    "distances, centrality, betweenness, fields, overheads")
+    w = sub.add_parser("warmup", help="compile the common kernels once (after installing), "
+                       "so first calls in later processes skip compilation")
+    w.add_argument("--only", default=None, help="comma-separated groups: components, "
+                   "distances, centrality, fields, arrays")
     p = sub.add_parser("profile", help="run SCRIPT.py with profiling on and write its "
                        "reports (JSON, Chrome trace, HTML)")
     p.add_argument("script", help="a Python script")
@@ -294,7 +310,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     commands = {"info": cmd_info, "demo": cmd_demo, "calibrate": cmd_calibrate,
                 "recover": cmd_recover, "bench": cmd_bench, "profile": cmd_profile,
-                "report": cmd_report}
+                "report": cmd_report, "warmup": cmd_warmup}
     try:
         return commands[args.cmd](args)
     except (OSError, ValueError) as err:  # a missing file, a file that is no profile

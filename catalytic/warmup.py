@@ -1,0 +1,144 @@
+"""Compile the common numba-cpu kernels before the first real call: ``catalytic warmup``.
+
+Numba compiles a kernel the first time it meets a new combination of argument types and
+keeps the machine code in its on-disk cache (every kernel here is ``cache=True``), so in
+a fresh environment the first call of an operation spends seconds compiling that later
+processes skip. :func:`warmup` makes those first calls once, on small lattices that
+still reach the multi-threaded code paths, so that a script's first call, or a test
+run, starts from a warm cache.
+
+The cache lives beside the installed package (``__pycache__``), or, where that is not
+writable, in Numba's per-user cache folder; ``NUMBA_CACHE_DIR`` moves it. A warm cache
+is reused until the package, Numba or the CPU changes. The CUDA kernels are compiled
+on their first launch on a GPU and are not covered here.
+
+Examples
+--------
+>>> from catalytic.warmup import warmup
+>>> done = warmup(progress=None, only=("components",))
+>>> [name for name, seconds in done]
+['components']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+BACKEND = "numba-cpu"
+
+
+def _components():
+    import catalytic as cat
+
+    rng = np.random.default_rng(0)
+    for shape in ((64, 64), (320, 320), (48, 48, 48)):  # one call and the windowed path
+        for periodic in (False, True):
+            cat.Lattice(shape=shape, mask=rng.random(shape) < 0.6,
+                        periodic=periodic).connected_components(backend=BACKEND)
+    cat.Lattice(shape=(64, 64), stencil="moore").connected_components(backend=BACKEND)
+
+
+def _distances():
+    import catalytic as cat
+
+    L = cat.Lattice(shape=(64, 64, 64))
+    L.distance_field(0, backend=BACKEND)
+    L.find_shortest_path(0, L.geometry.n_points - 1, backend=BACKEND)
+    L.count_shortest_paths(0, 4095, backend=BACKEND)
+    W = cat.Lattice(shape=(32, 32, 32), weights=np.random.default_rng(0).random((32,) * 3))
+    W.distance_field(0, backend=BACKEND)
+    W.find_shortest_path(0, W.geometry.n_points - 1, backend=BACKEND)
+
+
+def _centrality():
+    import catalytic as cat
+
+    L = cat.Lattice(shape=(16, 16))
+    for method in ("degree", "closeness"):
+        L.calculate_centrality(method, backend=BACKEND)
+
+
+def _fields():
+    import catalytic as cat
+
+    for periodic in (False, True):
+        L = cat.Lattice(shape=(64, 64), periodic=periodic)
+        f = np.random.default_rng(0).random(L.shape)
+        L.laplacian(f, backend=BACKEND)
+        L.diffuse(f, steps=2, alpha=0.1, backend=BACKEND)
+
+
+def _arrays():
+    import catalytic as cat
+    from catalytic import ops
+
+    L = cat.Lattice(shape=(64, 64))
+    L.xor_transform(np.arange(4096, dtype=np.int64), backend=BACKEND)
+    x = np.random.default_rng(0).random(1 << 16)
+    for op in ("sum", "min", "max", "mean"):
+        ops.reduce(x, op, backend=BACKEND)
+    ops.normalize(x, backend=BACKEND)
+
+
+#: name -> what it compiles, in the order :func:`warmup` runs them
+TASKS: dict[str, Callable[[], None]] = {
+    "components": _components,
+    "distances": _distances,
+    "centrality": _centrality,
+    "fields": _fields,
+    "arrays": _arrays,
+}
+
+
+def warmup(progress: Callable[[str], None] | None = print, only=None) -> list:
+    """Compile the numba-cpu kernels of the common operations, one group at a time.
+
+    Parameters
+    ----------
+    progress : callable or None, optional
+        Called with one line of text before and after each group (default ``print``);
+        None for silence.
+    only : iterable of str, optional
+        Group names from :data:`TASKS` (default: all of them).
+
+    Returns
+    -------
+    list of (str, float)
+        Each group run and the seconds it took (mostly compilation on a cold cache,
+        well under a second each on a warm one).
+
+    Raises
+    ------
+    ValueError
+        If ``only`` names an unknown group.
+    RuntimeError
+        If the numba-cpu backend is not available (Numba missing).
+
+    Notes
+    -----
+    Every group calls public operations with ``backend="numba-cpu"`` on lattices large
+    enough for the parallel paths (up to 64^3 sites), so the kernels and argument
+    types a usual call needs get compiled. Larger index types (lattices over 2^31
+    sites) compile on first use.
+    """
+    import catalytic as cat
+
+    names = list(TASKS) if only is None else list(only)
+    unknown = [n for n in names if n not in TASKS]
+    if unknown:
+        raise ValueError(f"unknown warmup groups {unknown}; choose from {list(TASKS)}")
+    ok, why = cat.get_engine().backends().get(BACKEND, (False, "not registered"))
+    if not ok:
+        raise RuntimeError(f"the {BACKEND} backend is not available: {why}")
+    say = progress or (lambda _line: None)
+    done = []
+    for name in names:
+        say(f"compiling {name} ...")
+        t0 = time.perf_counter()
+        TASKS[name]()
+        done.append((name, time.perf_counter() - t0))
+        say(f"  {name}: {done[-1][1]:.1f} s")
+    return done
