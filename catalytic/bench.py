@@ -12,20 +12,24 @@ and graph construction are not counted; building a peer's graph is timed on its 
 listed). Workloads and peers:
 
 * connected components, site percolation p = 0.6: cc3d and ``scipy.ndimage.label``
-  (2-D and 3-D, open; periodic against cc3d's ``periodic_boundary``);
+  (2-D and 3-D, open; periodic against cc3d's ``periodic_boundary``); 3-D at p = 0.35
+  (just above the threshold) up to 464^3 = 10^8 sites;
 * distance fields from a corner, unweighted and weighted (the cost of entering a site):
   dijkstra3d (3-D), igraph, SciPy csgraph, NetworkX (smallest size only);
   corner-to-corner shortest paths, unweighted and weighted: dijkstra3d
-  (bidirectional), igraph, csgraph;
-* closeness centrality: igraph, networkit, rustworkx, NetworkX (smallest size);
-  betweenness centrality (catalytic runs NetworkX's algorithm for it): igraph,
-  networkit, rustworkx;
+  (bidirectional and A*), igraph, csgraph. Above 96^3 only dijkstra3d runs (the others
+  need an explicit graph of 10^8 edges);
+* closeness and betweenness centrality: igraph, networkit, rustworkx, NetworkX
+  (closeness, smallest size);
 * the Laplacian of a periodic field: ``scipy.ndimage.laplace`` (mode "wrap", negated)
-  and a NumPy copy of the field (the memory-bandwidth floor);
+  and a NumPy copy of the field (the memory-bandwidth floor: into an existing array in
+  2-D, into a new array, as catalytic returns one, in 3-D);
 * XOR with a key and matmul: NumPy;
 * router overhead: a routed call on 8 x 8 against the kernel called directly;
-* cold start: a fresh ``python -c`` process labelling a 64 x 64 lattice, with an empty
-  Numba cache and with a warm one.
+* cold start: a fresh process computing a 64^3 distance field, with an empty Numba
+  cache, a warm one, and after ``catalytic warmup``, against dijkstra3d's fresh process;
+* first test run: the project's ``python -m pytest`` on an empty Numba cache (full runs
+  from a checkout only).
 
 Writes ``benchmarks.md``, ``benchmarks.json`` and ``benchmarks.png`` (time per site
 against size, log-log, one panel per workload) into ``--output``. A peer that is not
@@ -145,13 +149,18 @@ class Suite:
         rng = np.random.default_rng(0)
         sides = {2: (256, 1024) if self.quick else (256, 1024, 4096),
                  3: (32, 64) if self.quick else (32, 64, 160)}
-        cases = [((s,) * d, periodic) for d in (2, 3) for periodic in (False, True)
+        cases = [((s,) * d, periodic, 0.6) for d in (2, 3) for periodic in (False, True)
                  for s in sides[d]]
-        for shape, periodic in cases:
-            w = f"components {len(shape)}-D {'periodic' if periodic else 'open'}"
+        # just above the 3-D percolation threshold (0.3116): one spanning cluster among
+        # many small ones; up to 10^8 sites (464^3) to show the cost per site
+        cases += [((s,) * 3, periodic, 0.35) for periodic in (False, True)
+                  for s in ((128,) if self.quick else (128, 256, 464))]
+        for shape, periodic, p in cases:
+            w = (f"components {len(shape)}-D {'periodic' if periodic else 'open'}"
+                 + ("" if p == 0.6 else f", p = {p}"))
             size = "x".join(map(str, shape))
             n = int(np.prod(shape))
-            mask = rng.random(shape) < 0.6
+            mask = rng.random(shape) < p
             L = cat.Lattice(shape=shape, mask=mask, periodic=periodic)
             ours = L.connected_components()
             self.add(w, size, n, "catalytic", median_time(L.connected_components))
@@ -177,7 +186,7 @@ class Suite:
         ig, d3, nx = _peer("igraph"), _peer("dijkstra3d"), _peer("networkx")
         rng = np.random.default_rng(1)
         for weighted in (False, True):
-            for s in ((24, 48) if self.quick else (24, 48, 96)):
+            for s in ((24, 48) if self.quick else (24, 48, 96, 128)):
                 shape = (s, s, s)
                 n = s ** 3
                 w = f"distance field 3-D {'weighted' if weighted else 'unweighted'}"
@@ -186,6 +195,9 @@ class Suite:
                 L = cat.Lattice(shape=shape, weights=weights)
                 ours = L.distance_field(0).astype(np.float64)
                 self.add(w, size, n, "catalytic", median_time(lambda: L.distance_field(0)))
+                if s > 96:  # the specialist only: explicit graphs cost too much memory here
+                    self._dijkstra3d_field(d3, w, size, n, shape, weights, ours)
+                    continue
                 src, dst = _grid_edges(shape)
                 cost = np.ones(len(dst)) if weights is None else weights.reshape(-1)[dst]
                 t0 = time.perf_counter()
@@ -198,16 +210,7 @@ class Suite:
                      else (lambda: dijkstra(G, indices=0)))
                 self.add(w, size, n, "scipy csgraph", median_time(f), ok,
                          f"graph built in {build * 1e3:.0f} ms, not counted")
-                if d3 is None:
-                    self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
-                else:
-                    field = (np.ones(shape, np.float32) if weights is None
-                             else weights.astype(np.float32))
-                    got = d3.distance_field(field, source=(0, 0, 0), connectivity=6)
-                    ok = np.allclose(got.reshape(-1), ours.reshape(-1), rtol=1e-5)
-                    self.add(w, size, n, "dijkstra3d (float32)", median_time(
-                        lambda: d3.distance_field(field, source=(0, 0, 0), connectivity=6)),
-                        ok)
+                self._dijkstra3d_field(d3, w, size, n, shape, weights, ours)
                 if ig is None:
                     self.missing(w, size, n, "igraph", "igraph")
                 else:
@@ -228,7 +231,7 @@ class Suite:
                              ok)
         # point to point, corner to corner: the path's length (hops or summed cost)
         for weighted in (False, True):
-            for s in ((48,) if self.quick else (48, 96)):
+            for s in ((48,) if self.quick else (48, 96, 256)):
                 shape = (s, s, s)
                 n = s ** 3
                 w = f"shortest path 3-D {'weighted' if weighted else 'unweighted'}"
@@ -238,6 +241,9 @@ class Suite:
                 ours = float(L.find_shortest_path(0, n - 1).distance)
                 self.add(w, size, n, "catalytic", median_time(
                     lambda: L.find_shortest_path(0, n - 1)))
+                if s > 96:  # the specialist only, as above
+                    self._dijkstra3d_path(d3, w, size, n, s, weights, ours)
+                    continue
                 src, dst = _grid_edges(shape)
                 cost = np.ones(len(dst)) if weights is None else weights.reshape(-1)[dst]
                 G = sp.csr_array((cost, (src, dst)), shape=(n, n))
@@ -261,18 +267,33 @@ class Suite:
                               else float(weights.reshape(-1)[path[1:]].sum()))
                     self.add(w, size, n, "igraph get_shortest_path", median_time(igp),
                              abs(length - ours) <= 1e-9 * max(ours, 1))
-                if d3 is None:
-                    self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
-                    continue
-                field = (np.ones(shape, np.float32) if weights is None
-                         else weights.astype(np.float32))
-                path = d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
-                                   bidirectional=True)
-                length = float(field[tuple(path[1:].T)].sum())
-                self.add(w, size, n, "dijkstra3d bidirectional (float32)", median_time(
-                    lambda: d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6,
-                                        bidirectional=True)),
-                    abs(length - ours) <= 1e-4 * max(ours, 1))
+                self._dijkstra3d_path(d3, w, size, n, s, weights, ours)
+
+    def _dijkstra3d_field(self, d3, w, size, n, shape, weights, ours):
+        if d3 is None:
+            self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
+            return
+        field = np.ones(shape, np.float32) if weights is None else weights.astype(np.float32)
+        got = d3.distance_field(field, source=(0, 0, 0), connectivity=6)
+        ok = np.allclose(got.reshape(-1), ours.reshape(-1), rtol=1e-5)
+        self.add(w, size, n, "dijkstra3d (float32)", median_time(
+            lambda: d3.distance_field(field, source=(0, 0, 0), connectivity=6)), ok)
+
+    def _dijkstra3d_path(self, d3, w, size, n, s, weights, ours):
+        """dijkstra3d's two point-to-point searches: bidirectional and A* (``compass``)."""
+        if d3 is None:
+            self.missing(w, size, n, "dijkstra3d", "dijkstra3d")
+            return
+        shape = (s, s, s)
+        field = np.ones(shape, np.float32) if weights is None else weights.astype(np.float32)
+        for name, opts in (("bidirectional", {"bidirectional": True}),
+                           ("A* (compass)", {"compass": True})):
+            def call():
+                return d3.dijkstra(field, (0, 0, 0), (s - 1,) * 3, connectivity=6, **opts)
+
+            length = float(field[tuple(call()[1:].T)].sum())
+            self.add(w, size, n, f"dijkstra3d {name} (float32)", median_time(call),
+                     abs(length - ours) <= 1e-4 * max(ours, 1))
 
     # -- centrality -------------------------------------------------------------------
     def centrality(self):
@@ -281,7 +302,7 @@ class Suite:
     def betweenness(self):
         """Catalytic runs NetworkX's algorithm (numpy backend) for betweenness, so the
         compiled peers are expected to win; measured all the same."""
-        self._centrality("betweenness", (16, 24) if self.quick else (16, 24, 32))
+        self._centrality("betweenness", (16, 24) if self.quick else (16, 24, 32, 60))
 
     def _centrality(self, method, sides):
         import catalytic as cat
@@ -352,6 +373,23 @@ class Suite:
             out = np.empty_like(f)
             self.add(w, size, n, "numpy copy (bandwidth floor)", median_time(
                 lambda: np.copyto(out, f)))
+        for s in ((128,) if self.quick else (128, 512)):
+            shape = (s, s, s)
+            n = s ** 3
+            w, size = "Laplacian 3-D periodic", f"{s}^3"
+            L = cat.Lattice(shape=shape, periodic=True)
+            f = rng.random(shape)
+            ours = L.laplacian(f)
+            self.add(w, size, n, "catalytic", median_time(lambda: L.laplacian(f)))
+            if s <= 128:
+                ref = -ndimage.laplace(f, mode="wrap")
+                self.add(w, size, n, "scipy.ndimage.laplace", median_time(
+                    lambda: ndimage.laplace(f, mode="wrap")),
+                    bool(np.allclose(ref, ours, atol=1e-9)))
+            del ours
+            # catalytic returns a new array, so the floor is a copy into a new one
+            self.add(w, size, n, "numpy f.copy() (bandwidth floor, new array)",
+                     median_time(f.copy))
         for m in ((10**5, 10**7) if self.quick else (10**5, 10**7, 10**8)):
             w, size = "XOR with a key (int64)", f"{m:.0e}"
             L = cat.Lattice(shape=(8, 8))
@@ -384,19 +422,54 @@ class Suite:
         self.add("router overhead, 8x8 components", "8x8", 64, "kernel called directly",
                  median_time(lambda: graph.connected_components(*args, sizes=True),
                              min_repeat=200))
-        code = ("import numpy as np, catalytic as cat; "
-                "cat.Lattice(shape=(64, 64), mask=np.ones((64, 64), bool)).connected_components()")
+        # a fresh process: import, build a 64^3 lattice, one distance field (numba-cpu)
+        code = ("import catalytic as cat; "
+                "cat.Lattice(shape=(64, 64, 64)).distance_field(0, backend='numba-cpu')")
+        w, size, n = "cold start (fresh process)", "64^3", 64 ** 3
+
+        def fresh(args, env):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, *args], env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+            return time.perf_counter() - t0
+
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-            for label in ("empty Numba cache", "warm Numba cache"):
-                t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-c", code], env=env, check=True)
-                self.add("cold start (fresh process)", "64x64", 4096, f"catalytic, {label}",
-                         time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import numpy, scipy.ndimage"], check=True)
-        self.add("cold start (fresh process)", "64x64", 4096, "python + numpy + scipy import",
-                 time.perf_counter() - t0)
+            self.add(w, size, n, "catalytic, empty Numba cache", fresh(["-c", code], env))
+            self.add(w, size, n, "catalytic, warm Numba cache", fresh(["-c", code], env))
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            self.add(w, size, n, "catalytic warmup (once, all groups)",
+                     fresh(["-m", "catalytic.cli", "warmup"], env))
+            self.add(w, size, n, "catalytic, after catalytic warmup", fresh(["-c", code], env))
+        self.add(w, size, n, "python + numpy + scipy import",
+                 fresh(["-c", "import numpy, scipy.ndimage"], None))
+        d3 = _peer("dijkstra3d")
+        if d3 is not None:
+            self.add(w, size, n, "dijkstra3d: import and one distance field", fresh(
+                ["-c", "import numpy as np, dijkstra3d; "
+                 "dijkstra3d.distance_field(np.ones((64, 64, 64), np.float32), (0, 0, 0))"],
+                None))
+
+    def first_test_run(self):
+        """The project's test command (the README's first half) on an empty Numba cache,
+        when run from a checkout (a ``tests`` folder here)."""
+        if self.quick:
+            print("  first test run: not with --quick (it takes minutes)")
+            return
+        if not Path("tests").is_dir() or not Path("pyproject.toml").is_file():
+            print("  first test run: no checkout here (tests/, pyproject.toml); skipped")
+            return
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p",
+                                   "no:cacheprovider"], env=env, capture_output=True,
+                                  text=True)
+            seconds = time.perf_counter() - t0
+        last = (done.stdout.strip().splitlines() or ["?"])[-1].strip("= ")
+        self.add("first test run (python -m pytest)", "suite", 1, "empty Numba cache",
+                 seconds, done.returncode == 0, last)
 
 
 def write_reports(rows, out: Path, quick: bool, seconds: float) -> list:
@@ -450,6 +523,8 @@ def _plot(rows, path):
         return None
     workloads = [w for w in dict.fromkeys(r["workload"] for r in rows)
                  if len({r["size"] for r in rows if r["workload"] == w}) > 1]
+    if not workloads:
+        return None
     cols = 3
     nrows = -(-len(workloads) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.8 * nrows), squeeze=False)
@@ -471,7 +546,8 @@ def _plot(rows, path):
     return path
 
 
-PARTS = ("components", "distances", "centrality", "betweenness", "fields", "overheads")
+PARTS = ("components", "distances", "centrality", "betweenness", "fields", "overheads",
+         "first_test_run")
 
 
 def run(quick: bool = False, output="reports", only=None) -> int:
@@ -490,7 +566,7 @@ def run(quick: bool = False, output="reports", only=None) -> int:
     funcs = {"components": suite.components, "distances": suite.distances,
              "centrality": suite.centrality, "betweenness": suite.betweenness,
              "fields": suite.fields_and_arrays,
-             "overheads": suite.overheads}
+             "overheads": suite.overheads, "first_test_run": suite.first_test_run}
     for part in parts:
         funcs[part]()
     paths = write_reports(suite.rows, Path(output), quick, time.perf_counter() - t0)
