@@ -472,7 +472,16 @@ class Suite:
                  seconds, done.returncode == 0, last)
 
 
-def write_reports(rows, out: Path, quick: bool, seconds: float) -> list:
+def _fmt(seconds) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e3:.3f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def write_reports(rows, out: Path, quick: bool, seconds: float, baseline=None) -> list:
+    """Write benchmarks.json/.md/.png into ``out``. ``baseline`` (the document of an
+    earlier run, see :func:`load_baseline`) adds its times as a "before" column on the
+    rows it also measured."""
     import numba
 
     out.mkdir(parents=True, exist_ok=True)
@@ -492,21 +501,31 @@ def write_reports(rows, out: Path, quick: bool, seconds: float) -> list:
         "algorithms) after a warm-up; answers "
         "checked before timing. `x catalytic` is the system's time over catalytic's "
         "(above 1: catalytic is faster).",
+    ]
+    before = {}
+    if baseline is not None:
+        before = {(r["workload"], r["size"], r["system"]): r["seconds"]
+                  for r in baseline["rows"]}
+        lines += ["", f"`before`: the same row in {baseline['source']}, a run of "
+                  f"{baseline['seconds']:.0f} s on the same kind of machine, kept for "
+                  "comparison (empty where that run had no such row)."]
+    lines += [
         "",
-        "| workload | size | system | median | x catalytic | agrees | note |",
-        "|---|---:|---|---:|---:|:---:|---|",
+        "| workload | size | system | median | x catalytic | agrees | note |"
+        + (" before |" if before else ""),
+        "|---|---:|---|---:|---:|:---:|---|" + ("---:|" if before else ""),
     ]
     ours = {(r["workload"], r["size"]): r["seconds"] for r in rows
             if r["system"] == "catalytic" and r["seconds"]}
     for r in rows:
-        t = "-" if r["seconds"] is None else (f"{r['seconds'] * 1e3:.3f} ms"
-                                              if r["seconds"] < 1 else f"{r['seconds']:.2f} s")
+        t = _fmt(r["seconds"])
         base = ours.get((r["workload"], r["size"]))
         ratio = (f"{r['seconds'] / base:.2f}" if base and r["seconds"] and
                  r["system"] != "catalytic" else "")
         agree = "" if r["agree"] is None else ("yes" if r["agree"] else "**NO**")
+        old = before.get((r["workload"], r["size"], r["system"]))
         lines.append(f"| {r['workload']} | {r['size']} | {r['system']} | {t} | {ratio} | "
-                     f"{agree} | {r['note']} |")
+                     f"{agree} | {r['note']} |" + (f" {_fmt(old)} |" if before else ""))
     paths[1].write_text("\n".join(lines) + "\n")
     png = _plot(rows, out / "benchmarks.png")
     return paths + ([png] if png else [])
@@ -550,15 +569,27 @@ PARTS = ("components", "distances", "centrality", "betweenness", "fields", "over
          "first_test_run")
 
 
-def run(quick: bool = False, output="reports", only=None) -> int:
+def load_baseline(path) -> dict:
+    """An earlier run's benchmarks.json, for the "before" column; ``source`` names it."""
+    doc = json.loads(Path(path).read_text())
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise ValueError(f"{path} is not a benchmarks.json written by catalytic bench")
+    doc["source"] = f"`{path}`"
+    return doc
+
+
+def run(quick: bool = False, output="reports", only=None, baseline=None) -> int:
     """Run the suite (or the ``only`` parts of :data:`PARTS`), print the rows, write the
-    reports; returns 1 if any answers disagreed, else 0."""
+    reports; returns 1 if any answers disagreed, else 0. ``baseline``: the path of an
+    earlier benchmarks.json, read before anything is written (it may be the one this
+    run replaces), whose times become the "before" column."""
     import numba
 
     parts = PARTS if only is None else tuple(only)
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         raise ValueError(f"unknown part(s) {unknown}; choose from {PARTS}")
+    base = None if baseline is None else load_baseline(baseline)
     print(f"catalytic bench{' --quick' if quick else ''}: {numba.get_num_threads()} Numba "
           "threads; answers checked before timing")
     suite = Suite(quick)
@@ -569,7 +600,7 @@ def run(quick: bool = False, output="reports", only=None) -> int:
              "overheads": suite.overheads, "first_test_run": suite.first_test_run}
     for part in parts:
         funcs[part]()
-    paths = write_reports(suite.rows, Path(output), quick, time.perf_counter() - t0)
+    paths = write_reports(suite.rows, Path(output), quick, time.perf_counter() - t0, base)
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in suite.rows if r["agree"] is False]
     for r in bad:

@@ -192,7 +192,7 @@ def cmd_bench(args) -> int:
     from catalytic.bench import run
 
     only = args.only.split(",") if args.only else None
-    return run(quick=args.quick, output=args.output, only=only)
+    return run(quick=args.quick, output=args.output, only=only, baseline=args.baseline)
 
 
 def cmd_warmup(args) -> int:
@@ -287,8 +287,10 @@ def main(argv=None) -> int:
     b.add_argument("--quick", action="store_true", help="smaller sizes (under 2 minutes)")
     b.add_argument("--output", "-o", default="reports",
                    help="folder for benchmarks.md, .json and .png (default: reports)")
+    b.add_argument("--baseline", default=None, metavar="JSON",
+                   help="an earlier benchmarks.json: its times become a 'before' column")
     b.add_argument("--only", default=None, help="comma-separated parts: components, "
-                   "distances, centrality, betweenness, fields, overheads")
+                   "distances, centrality, betweenness, fields, overheads, first_test_run")
     w = sub.add_parser("warmup", help="compile the common kernels once (after installing), "
                        "so first calls in later processes skip compilation")
     w.add_argument("--only", default=None, help="comma-separated groups: components, "

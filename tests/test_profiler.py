@@ -372,7 +372,7 @@ def test_cli_errors_exit_with_a_message(tmp_path, args, code, message):
 
 
 @pytest.mark.parametrize("cmd", ["info", "demo", "bench", "calibrate", "profile", "report",
-                                 "recover"])
+                                 "recover", "warmup"])
 def test_cli_help(cmd):
     res = _cli(cmd, "--help")
     assert res.returncode == 0 and "usage: catalytic " + cmd in res.stdout
