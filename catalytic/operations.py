@@ -88,12 +88,13 @@ def sites_work(lat, *_, **__) -> float:
     return float(g.n_points * len(g.offsets))
 
 
-def centrality_work(lat, *, method="degree"):
-    """Degree is one pass; closeness and betweenness are one BFS per site; eigenvector
-    is an iterative eigensolver (counted as 100 passes)."""
+def centrality_work(lat, *, method="degree", k=None, seed=None):
+    """Degree is one pass; closeness and betweenness are one BFS per site (per sampled
+    source for betweenness with ``k``); eigenvector is an iterative eigensolver (counted
+    as 100 passes)."""
     base = sites_work(lat)
     if method in ("closeness", "betweenness"):
-        return base * lat.geometry.n_open
+        return base * (lat.geometry.n_open if k is None else k)
     if method == "eigenvector":
         return base * 100
     return base
@@ -321,8 +322,30 @@ def v_structure(lat, max_diameter_sites=20_000):
     return (lat,), {"max_diameter_sites": _check_int(max_diameter_sites, "max_diameter_sites", 0)}
 
 
-def v_centrality(lat, method="degree"):
-    return (lat,), {"method": _check_method(method, CENTRALITY_METHODS, "centrality")}
+def v_centrality(lat, method="degree", k=None, seed=None):
+    """``k`` (sampled sources) and ``seed`` only for betweenness; ``seed`` defaults to
+    the lattice's. The normalised keywords carry ``k`` and ``seed`` only for a sampled
+    betweenness (``k`` below the number of open sites: with ``k == n_open`` NetworkX
+    computes the exact value, and so does every backend), so implementations written
+    before sampling existed (``centrality(lat, *, method)``) still get every other
+    call."""
+    method = _check_method(method, CENTRALITY_METHODS, "centrality")
+    if method != "betweenness":
+        for name, value in (("k", k), ("seed", seed)):
+            if value is not None:
+                raise ValueError(f"{name}={value!r} applies to method='betweenness' only "
+                                 f"(sampled sources), not to method={method!r}")
+        return (lat,), {"method": method}
+    seed = _check_int(lat.seed if seed is None else seed, "seed", 0)
+    if k is None:
+        return (lat,), {"method": method}
+    k = _check_int(k, "k", 1)
+    n_open = lat.geometry.n_open
+    if k > n_open:
+        raise ValueError(f"k={k} sampled sources is more than the {n_open} open sites")
+    if k == n_open:
+        return (lat,), {"method": method}
+    return (lat,), {"method": method, "k": k, "seed": seed}
 
 
 def v_communities(lat, method="louvain", seed=None):

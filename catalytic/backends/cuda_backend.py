@@ -484,15 +484,17 @@ def degree(lat):
     return to_host(_graph().degree(*_args(lat))).astype(np.int64, copy=False).reshape(lat.geometry.shape)
 
 
-def centrality(lat, *, method="degree"):
+def centrality(lat, *, method="degree", k=None, seed=None):
     if method == "degree":
         return C.finish_centrality(lat.geometry, degree(lat), degree=True)
     return C.finish_centrality(lat.geometry, to_host(_graph().closeness(*_args(lat), None)), degree=False)
 
 
-def _centrality_supported(lat, *, method="degree"):
+def _centrality_supported(lat, *, method="degree", k=None, seed=None):
     if method not in ("degree", "closeness"):
-        return f"centrality method {method!r} is implemented in the numpy backend (NetworkX)"
+        runs = "the numpy and numba-cpu backends run" if method == "betweenness" else (
+            "the numpy backend runs")
+        return f"centrality method {method!r} is not implemented on the cuda backend ({runs} it)"
     return None
 
 

@@ -28,6 +28,12 @@ def _graph():
     return graph
 
 
+def _centrality():
+    from catalytic.kernels.cpu import centrality
+
+    return centrality
+
+
 def _fields():
     from catalytic.kernels.cpu import fields
 
@@ -79,15 +85,17 @@ def free_threads() -> int:
     return max(1, min(T, ncpu - max(running - own, 0)))
 
 
-def on_free_cpus(func, *, stacked=False):
+def on_free_cpus(func, *, stacked=False, size=None):
     """Run a lattice implementation with Numba's thread count set (for this calling
     thread, as ``numba.set_num_threads`` does) to :func:`free_threads`, or to 1 on
     lattices under :data:`PAR_SITES` sites (with ``stacked``, a batched twin: the sites
-    of every row of its stack); results never depend on it."""
+    of every row of its stack; with ``size``, ``size(lat, *args, **kwargs)`` sites:
+    the sites visited, for operations that visit each many times); results never
+    depend on it."""
 
     @functools.wraps(func)
     def wrapper(lat, *args, **kwargs):
-        sites = lat.geometry.n_points
+        sites = lat.geometry.n_points if size is None else size(lat, *args, **kwargs)
         if stacked:
             sites *= args[0].shape[0]
         T = 1 if sites < PAR_SITES else free_threads()
@@ -226,16 +234,30 @@ def degree(lat):
     return _graph().degree(*_k(lat)).reshape(lat.geometry.shape)
 
 
-def centrality(lat, *, method="degree"):
+def centrality(lat, *, method="degree", k=None, seed=None):
+    g = lat.geometry
     if method == "degree":
-        return C.finish_centrality(lat.geometry, _graph().degree(*_k(lat)), degree=True)
-    return C.finish_centrality(lat.geometry, _graph().closeness(*_k(lat), None), degree=False)
+        return C.finish_centrality(g, _graph().degree(*_k(lat)), degree=True)
+    if method == "closeness":
+        vals = _centrality().closeness(*_k(lat))
+    else:
+        vals = _centrality().betweenness_centrality(*_k(lat), k=k, seed=seed)
+    return C.finish_centrality(g, vals, degree=False)
 
 
-def _centrality_supported(lat, *, method="degree"):
-    if method not in ("degree", "closeness"):
+def _centrality_supported(lat, *, method="degree", k=None, seed=None):
+    if method not in ("degree", "closeness", "betweenness"):
         return f"centrality method {method!r} is implemented in the numpy backend (NetworkX)"
     return None
+
+
+def _centrality_size(lat, *, method="degree", k=None, seed=None):
+    """Sites visited by a centrality call, for the thread choice: one search per
+    source for closeness and betweenness (so even small lattices are worth threads)."""
+    g = lat.geometry
+    if method in ("closeness", "betweenness"):
+        return g.n_points * (g.n_open if k is None else k)
+    return g.n_points
 
 
 # -- fields -------------------------------------------------------------------------------
@@ -360,5 +382,7 @@ GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_ca
 def catalytic_add_operations(registry):
     for op, (func, supports) in IMPLEMENTATIONS.items():
         stacked = op.startswith(O.BATCHED_PREFIX)
-        run = thread_safe(on_free_cpus(func, stacked=stacked) if op in GRAPH_OPS else func)
+        size = _centrality_size if op == "centrality" else None
+        run = thread_safe(on_free_cpus(func, stacked=stacked, size=size) if op in GRAPH_OPS
+                          else func)
         registry.add_implementation(op, NAME, run, supports=supports, cost=DEFAULT_COST)

@@ -347,7 +347,7 @@ def _diameter(g, a, open_idx, max_sites, n_comp):
 
 
 # -- centrality and communities -----------------------------------------------------------
-def centrality(lat, *, method="degree"):
+def centrality(lat, *, method="degree", k=None, seed=None):
     g = lat.geometry
     open_idx = g.open_sites()
     if method == "degree":
@@ -358,7 +358,7 @@ def centrality(lat, *, method="degree"):
     elif method == "betweenness":
         import networkx as nx
 
-        bc = nx.betweenness_centrality(to_networkx(g))
+        bc = nx.betweenness_centrality(to_networkx(g), k=k, seed=seed)
         out[open_idx] = [bc[int(i)] for i in open_idx]
     elif method == "eigenvector":
         out[open_idx] = _eigenvector(g, open_idx)

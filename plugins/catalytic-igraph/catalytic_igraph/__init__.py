@@ -111,9 +111,10 @@ def connected_components(lat):
     return cat.Components(labels.reshape(geo.shape), len(first), sizes)
 
 
-def centrality(lat, *, method="degree"):
+def centrality(lat, *, method="degree", k=None, seed=None):
     """Closeness (NetworkX's ``wf_improved`` form) and betweenness (normalised as
-    NetworkX does for undirected graphs) over the open sites; blocked sites NaN."""
+    NetworkX does for undirected graphs) over the open sites; blocked sites NaN.
+    Exact betweenness only: ``k`` is refused by :func:`_centrality_supported`."""
     g, _ = graph_of(lat)
     geo = lat.geometry
     und = g.as_undirected(mode="collapse")
@@ -130,9 +131,12 @@ def centrality(lat, *, method="degree"):
     return vals.reshape(geo.shape)
 
 
-def _centrality_supported(lat, *, method="degree"):
+def _centrality_supported(lat, *, method="degree", k=None, seed=None):
     if method not in ("closeness", "betweenness"):
         return f"centrality method {method!r} is not implemented on the igraph backend"
+    if k is not None:
+        return (f"sampled betweenness (k={k}) is not implemented on the igraph backend "
+                "(igraph has no NetworkX-compatible source sampling)")
     return None
 
 
