@@ -41,7 +41,7 @@ from lattice_oracles import graph_of, lattice_specs, make, open_sites, pick_open
 #: kernel compiled while its callee is replaced by a Python wrapper would not type)
 COUNTED = {G: ["_bfs_frontiers", "_dijkstra_run", "_count_run", "_closeness_run",
                "_catalytic_bfs", "_catalytic_walk", "_runs_union_inside", "_runs_label",
-               "_relabel", "_cc_union_inside", "_fill_padded", "_unpad"],
+               "_relabel_window", "_cc_union_inside", "_fill_padded", "_unpad"],
            F: ["_rows_kernel", "_generic_kernel"]}
 
 #: The fixtures below hold for every example of a test (they only patch module
@@ -271,7 +271,7 @@ def test_components_in_many_calls(chunked, threads, spec, diagonal):
     want, want_count = first_index_labels(spec)
     assert count == want_count
     np.testing.assert_array_equal(labels, want)
-    assert chunked.calls["_relabel"] >= -(-count // 5)
+    assert chunked.calls["_relabel_window"] >= -(-count // 5)
     rows = math.prod(spec["shape"][:-1])
     if rows >= 2 * threads and spec["shape"][-1] >= 5:  # then a window is one row
         windows = chunked.calls.get("_runs_label", 0) + chunked.calls.get("_cc_union_inside", 0)

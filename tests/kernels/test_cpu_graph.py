@@ -259,6 +259,27 @@ def test_bfs_parallel_frontiers(monkeypatch, par_min, threads):
         np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
 
 
+@pytest.mark.parametrize("par_min", [1, 16])
+def test_hop_path_on_parallel_frontiers(monkeypatch, par_min, threads):
+    """The hop search of shortest_path runs the frontier BFS and ends after the level
+    that reaches the end: the same path as on one thread with whole levels, and as long
+    as the oracle distance."""
+    if threads == "one-thread":
+        pytest.skip("needs the parallel paths")
+    for case in (CASES[14], CASES[15], CASES[21]):
+        start, end = _sources(case, 2)
+        want = _bfs_oracle(case, [start])[end]
+        numba.set_num_threads(1)
+        serial = G.shortest_path(*case.args, start, end)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        monkeypatch.setattr(G, "_PAR_MIN", par_min)
+        monkeypatch.setattr(G, "_PAR_CHUNK", 7)
+        got = G.shortest_path(*case.args, start, end)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(got, serial)
+        assert len(got) - 1 == want if want >= 0 else len(got) == 0
+
+
 def test_bfs_larger_lattices_against_scipy():
     rng = np.random.default_rng(7)
     for shape, per in [((40, 30, 25), (0, 0, 0)), ((40, 30, 25), (1, 0, 1)), ((97, 101), (1, 1))]:

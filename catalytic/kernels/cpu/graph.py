@@ -515,15 +515,17 @@ def _dedupe_level(work, nxt, m, bufs, cnt, dn):
 
 
 @njit(cache=True, nogil=True)
-def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, foff, offs, r, shape,
+def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs, r, shape,
                    pstrides, periodic, mode):
     """Level-synchronous BFS with two frontier arrays ``a`` and ``b``, resumable.
 
     ``st = [m, lo, m2, dn, c]``: the current frontier is ``a[:m]`` (``c`` 0) or ``b[:m]``
     (``c`` 1), its cells before ``lo`` are expanded, and the ``m2`` cells they labelled
     ``dn`` are at the start of the other array. Start from ``[m, 0, 0, 1, 0]`` with the
-    sources in ``a[:m]``; the search is over when ``m`` is 0. Returns after about
-    ``budget`` units (at a round or slice boundary, possibly mid-level).
+    sources in ``a[:m]``; the search is over when ``m`` is 0. With ``stop >= 0`` it ends
+    (``m`` set to 0) after the level that labels ``stop``: every cell nearer than
+    ``stop`` then has its final distance, as do the cells at ``stop``'s. Returns after
+    about ``budget`` units (at a round or slice boundary, possibly mid-level).
 
     Levels of at least ``par_min`` cells are expanded by all threads in rounds of
     ``bufs.shape[1] // k`` cells per thread; smaller ones by this thread alone, in slices
@@ -585,6 +587,8 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, foff, offs, r, sh
             m2 = 0
             lo = 0
             dn += 1
+            if stop >= 0 and work[stop] != UNVISITED:
+                m = 0
         if used >= budget:
             break
     st[0] = m
@@ -1021,6 +1025,14 @@ def _relabel(parent, lo, hi, count):
         v = count if isroot else lab
         parent[i] = v if p >= 0 else 0
     return count
+
+
+@njit(cache=True, nogil=True)
+def _relabel_window(parent, lo, hi, count):
+    """:func:`_relabel` as the host function calls it, one window at a time (a kernel of
+    its own, so the one-call labellings that call :func:`_relabel` never depend on a
+    function the interrupt tests replace to count calls)."""
+    return _relabel(parent, lo, hi, count)
 
 
 @njit(cache=True, nogil=True)
@@ -1606,19 +1618,29 @@ def _ngeo(g: Plan):
 
 
 def _hop_search(g: Plan, psrc, stop=-1):
-    """Sequential BFS from padded sources ``psrc`` (stopping after ``stop``'s level), in
-    calls of about ``_BUDGET`` units; returns the padded distance array."""
+    """BFS from padded sources ``psrc`` (ending after ``stop``'s level, see
+    :func:`_bfs_frontiers`), wide levels on all of Numba's threads, in calls of about
+    ``_BUDGET`` units; returns the padded distance array."""
     work = _work_array(g)
     psrc = np.unique(np.asarray(psrc, dtype=np.int64))
     m = psrc.shape[0]
-    queue = np.empty(max(g.n_open, m) + 1, dtype=g.itype)
+    cap = max(g.n_open, m) + max(1024, g.n_open >> 8) + 1
+    cur = np.empty(cap, dtype=g.itype)
+    nxt = np.empty(cap, dtype=g.itype)
     work[psrc] = 0
-    queue[:m] = psrc
-    st = np.array([0, m, m, 1, 0], dtype=np.int64)
+    cur[:m] = psrc
+    T = numba.get_num_threads()
+    K = max(g.offs.shape[0], 1)
+    bufs = np.empty((T, K * _PAR_CHUNK + 1) if T > 1 else (1, 1), dtype=g.itype)
+    cnt = np.zeros(bufs.shape[0], dtype=np.int64)
+    st = np.array([m, 0, 0, 1, 0], dtype=np.int64)
     geo = _geo(g)
+    par_min = _PAR_MIN
     budget = _BUDGET
-    while st[0] < st[1]:
-        _bfs_queue(work, queue, st, stop, budget, *geo)
+    if stop >= 0 and work[stop] == 0:  # a source: nothing to search
+        return work
+    while st[0] > 0:
+        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stop, *geo)
     return work
 
 
@@ -1668,25 +1690,7 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
     array([0, 1, 2, 1, 2, 3])
     """
     g = make_plan(shape, periodic, offsets, open_)
-    work = _work_array(g)
-    psrc = np.unique(_to_padded(sources, g))
-    m = psrc.shape[0]
-    cap = max(g.n_open, m) + max(1024, g.n_open >> 8) + 1
-    cur = np.empty(cap, dtype=g.itype)
-    nxt = np.empty(cap, dtype=g.itype)
-    work[psrc] = 0
-    cur[:m] = psrc
-    T = numba.get_num_threads()
-    K = max(g.offs.shape[0], 1)
-    bufs = np.empty((T, K * _PAR_CHUNK + 1) if T > 1 else (1, 1), dtype=g.itype)
-    cnt = np.zeros(bufs.shape[0], dtype=np.int64)
-    st = np.array([m, 0, 0, 1, 0], dtype=np.int64)
-    geo = _geo(g)
-    par_min = _PAR_MIN
-    budget = _BUDGET
-    while st[0] > 0:
-        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, *geo)
-    del cur, nxt, bufs
+    work = _hop_search(g, _to_padded(sources, g))
     out = np.empty(g.n, dtype=np.int64)
     _unpad_all(work, out, g, True)
     return out
@@ -2240,11 +2244,11 @@ def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T
 
 
 def _relabel_all(parent) -> int:
-    """:func:`_relabel` over the whole forest in ranges of ``_BUDGET`` entries."""
+    """:func:`_relabel_window` over the whole forest in ranges of ``_BUDGET`` entries."""
     count = 0
     step = max(_BUDGET, 1)
     for a in range(0, parent.shape[0], step):
-        count = _relabel(parent, a, min(parent.shape[0], a + step), count)
+        count = _relabel_window(parent, a, min(parent.shape[0], a + step), count)
     return int(count)
 
 
