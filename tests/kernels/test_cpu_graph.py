@@ -15,7 +15,7 @@ import networkx as nx
 import numba
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 import scipy.ndimage as ndi
 import scipy.sparse as sp
@@ -658,3 +658,219 @@ def test_random_lattices_distances_components_degree(case):
     np.testing.assert_array_equal(G.degree(*case.args), [len(x) for x in case.nbrs])
     s, e = (int(x) for x in case.rng.choice(case.open_sites(), 2))
     np.testing.assert_array_equal(G.shortest_path(*case.args, s, e), _walk_oracle(case, s, e))
+
+
+# -- Dijkstra's bucketed queue: exact on large lattices, for any queue setting ----------------
+
+#: 67,200 sites: above 2**16, where the backend runs on all threads
+BIG = (42, 40, 40)
+
+
+def _relax_oracle(shape, mask, w, sources):
+    """Least entering costs on an open von Neumann lattice by Bellman-Ford sweeps in
+    NumPy (relax every site from its 2d neighbours until nothing changes); zero weights
+    are fine. Its fixed point is the least float64 sum over paths, which every Dijkstra
+    reaches bit for bit (``fl(x + w)`` grows with ``x``), so the comparison is exact."""
+    d = len(shape)
+    W = np.where(mask, w, np.inf).reshape(shape)  # a blocked site is never entered
+    dist = np.full(shape, np.inf)
+    dist.reshape(-1)[np.asarray(sources)] = 0.0
+    while True:
+        best = dist.copy()
+        for a in range(d):
+            for lo, hi in ((slice(1, None), slice(None, -1)), (slice(None, -1), slice(1, None))):
+                to = [slice(None)] * d
+                fr = [slice(None)] * d
+                to[a], fr[a] = lo, hi
+                np.minimum(best[tuple(to)], dist[tuple(fr)] + W[tuple(to)], out=best[tuple(to)])
+        if np.array_equal(best, dist):
+            return dist.reshape(-1)
+        dist = best
+
+
+def _tie_walk(shape, mask, w, dist, start, end):
+    """The project's tie rule on a given cost field: from ``end``, step to the unvisited
+    in-neighbour of smallest flat index with ``dist[u] + w[v] == dist[v]``, back up from
+    a dead end (zero weights make cycles of such steps)."""
+    path = [end]
+    seen = {end}
+    while path[-1] != start:
+        v = path[-1]
+        c = np.unravel_index(v, shape)
+        cand = []
+        for a in range(len(shape)):
+            for s in (-1, 1):
+                y = list(c)
+                y[a] += s
+                if 0 <= y[a] < shape[a]:
+                    u = int(np.ravel_multi_index(y, shape))
+                    if mask[u] and u not in seen and dist[u] + w[v] == dist[v]:
+                        cand.append(u)
+        if cand:
+            path.append(min(cand))
+            seen.add(path[-1])
+        else:
+            path.pop()
+    return np.array(path[::-1], dtype=np.int64)
+
+
+def _big_weights(kind, n, rng):
+    if kind == "uniform":
+        return rng.uniform(1.0, 10.0, n)
+    if kind == "ties":  # exact sums: many equal costs
+        return rng.choice([1.0, 2.0, 3.0], n)
+    if kind == "zeros":
+        return rng.choice([0.0, 0.0, 0.5, 1.0, 1.5], n)
+    # "outliers": rare huge weights off the sampled sites (the bucket width ignores them,
+    # so their costs go through the overflow, and past _FAR buckets)
+    w = rng.choice([0.0, 0.25, 0.5, 1.0], n)
+    rare = rng.choice(n, n // 500, replace=False)
+    rare = rare[rare % max(1, n // 4096) != 0]
+    w[rare] = rng.choice([1e6, 1e300], rare.size)
+    return w
+
+
+def _args(shape, mask):
+    open_ = np.zeros(0, np.uint8) if mask.all() else mask.astype(np.uint8)
+    return (np.array(shape), np.zeros(len(shape), np.uint8), von_neumann(len(shape)), open_,
+            False)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "ties", "zeros", "outliers"])
+def test_dijkstra_large_lattice_is_exact(kind):
+    rng = np.random.default_rng(["uniform", "ties", "zeros", "outliers"].index(kind))
+    n = math.prod(BIG)
+    mask = rng.random(n) < (1.0 if kind == "uniform" else 0.9)
+    w = _big_weights(kind, n, rng)
+    src = np.sort(rng.choice(np.flatnonzero(mask), 2, replace=False))
+    got = G.dijkstra_distance(*_args(BIG, mask), w, src)
+    np.testing.assert_array_equal(got, _relax_oracle(BIG, mask, w, src))
+    if kind == "uniform":  # SciPy's Dijkstra (positive weights only) gives the same bits
+        idx = np.arange(n).reshape(BIG)
+        rows, cols = [], []
+        for a in range(3):
+            for sl, sr in ((slice(1, None), slice(None, -1)), (slice(None, -1), slice(1, None))):
+                to = [slice(None)] * 3
+                fr = [slice(None)] * 3
+                to[a], fr[a] = sl, sr
+                rows.append(idx[tuple(fr)].ravel())
+                cols.append(idx[tuple(to)].ravel())
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        A = sp.csr_array((w[cols], (rows, cols)), shape=(n, n))
+        ref = csgraph.dijkstra(A, directed=True, indices=src, min_only=True)
+        np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "ties", "zeros"])
+def test_weighted_path_is_the_walk_on_the_full_field(kind):
+    """The point-to-point search stops once the end is settled; its path is the tie-rule
+    walk on the full field (every cost it can look at is final), near and far."""
+    rng = np.random.default_rng(11)
+    n = math.prod(BIG)
+    mask = rng.random(n) < 0.85
+    w = _big_weights(kind, n, rng)
+    args = _args(BIG, mask)
+    sites = np.flatnonzero(mask)
+    s = int(sites[0])
+    field = G.dijkstra_distance(*args, w, [s])
+    ends = [int(sites[-1]), int(sites[1]), s] + [int(e) for e in rng.choice(sites, 4)]
+    for e in ends:
+        got = G.shortest_path(*args, s, e, weights=w)
+        if not np.isfinite(field[e]):
+            assert got.size == 0
+            continue
+        np.testing.assert_array_equal(got, _tie_walk(BIG, mask, w, field, s, e))
+        assert math.isclose(w[got[1:]].sum(), field[e], rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("inv, ring", [(0.0, 2), (3.0, 2), (1e-3, 64), (1e9, 8), (1e30, 4)],
+                         ids=["one-bucket", "ring-of-2", "wide", "narrow", "far"])
+def test_dijkstra_queue_settings_do_not_change_bits(monkeypatch, inv, ring):
+    """Bucket width and ring length set the speed only: one bucket (the heap alone), a
+    ring of two slots (most entries through the overflow), buckets so narrow that costs
+    pass _FAR. Entry arrays start at their smallest, so they grow many times; and every
+    kernel call does a few units only (resumed state)."""
+    rng = np.random.default_rng(5)
+    shape = (9, 11, 10)
+    n = math.prod(shape)
+    mask = rng.random(n) < 0.85
+    w = rng.choice([0.0, 0.5, 1.0, 1.5, 2.0], n)
+    args = _args(shape, mask)
+    sites = np.flatnonzero(mask)
+    src = sites[:2]
+    want = _relax_oracle(shape, mask, w, src)
+    s = int(sites[0])
+    field = _relax_oracle(shape, mask, w, [s])
+    ends = [int(e) for e in sites[np.isfinite(field[sites])][::7]]
+    paths = [_tie_walk(shape, mask, w, field, s, e) for e in ends]
+    monkeypatch.setattr(G, "_bucket_scale", lambda g, weights: (inv, ring))
+    monkeypatch.setattr(G, "_QUEUE_CAP0", 1)
+    for budget in (G._BUDGET, 3):
+        monkeypatch.setattr(G, "_BUDGET", budget)
+        np.testing.assert_array_equal(G.dijkstra_distance(*args, w, src), want)
+        for e, path in zip(ends, paths):
+            np.testing.assert_array_equal(G.shortest_path(*args, s, e, weights=w), path)
+
+
+def test_dijkstra_resumes_bit_for_bit_on_a_large_lattice(monkeypatch):
+    """Above 2**16 sites, a small budget (hundreds of kernel calls) gives the one-call
+    field and path bit for bit."""
+    rng = np.random.default_rng(3)
+    n = math.prod(BIG)
+    mask = rng.random(n) < 0.9
+    w = _big_weights("zeros", n, rng)
+    args = _args(BIG, mask)
+    sites = np.flatnonzero(mask)
+    s, e = int(sites[0]), int(sites[-1])
+    field = G.dijkstra_distance(*args, w, [s])
+    path = G.shortest_path(*args, s, e, weights=w)
+    monkeypatch.setattr(G, "_BUDGET", 5000)
+    np.testing.assert_array_equal(G.dijkstra_distance(*args, w, [s]), field)
+    np.testing.assert_array_equal(G.shortest_path(*args, s, e, weights=w), path)
+
+
+@st.composite
+def zero_tie_lattices(draw):
+    """Small open von Neumann lattices, weights mostly 0 (long cycles of tight steps),
+    two open sites."""
+    d = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(2, {1: 12, 2: 6, 3: 4}[d]), min_size=d,
+                                max_size=d)))
+    n = math.prod(shape)
+    mask = np.array(draw(st.lists(st.sampled_from([True] * 7 + [False]), min_size=n,
+                                  max_size=n)))
+    mask[:2] = True
+    w = np.array(draw(st.lists(st.sampled_from([0.0, 0.0, 0.0, 1.0, 0.5]), min_size=n,
+                               max_size=n)))
+    sites = np.flatnonzero(mask)
+    s = draw(st.sampled_from(sites.tolist()))
+    e = draw(st.sampled_from(sites.tolist()))
+    return shape, mask, w, s, e
+
+
+@settings(max_examples=300)
+@given(zero_tie_lattices())
+def test_weighted_path_with_zero_ties_is_the_full_field_walk(lat):
+    """The search stops after the end, but only once every cost equal to the end's is
+    settled: zero weights make the walk look at cells of exactly that cost."""
+    shape, mask, w, s, e = lat
+    field = _relax_oracle(shape, mask, w, [s])
+    got = G.shortest_path(*_args(shape, mask), s, e, weights=w)
+    if not np.isfinite(field[e]):
+        assert got.size == 0
+    else:
+        np.testing.assert_array_equal(got, _tie_walk(shape, mask, w, field, s, e))
+
+
+@pytest.mark.parametrize("shape, s, e, w", [
+    ((3, 5), 12, 3, [0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0]),
+    ((4, 3), 11, 10, [1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1]),
+    ((3, 4), 10, 2, [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 0]),
+])
+def test_weighted_path_settles_every_cost_tied_with_the_end(shape, s, e, w):
+    """Cases where stopping at the end's own pop (before the other cells of its cost)
+    gives another path than the walk on the full field (found by trying that change)."""
+    w = np.array(w, dtype=np.float64)
+    mask = np.ones(w.size, dtype=bool)
+    want = _tie_walk(shape, mask, w, _relax_oracle(shape, mask, w, [s]), s, e)
+    np.testing.assert_array_equal(G.shortest_path(*_args(shape, mask), s, e, weights=w), want)
