@@ -2205,10 +2205,10 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, sizes=False
         if sizes:
             return labels, count, size_of[1:count + 1]
         return labels, count
-    labels, count = _components_windows(shape, periodic, open_, n, half, runs, ltype, L,
-                                        nrow, T)
+    labels, count, size_of = _components_windows(shape, periodic, open_, n, half, runs,
+                                                 ltype, L, nrow, T, sizes)
     if sizes:
-        return labels, count, _sizes(labels, count)
+        return labels, count, size_of if size_of is not None else _sizes(labels, count)
     return labels, count
 
 
@@ -2405,8 +2405,11 @@ def batch_fits(shape, offsets) -> bool:
     return n <= _INT32_LIMIT and n * (4 + 4 * half.shape[0]) <= _BUDGET
 
 
-def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T):
-    """:func:`connected_components` in windowed kernel calls (see its Notes)."""
+def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T, sizes):
+    """:func:`connected_components` in windowed kernel calls (see its Notes). Returns
+    ``(labels, count, sizes)``; with ``sizes`` over runs, the sizes are summed per run
+    (:func:`_run_sizes`, a pass over the runs instead of one over the labels), else
+    ``sizes`` is None."""
     # Each kernel call does window s (w rows) of each of the T row chunks.
     w = max(1, _BUDGET // (T * L))
     chunk_rows = -(-nrow // T)
@@ -2439,7 +2442,13 @@ def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T
         lab = lab.astype(ltype, copy=False)
         for s in wins:
             _runs_label(labels, open_, lab, row_ptr, L, T, s, w)
-        return labels, count
+        size_of = None
+        if sizes:
+            size_of = np.zeros(count + 1, dtype=np.int64)
+            for a in range(0, n_runs, max(_BUDGET, 1)):
+                _run_sizes(size_of, lab, rs, re, a, min(n_runs, a + max(_BUDGET, 1)))
+            size_of = size_of[1:]
+        return labels, count, size_of
     parent = np.empty(n, dtype=ltype)
     step = max(_BUDGET, 1)
     for a in range(0, n, step):
@@ -2452,7 +2461,15 @@ def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T
     if T > 1:
         for s in wins:
             _cc_union_cross(parent, L, half, shape, periodic, T, s, w)
-    return parent, _relabel_all(parent)
+    return parent, _relabel_all(parent), None
+
+
+@njit(cache=True, nogil=True)
+def _run_sizes(sizes, lab, rs, re, lo, hi):
+    """Add the length of runs [lo, hi) to their component's size (``lab[a + 1]`` is the
+    label of run ``a``). O(hi - lo)."""
+    for a in range(lo, hi):
+        sizes[lab[a + 1]] += re[a] - rs[a]
 
 
 def _relabel_all(parent) -> int:
