@@ -284,7 +284,7 @@ def main(argv=None) -> int:
                        "were killed (from the journals beside them)")
     r.add_argument("paths", nargs="+", help="the lent files")
     b = sub.add_parser("bench", help="catalytic against the strongest peers, measured now")
-    b.add_argument("--quick", action="store_true", help="smaller sizes (under 2 minutes)")
+    b.add_argument("--quick", action="store_true", help="smaller sizes, no first test run")
     b.add_argument("--output", "-o", default="reports",
                    help="folder for benchmarks.md, .json and .png (default: reports)")
     b.add_argument("--baseline", default=None, metavar="JSON",
