@@ -44,11 +44,13 @@ def _components():
 def _distances():
     import catalytic as cat
 
-    L = cat.Lattice(shape=(64, 64, 64))
+    # 96^3: past the size where the padded layout is written by the parallel kernels
+    # (smaller lattices write it with NumPy)
+    L = cat.Lattice(shape=(96, 96, 96))
     L.distance_field(0, backend=BACKEND)
     L.find_shortest_path(0, L.geometry.n_points - 1, backend=BACKEND)
     L.count_shortest_paths(0, 4095, backend=BACKEND)
-    W = cat.Lattice(shape=(32, 32, 32), weights=np.random.default_rng(0).random((32,) * 3))
+    W = cat.Lattice(shape=(96, 96, 96), weights=np.random.default_rng(0).random((96,) * 3))
     W.distance_field(0, backend=BACKEND)
     W.find_shortest_path(0, W.geometry.n_points - 1, backend=BACKEND)
 
@@ -120,7 +122,7 @@ def warmup(progress: Callable[[str], None] | None = print, only=None) -> list:
     Notes
     -----
     Every group calls public operations with ``backend="numba-cpu"`` on lattices large
-    enough for the parallel paths (up to 64^3 sites), so the kernels and argument
+    enough for the parallel paths (up to 96^3 sites), so the kernels and argument
     types a usual call needs get compiled. Larger index types (lattices over 2^31
     sites) compile on first use.
     """

@@ -81,6 +81,8 @@ def chunked(monkeypatch):
                 return _real(*args)
 
             monkeypatch.setattr(mod, name, counted)
+    # the padded layout by the (counted, chunked) kernels, not NumPy, at every size
+    monkeypatch.setattr(G, "_SMALL_LAYOUT", 0)
     # parallel frontiers from 2 cells, in rounds of 3 cells per thread
     monkeypatch.setattr(G, "_PAR_MIN", 2)
     monkeypatch.setattr(G, "_PAR_CHUNK", 3)
