@@ -63,3 +63,38 @@ def test_the_thread_count_is_restored_when_the_kernel_raises(monkeypatch):
 
 def test_free_threads_is_between_one_and_numbas_count():
     assert 1 <= numba_cpu.free_threads() <= numba.get_num_threads()
+
+
+def test_components_take_threads_by_site_offsets(monkeypatch):
+    """A labelling runs on the free CPUs from COMPONENTS_PAR_WORK site-offsets (sites
+    times half the stencil): a 32^3 lattice (98,304) does, a 28^3 one (65,856) and a
+    256 x 256 one (131,072 sites but 2 offsets) follow the same measure."""
+    counts = []
+    real = graph.connected_components
+
+    def spy(*args, **kwargs):
+        counts.append(numba.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "connected_components", spy)
+    monkeypatch.setattr(numba_cpu, "free_threads", lambda: 2)
+    for shape in ((32, 32, 32), (28, 28, 28), (256, 256), (180, 180)):
+        cat.Lattice(shape=shape).connected_components(backend="numba-cpu")
+    assert counts == [2, 1, 2, 1]
+
+
+def test_free_cpus_are_read_once_per_ttl(monkeypatch):
+    reads = []
+
+    def read():
+        reads.append(1)
+        return 1
+
+    monkeypatch.setattr(numba_cpu, "_read_free_cpus", read)
+    monkeypatch.setattr(numba_cpu, "_free_cpus", (-float("inf"), 0))
+    monkeypatch.setattr(numba_cpu, "FREE_CPUS_TTL", 3600.0)
+    assert [numba_cpu.free_threads() for _ in range(3)] == [1, 1, 1]
+    assert len(reads) == 1
+    monkeypatch.setattr(numba_cpu, "FREE_CPUS_TTL", 0.0)
+    numba_cpu.free_threads()
+    assert len(reads) == 2

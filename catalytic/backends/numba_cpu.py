@@ -9,8 +9,10 @@ threads a graph call runs on (:func:`on_free_cpus`). The kernels live in
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
+import time
 
 import numba
 import numpy as np
@@ -66,11 +68,29 @@ def free_threads() -> int:
     components 40 ms instead of 15, while one thread is only about 1.5x slower than two
     on free cores. Linux reports the runnable tasks in ``/proc/loadavg``; this process's
     own running threads (Numba's workers spin for a while after a parallel loop) are
-    taken off. Elsewhere all threads are used. About 60 us.
+    taken off. Elsewhere all threads are used. About 60 us to read, so a reading is
+    reused for :data:`FREE_CPUS_TTL` seconds (a 32^3 labelling takes 0.2 ms).
     """
     T = numba.get_num_threads()
     if T <= 1:
         return 1
+    global _free_cpus
+    now = time.monotonic()
+    seen, free = _free_cpus
+    if now - seen >= FREE_CPUS_TTL:
+        free = _read_free_cpus()
+        _free_cpus = (now, free)
+    return max(1, min(T, free))
+
+
+#: seconds a reading of the free CPUs is reused; [when, free CPUs] of the last one
+FREE_CPUS_TTL = 0.1
+_free_cpus = (-math.inf, 0)
+
+
+def _read_free_cpus() -> int:
+    """CPUs this process may use that no other task is running on (a large number when
+    /proc cannot be read)."""
     try:
         ncpu = len(os.sched_getaffinity(0))
         with open("/proc/loadavg") as f:
@@ -81,24 +101,26 @@ def free_threads() -> int:
                 stat = f.read()
             own += stat[stat.rindex(")") + 2] == "R"
     except (AttributeError, OSError, ValueError, IndexError):
-        return T
-    return max(1, min(T, ncpu - max(running - own, 0)))
+        return 1 << 30
+    return ncpu - max(running - own, 0)
 
 
-def on_free_cpus(func, *, stacked=False, size=None):
+def on_free_cpus(func, *, stacked=False, size=None, serial_below=None):
     """Run a lattice implementation with Numba's thread count set (for this calling
     thread, as ``numba.set_num_threads`` does) to :func:`free_threads`, or to 1 on
     lattices under :data:`PAR_SITES` sites (with ``stacked``, a batched twin: the sites
-    of every row of its stack; with ``size``, ``size(lat, *args, **kwargs)`` sites:
-    the sites visited, for operations that visit each many times); results never
-    depend on it."""
+    of every row of its stack; with ``size``, ``size(lat, *args, **kwargs)`` units of
+    work, such as the sites visited, for operations that visit each many times, and
+    ``serial_below()`` the units below which one thread runs); results never depend
+    on it."""
 
     @functools.wraps(func)
     def wrapper(lat, *args, **kwargs):
         sites = lat.geometry.n_points if size is None else size(lat, *args, **kwargs)
         if stacked:
             sites *= args[0].shape[0]
-        T = 1 if sites < PAR_SITES else free_threads()
+        limit = PAR_SITES if serial_below is None else serial_below()
+        T = 1 if sites < limit else free_threads()
         prev = numba.get_num_threads()
         if T == prev:
             return func(lat, *args, **kwargs)
@@ -260,6 +282,19 @@ def _centrality_size(lat, *, method="degree", k=None, seed=None):
     return g.n_points
 
 
+def _components_size(lat, *args, **kwargs):
+    """Site-offsets of a labelling (sites times the offsets of half the stencil), the
+    measure of :data:`catalytic.kernels.cpu.graph._WHOLE_WORK`."""
+    g = lat.geometry
+    half, _ = _graph()._stencil_halves(
+        np.ascontiguousarray(g.offsets, dtype=np.int64).tobytes(), len(g.shape))
+    return g.n_points * half.shape[0]
+
+
+#: labellings of fewer site-offsets than this run on one thread (one serial kernel
+#: call); the same crossover as the kernel's own choice
+COMPONENTS_PAR_WORK = 90_000
+
 # -- fields -------------------------------------------------------------------------------
 def laplacian(lat, field):
     g = lat.geometry
@@ -378,11 +413,19 @@ GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_ca
              "batched.spanning_clusters", "batched.distance_field"}
 
 
+#: op -> (work measure, the work from which threads run) where not the sites and
+#: PAR_SITES
+SIZES = {"centrality": (_centrality_size, None)}
+for _op in ("connected_components", "percolates", "spanning_clusters"):
+    SIZES[_op] = (_components_size, lambda: COMPONENTS_PAR_WORK)
+
+
 @hookimpl
 def catalytic_add_operations(registry):
     for op, (func, supports) in IMPLEMENTATIONS.items():
         stacked = op.startswith(O.BATCHED_PREFIX)
-        size = _centrality_size if op == "centrality" else None
-        run = thread_safe(on_free_cpus(func, stacked=stacked, size=size) if op in GRAPH_OPS
+        size, serial_below = SIZES.get(op, (None, None))
+        run = thread_safe(on_free_cpus(func, stacked=stacked, size=size,
+                                       serial_below=serial_below) if op in GRAPH_OPS
                           else func)
         registry.add_implementation(op, NAME, run, supports=supports, cost=DEFAULT_COST)
