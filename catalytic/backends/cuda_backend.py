@@ -455,8 +455,8 @@ def spanning_clusters(lat, *, axes):
 
 
 def _label_stack(lat, stack):
-    """``(labels (B, n), comps)``: every row labelled together, one launch per sweep
-    over all (row, site) pairs."""
+    """``(labels (B, n), comps)``: every row labelled together, by one union-find over
+    all (row, site) pairs in a fixed number of launches."""
     g = lat.geometry
     labels, counts = _graph().connected_components_batched(
         g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
@@ -645,8 +645,9 @@ IMPLEMENTATIONS = {
     "elementwise": (elementwise, _arrays_need(), None),
     "matmul": (matmul, _arrays_need(2), None),
     "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
-    # a stack of B masks: the masks, int64 labels and the sweep flag (per row-site: 9 B)
-    **{twin: (func, _stacked(9), None) for twin, func in C.stack_twins(_label_stack).items()},
+    # a stack of B masks: the masks, int64 parents, int32 prefix sums and int32 labels
+    # (per row-site: 17 B)
+    **{twin: (func, _stacked(17), None) for twin, func in C.stack_twins(_label_stack).items()},
     # masks and int64 distances per row-site
     "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
     # fields in and out, float64

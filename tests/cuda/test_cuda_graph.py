@@ -207,6 +207,65 @@ def test_bfs_distance_many_sources_spans_several_blocks():
 
 
 @sim
+@pytest.mark.parametrize("per_check", [1, 3])
+def test_levels_queued_between_host_reads(monkeypatch, per_check):
+    """Levels, sweeps and closeness levels launched in batches with the host reading only
+    between them, on a grid-stride grid of 2 blocks: the same distances, the same early
+    stop for a path (launches past the end's level do nothing), the same sums."""
+    g = _graph()
+    monkeypatch.setattr(g, "LAUNCHES_PER_CHECK", per_check)
+    monkeypatch.setattr(g, "_grid_blocks", lambda work: 2)
+    lat = CASES[4].values[0]  # 3-D, mixed axes, 210 sites
+    src = _pick(lat, 2, 60)
+    np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
+                                  cpu.bfs_distance(*lat, src))
+    s, e = (int(x) for x in _pick(lat, 2, 61))
+    np.testing.assert_array_equal(g.shortest_path(*lat, s, e), cpu.shortest_path(*lat, s, e))
+    w = _weights(lat, 62, "float")
+    np.testing.assert_array_equal(g.relax_distance(*lat, w, src).copy_to_host(),
+                                  cpu.dijkstra_distance(*lat, w, src))
+    small = SMALL[0].values[0]
+    c_src = _pick(small, 3, 63)
+    np.testing.assert_allclose(g.closeness(*small, c_src, batch=2),
+                               cpu.closeness(*small, c_src), rtol=0, atol=1e-12)
+
+
+@sim
+def test_bfs_stop_leaves_the_last_level_complete():
+    """With a stop site the search ends after its level, and that level is complete:
+    every site nearer than the stop, and every site as near, has its final distance;
+    the farther ones stay -1."""
+    g = _graph()
+    lat = CASES[-1].values[0]
+    src = int(_pick(lat, 1, 64)[0])
+    full = cpu.bfs_distance(*lat, [src])
+    assert (full > 7).any()
+    stop = int(np.flatnonzero(full == 7)[0])
+    t = g._tables(*lat[:3], 0)
+    got = g._bfs_run(t, g._device(lat[3], np.uint8, 0), [src], 0, stop=stop).copy_to_host()
+    near = (full >= 0) & (full <= 7)
+    np.testing.assert_array_equal(got[near], full[near])
+    assert (got[~near] == -1).all()
+
+
+@sim
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 700])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_device_scan_is_cumsum(n, dtype):
+    """The prefix sum behind the component numbering, across block boundaries (700
+    entries: three blocks, their totals scanned by a recursive call)."""
+    from numba import cuda
+
+    g = _graph()
+    a = np.random.default_rng(n).integers(0, 3, n).astype(dtype)
+    d = cuda.to_device(a)
+    g._scan(d, 0)
+    got = d.copy_to_host()
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, np.cumsum(a))
+
+
+@sim
 def test_closeness_refuses_blocked_and_out_of_range_sources():
     g = _graph()
     off = np.array([[-1], [1]])
@@ -447,11 +506,18 @@ def _ptx_cases():
         "_fill[float64]": ("_fill", (f64, T.float64)),
         "_scatter[int64]": ("_scatter", (i64, i64, T.int64)),
         "_scatter[float64]": ("_scatter", (f64, i64, T.float64)),
-        "_bfs_expand": ("_bfs_expand",
-                        geo + (u8, i64, i64, T.int64, i64, i64, T.int64, T.int64)),
+        "_bfs_level": ("_bfs_level",
+                       geo + (u8, i64, i64, i64, i64, T.int64, T.int64)),
         "_relax_pull": ("_relax_pull", geo + (u8, f64, f64, i64, T.int64)),
-        "_cc_init": ("_cc_init", (i64, u8)),
-        "_cc_pull": ("_cc_pull", geo + (o, u8, i64, i64, T.int64)),
+        "_uf_init": ("_uf_init", (T.int64[:, ::1], T.uint8[:, ::1])),
+        "_uf_union": ("_uf_union", geo + (T.uint8[:, ::1], T.int64[:, ::1])),
+        "_uf_roots[int32]": ("_uf_roots", (T.int64[:, ::1], T.int32[::1])),
+        "_uf_roots[int64]": ("_uf_roots", (T.int64[:, ::1], i64)),
+        "_uf_number[int32]": ("_uf_number", (T.int64[:, ::1], T.int32[::1],
+                                             T.int32[:, ::1], i64)),
+        "_scan_blocks[int32]": ("_scan_blocks", (T.int32[::1], T.int32[::1])),
+        "_scan_blocks[int64]": ("_scan_blocks", (i64, i64)),
+        "_scan_add[int32]": ("_scan_add", (T.int32[::1], T.int32[::1])),
         "_degree": ("_degree", geo + (u8, T.boolean, i64)),
         "_multi_init": ("_multi_init", (T.int32[:, ::1], u8, i64)),
         "_multi_level": ("_multi_level",
@@ -459,16 +525,10 @@ def _ptx_cases():
         "_batched_init": ("_batched_init", (T.int64[:, ::1], i64)),
         "_batched_level": ("_batched_level",
                            geo + (T.uint8[:, ::1], T.int64[:, ::1], T.int64, i64)),
-        "_cc_init_batched": ("_cc_init_batched", (T.int64[:, ::1], T.uint8[:, ::1])),
-        "_cc_pull_batched": ("_cc_pull_batched",
-                             geo + (o, T.uint8[:, ::1], T.int64[:, ::1], i64, T.int64)),
     }
 
 
-PTX_IDS = ["_fill[int64]", "_fill[float64]", "_scatter[int64]", "_scatter[float64]",
-           "_bfs_expand", "_relax_pull", "_cc_init", "_cc_pull", "_degree", "_multi_init",
-           "_multi_level", "_batched_init", "_batched_level", "_cc_init_batched",
-           "_cc_pull_batched"]
+PTX_IDS = list(_ptx_cases())
 
 
 @ptx
@@ -478,7 +538,7 @@ def test_kernel_compiles_to_sm90_ptx(compile_ptx, case):
     name, argtypes = _ptx_cases()[case]
     text = compile_ptx(getattr(g, name), argtypes)
     assert ".entry" in text
-    if name == "_bfs_expand":
-        assert "atom.global.cas" in text  # the claim really is a compare-and-swap
+    if name in ("_bfs_level", "_uf_union"):
+        assert "atom.global.cas" in text  # the claim, the link: a compare-and-swap
     if name == "_multi_level":
         assert "atom.global.add" in text

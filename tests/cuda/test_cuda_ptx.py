@@ -8,14 +8,23 @@
   A ``cuda.local.array`` is a ``.local .b8 __local_depotN[size]`` in the PTX; the driver
   reserves ``size`` bytes for every thread that can be resident at once (about 0.5 GB
   for 2 KB on an H100), at the first launch.
+* ``ptx``, assembled: ``ptxas -v`` for sm_90 turns every kernel's PTX into machine code
+  as the driver would, and reports what the PTX does not show: register spills (local
+  memory traffic in the hot loop) and the stack frame each function needs. No kernel
+  may spill, and no stack frame may pass :data:`LOCAL_BYTES`. ptxas comes with the
+  CUDA wheels (``nvidia-cuda-nvcc``, in the dev extra) or a CUDA toolkit on the PATH.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import pathlib
 import pkgutil
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -116,3 +125,47 @@ def test_kernel_local_memory_is_small(compile_ptx, case):
     ptx = compile_ptx(kernel, args)
     used = _local_bytes(ptx)
     assert used <= LOCAL_BYTES, f"{case}: {used} bytes of local memory per thread"
+
+
+# -- ptxas -------------------------------------------------------------------------------
+_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                    r"(\d+) bytes spill loads")
+
+
+def _ptxas():
+    """The ptxas of the CUDA wheels (the version that matches their NVVM), else one on
+    the PATH; None when there is neither."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else []):
+        for exe in sorted(pathlib.Path(root).glob("cu*/bin/ptxas")):
+            return str(exe)
+    return shutil.which("ptxas")
+
+
+def _assembled(ptx: str, tmp_path) -> list:
+    """``[(stack, spill stores, spill loads)]`` of every function ptxas assembles."""
+    exe = _ptxas()
+    if exe is None:
+        pytest.skip("ptxas not found: pip install nvidia-cuda-nvcc (or a CUDA toolkit)")
+    src = tmp_path / "kernel.ptx"
+    src.write_text(ptx)
+    done = subprocess.run([exe, "-arch=sm_90", "-v", str(src), "-o", str(tmp_path / "k.o")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [tuple(int(x) for x in m) for m in _PROPS.findall(done.stderr)]
+
+
+def test_ptxas_report_pattern():
+    line = "    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads"
+    assert _PROPS.findall(line) == [("16", "8", "4")]
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("case", [c[0] for c in _ptx_cases()])
+def test_kernel_assembles_without_spills(compile_ptx, tmp_path, case):
+    _cid, kernel, args = next(c for c in _ptx_cases() if c[0] == case)
+    funcs = _assembled(compile_ptx(kernel, args), tmp_path)
+    assert funcs, f"{case}: ptxas reported no function"
+    for stack, stores, loads in funcs:
+        assert stores == 0 and loads == 0, f"{case}: spills {stores} B stored, {loads} B loaded"
+        assert stack <= LOCAL_BYTES, f"{case}: a {stack}-byte stack frame"
