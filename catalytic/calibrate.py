@@ -158,6 +158,16 @@ def calibrate(*, quick=False, repeat=3, verbose=True):
     eng = cat.get_engine()
     reg = eng.registry
     samples: dict = {}
+    # the parameters of the backends' cost terms (the cuda backend's launches and PCIe
+    # copies), measured first: the fit below is of what the terms leave over
+    term_params: dict = {}
+    ok, _ = reg.backends.get("cuda").status() if "cuda" in reg.backends else (False, "")
+    if ok and not _simulator():
+        from catalytic.backends import cuda_backend
+
+        term_params["cuda"] = cuda_backend.measure_terms()
+        if verbose:
+            print(f"  cuda cost terms: {term_params['cuda']}", flush=True)
     for op, L, make in _cases(quick):
         impls = reg.implementations.get(op, {})
         if len(impls) < 2:
@@ -172,6 +182,9 @@ def calibrate(*, quick=False, repeat=3, verbose=True):
             if impl.supports is not None and impl.supports(*args, **kwargs) is not None:
                 continue
             t = _time(impl.func, args, kwargs, repeat)
+            if impl.terms is not None:
+                extra = impl.terms(term_params.get(backend, {}), *args, **kwargs)
+                t = max(t - sum(extra.values()), 0.0)
             samples.setdefault(op, {}).setdefault(backend, []).append([work, t])
             if verbose:
                 print(f"  {op:<22} {backend:<10} work={work:>12.4g}  {t * 1e3:10.4f} ms", flush=True)
@@ -196,8 +209,11 @@ def calibrate(*, quick=False, repeat=3, verbose=True):
             "numba": numba.__version__,
             "numba_threads": numba.get_num_threads(),
         },
-        "model": "seconds = overhead_s + work / throughput (work units: see each operation)",
+        "model": ("seconds = overhead_s + work / throughput (work units: see each "
+                  "operation) + a backend's cost terms, whose parameters are under terms "
+                  "(samples: seconds less those terms)"),
         "entries": entries,
+        "terms": term_params,
     }
 
 

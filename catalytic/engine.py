@@ -355,7 +355,7 @@ class Engine:
         )
         fallback = Decision(
             spec.name, target, why, decision.predictions, decision.rejected,
-            decision.sources, decision.work, decision.forced,
+            decision.sources, decision.work, decision.forced, decision.terms,
         )
         self._local.decision = fallback
         t0 = time.perf_counter()

@@ -99,6 +99,10 @@ class Implementation:
     ``supports(*args, **kwargs)`` returns ``None`` when this implementation can run the
     call, or a reason string when it cannot (dtype, option, size). ``cost`` optionally
     gives a default ``(overhead_s, throughput)`` used until calibration measures one.
+    ``terms(params, *args, **kwargs)`` optionally adds costs the work count cannot see,
+    as ``{name: seconds}`` (a GPU's kernel launches per BFS level, its PCIe copies);
+    ``params`` is the backend's ``terms`` object of the calibration file (empty until
+    calibrated: the function then uses its own defaults).
     """
 
     op: str
@@ -107,6 +111,7 @@ class Implementation:
     supports: Callable[..., str | None] | None = None
     cost: tuple[float, float] | None = None
     plugin: str = ""
+    terms: Callable[..., dict] | None = None
 
 
 class Registry:
@@ -157,10 +162,14 @@ class Registry:
         self.implementations.setdefault(name, {})
         self.version += 1
 
-    def add_implementation(self, op: str, backend: str, func, *, supports=None, cost=None):
-        """Give ``backend``'s implementation of ``op`` (the op may be declared later)."""
+    def add_implementation(self, op: str, backend: str, func, *, supports=None, cost=None,
+                           terms=None):
+        """Give ``backend``'s implementation of ``op`` (the op may be declared later); see
+        :class:`Implementation` for ``supports``, ``cost`` and ``terms``."""
         if not callable(func):
             raise TypeError(f"implementation of {op!r} on {backend!r} must be callable")
+        if terms is not None and not callable(terms):
+            raise TypeError(f"terms of {op!r} on {backend!r} must be callable")
         impls = self.implementations.setdefault(op, {})
         if backend in impls:
             raise PluginError(
@@ -171,7 +180,8 @@ class Registry:
             overhead, throughput = cost
             if overhead < 0 or throughput <= 0:
                 raise ValueError(f"cost must be (overhead >= 0, throughput > 0), got {cost!r}")
-        impls[backend] = Implementation(op, backend, func, supports, cost, self._current_plugin)
+        impls[backend] = Implementation(op, backend, func, supports, cost, self._current_plugin,
+                                        terms)
         self.version += 1
 
     # -- removing ------------------------------------------------------------------------

@@ -5,9 +5,12 @@ Two separate questions, each answered with a reason:
 1. *Can* a backend run this call? (registered implementation, backend available,
    implementation supports these arguments: dtype, options, size.)
 2. Is it *worth it*? Among those that can, the one with the lowest predicted cost
-   ``overhead_s + work / throughput``, where ``(overhead_s, throughput)`` per
+   ``overhead_s + work / throughput + terms``, where ``(overhead_s, throughput)`` per
    (operation, backend) comes from calibration measured on this machine
-   (``catalytic calibrate``), or from the implementation's default until calibrated.
+   (``catalytic calibrate``), or from the implementation's default until calibrated,
+   and the optional ``terms`` are what an implementation adds for costs the work count
+   cannot see (a GPU's launches per BFS level, its PCIe copies; see
+   :class:`~catalytic.registry.Implementation`), each named in the decision.
 
 ``explain()`` returns the :class:`Decision` with every backend's prediction and every
 rejection's reason. ``stats()`` counts decisions and keeps measured times next to the
@@ -95,12 +98,16 @@ class Decision:
         that function raised).
     forced : bool
         True when ``backend=`` or ``CATALYTIC_BACKEND`` chose the backend.
+    terms : dict
+        backend -> ``{name: seconds}`` of the cost terms included in its prediction
+        (only backends whose implementation adds some).
     """
 
-    __slots__ = ("op", "backend", "_reason", "predictions", "rejected", "sources", "work", "forced")
+    __slots__ = ("op", "backend", "_reason", "predictions", "rejected", "sources", "work",
+                 "forced", "terms")
 
     def __init__(self, op, backend, reason, predictions=None, rejected=None, sources=None,
-                 work=0.0, forced=False):
+                 work=0.0, forced=False, terms=None):
         self.op = op
         self.backend = backend
         self._reason = reason  # None: "lowest predicted cost", worded on first access
@@ -109,6 +116,7 @@ class Decision:
         self.sources = {} if sources is None else sources
         self.work = work
         self.forced = forced
+        self.terms = {} if terms is None else terms
 
     @property
     def reason(self) -> str:
@@ -132,7 +140,10 @@ class Decision:
     def __str__(self) -> str:
         lines = [f"{self.op} -> {self.backend}: {self.reason}"]
         for b, t in sorted(self.predictions.items(), key=lambda kv: kv[1]):
-            lines.append(f"  {b:<10} predicted {_fmt_s(t):>10}  ({self.sources.get(b, '')})")
+            extra = "".join(f"; {name} {_fmt_s(sec)}"
+                            for name, sec in self.terms.get(b, {}).items())
+            lines.append(f"  {b:<10} predicted {_fmt_s(t):>10}  ({self.sources.get(b, '')}"
+                         f"{extra})")
         for b, why in self.rejected.items():
             lines.append(f"  {b:<10} cannot run: {why}")
         return "\n".join(lines)
@@ -159,7 +170,7 @@ def user_calibration_path() -> Path:
 CALIBRATION_VERSION = 1
 #: top-level keys of a calibration file: required ones, then optional ones, with types
 _CAL_REQUIRED = {"version": int, "entries": dict}
-_CAL_OPTIONAL = {"created": str, "machine": dict, "model": str}
+_CAL_OPTIONAL = {"created": str, "machine": dict, "model": str, "terms": dict}
 #: keys of one ``entries.<op>.<backend>`` object
 _ENTRY_REQUIRED = ("overhead_s", "throughput")
 _ENTRY_OPTIONAL = ("samples",)
@@ -189,8 +200,9 @@ def validate_calibration(doc, path) -> None:
     CalibrationError
         Naming the file and the key path of the first problem: an unknown or missing
         key, a wrong type, a negative ``overhead_s``, a ``throughput`` that is not
-        positive, a ``samples`` row that is not ``[work, seconds]``. Operations and
-        backends under ``entries`` may be any names (their plugins may be absent).
+        positive, a ``samples`` row that is not ``[work, seconds]``, a ``terms``
+        parameter that is not a finite number >= 0. Operations and backends under
+        ``entries`` and ``terms`` may be any names (their plugins may be absent).
 
     Notes
     -----
@@ -198,10 +210,13 @@ def validate_calibration(doc, path) -> None:
 
         {"version": 1, "created": str, "machine": {...}, "model": str,
          "entries": {op: {backend: {"overhead_s": float >= 0, "throughput": float > 0,
-                                    "samples": [[work, seconds], ...]}}}}
+                                    "samples": [[work, seconds], ...]}}},
+         "terms": {backend: {parameter: float >= 0}}}
 
     ``version`` and ``entries`` are required, the other top-level keys optional;
-    ``samples`` is optional. O(number of entries and samples).
+    ``samples`` is optional. ``terms`` holds the parameters of a backend's cost terms
+    (``launch_s``, ``pcie_bytes_per_s`` of the cuda backend), measured by
+    ``catalytic calibrate``. O(number of entries and samples).
 
     Examples
     --------
@@ -267,6 +282,14 @@ def validate_calibration(doc, path) -> None:
                     raise CalibrationError(
                         path, f"must be [work, seconds], two finite numbers >= 0, got "
                         f"{_shown(row)}", f"{at}.samples[{i}]")
+    for backend, params in doc.get("terms", {}).items():
+        if not isinstance(params, dict):
+            raise CalibrationError(path, f"must be an object of parameters, got "
+                                   f"{_shown(params)}", f"terms.{backend}")
+        for key, value in params.items():
+            if not _is_number(value) or value < 0:
+                raise CalibrationError(path, f"must be a finite number >= 0, got "
+                                       f"{_shown(value)}", f"terms.{backend}.{key}")
 
 
 def read_calibration(path: str | os.PathLike) -> dict:
@@ -298,7 +321,15 @@ def read_calibration(path: str | os.PathLike) -> dict:
 
 
 def load_calibration(path: str | os.PathLike | None = None) -> tuple[dict, str]:
-    """Calibration entries and where they came from.
+    """Calibration entries and where they came from (:func:`load_calibration_doc`'s
+    ``entries``)."""
+    doc, source = load_calibration_doc(path)
+    return doc.get("entries", {}), source
+
+
+def load_calibration_doc(path: str | os.PathLike | None = None) -> tuple[dict, str]:
+    """The whole calibration document and where it came from (an empty one, "none",
+    when there is no file).
 
     Order: ``path`` (or ``CATALYTIC_CALIBRATION``), the user's file written by
     ``catalytic calibrate``, then the file shipped with the package. The first file
@@ -316,12 +347,12 @@ def load_calibration(path: str | os.PathLike | None = None) -> tuple[dict, str]:
     for p in candidates:
         p = Path(p)
         if p.is_file():
-            return read_calibration(p)["entries"], str(p)
+            return read_calibration(p), str(p)
         if path:
             raise FileNotFoundError(
                 f"calibration file {str(p)!r} does not exist or is not a file"
             )
-    return {}, "none"
+    return {"version": CALIBRATION_VERSION, "entries": {}}, "none"
 
 
 class Router:
@@ -334,7 +365,7 @@ class Router:
         #: why the user's calibration file was not used (None when it was, or is absent)
         self.calibration_problem: str | None = None
         try:
-            self.calibration, self.calibration_source = load_calibration(path)
+            doc, self.calibration_source = load_calibration_doc(path)
         except CalibrationError as err:
             if path or Path(err.path) != user_calibration_path():
                 raise
@@ -345,9 +376,11 @@ class Router:
                 "or run catalytic calibrate)"
             )
             warnings.warn(self.calibration_problem, RuntimeWarning, stacklevel=3)
-            self.calibration, self.calibration_source = load_calibration(
-                shipped_calibration_path()
-            )
+            doc, self.calibration_source = load_calibration_doc(shipped_calibration_path())
+        #: op -> backend -> calibrated cost entry
+        self.calibration = doc["entries"]
+        #: backend -> parameters of its cost terms (measured; empty: its defaults)
+        self.term_params = doc.get("terms", {})
         self._lock = threading.Lock()
         self._stats: dict = {}
         self._plans: dict = {}
@@ -364,8 +397,21 @@ class Router:
         return GENERIC_COST[0], GENERIC_COST[1], "generic default, uncalibrated"
 
     def predict(self, op: str, backend: str, work: float) -> float:
+        """``overhead_s + work / throughput`` (without the call-dependent terms)."""
         overhead, throughput, _ = self.cost_params(op, backend)
         return overhead + work / throughput
+
+    def _terms(self, impl, args, kwargs):
+        """``impl.terms(params, *args, **kwargs)``, ``{}`` when it has none, or a
+        :class:`HookFailure` when it raised."""
+        if impl.terms is None:
+            return {}
+        try:
+            return {str(k): float(v) for k, v in
+                    impl.terms(self.term_params.get(impl.backend, {}), *args, **kwargs).items()}
+        except Exception as err:
+            return HookFailure(impl.plugin, "terms()", err,
+                               f"operation {impl.op!r}, backend {impl.backend!r}")
 
     # -- decisions ----------------------------------------------------------------------
     def explain(self, op: str, *args, backend: str | None = None, **kwargs) -> Decision:
@@ -402,7 +448,7 @@ class Router:
             return self._forced(op, impls, forced, args, kwargs, work, explicit=bool(backend),
                                 no_work=no_work)
         candidates, static_rejected = self._plan(op, impls, allowed, reference_only)
-        predictions, sources = {}, {}
+        predictions, sources, terms = {}, {}, {}
         rejected = dict(static_rejected)
         best, best_t = None, None
         if on_gpu is None:
@@ -419,9 +465,15 @@ class Router:
             if no_work is not None:  # no cost to compare: the first that can run it
                 best = name
                 break
-            t = overhead + work / throughput
+            extra = self._terms(impl, args, kwargs)
+            if isinstance(extra, HookFailure):
+                rejected[name] = extra
+                continue
+            t = overhead + work / throughput + sum(extra.values())
             predictions[name] = t
             sources[name] = src
+            if extra:
+                terms[name] = extra
             if best is None or t < best_t:  # candidates are in preference order
                 best, best_t = name, t
         if best is None:
@@ -439,7 +491,7 @@ class Router:
             reason = (f"no cost prediction ({no_work}); first backend in preference order "
                       "that can run it")
             return Decision(op, best, reason, {}, rejected, {}, work, False)
-        return Decision(op, best, None, predictions, rejected, sources, work, False)
+        return Decision(op, best, None, predictions, rejected, sources, work, False, terms)
 
     @staticmethod
     def _work(spec, args, kwargs) -> tuple[float, HookFailure | None]:
@@ -511,8 +563,12 @@ class Router:
             reason = f"forced by {via}; no cost prediction ({no_work})"
             return Decision(op, name, reason, {}, {}, {}, work, True)
         overhead, throughput, src = self.cost_params(op, name)
-        pred = {name: overhead + work / throughput}
-        return Decision(op, name, f"forced by {via}", pred, {}, {name: src}, work, True)
+        extra = self._terms(impl, args, kwargs)
+        if isinstance(extra, HookFailure):  # nothing to add: the call still runs there
+            extra = {}
+        pred = {name: overhead + work / throughput + sum(extra.values())}
+        return Decision(op, name, f"forced by {via}", pred, {}, {name: src}, work, True,
+                        {name: extra} if extra else {})
 
     def _cannot(self, name, impl, args, kwargs, allowed, check_supports=True):
         backend = self.registry.backends.get(name)

@@ -92,6 +92,58 @@ def test_router_dispatches_plugin_op_by_predicted_cost(plugin):
     assert str(eng.last_decision).startswith(f"{plugin.op} -> numba-cpu")
 
 
+class Terms:
+    """A plugin op whose numba-cpu implementation adds a cost term: 1 ms per 1000
+    elements of its argument, or an exception."""
+
+    op = "terms_probe"
+
+    def __init__(self, fail=False):
+        self.fail = fail
+        self.params = []
+
+    def _terms(self, params, x):
+        self.params.append(params)
+        if self.fail:
+            raise RuntimeError("no estimate")
+        return {"staging": np.asarray(x).size * 1e-6}
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        registry.add_operation(self.op, work=lambda x: float(np.asarray(x).size), doc="probe")
+        registry.add_implementation(self.op, "numpy", lambda x: np.asarray(x) + 1,
+                                    cost=NUMPY_COST)
+        registry.add_implementation(self.op, "numba-cpu", lambda x: np.asarray(x) + 1,
+                                    cost=NUMBA_COST, terms=self._terms)
+
+
+@needs_numba
+@pytest.mark.parametrize("fail", [False, True])
+def test_cost_terms_are_added_and_named(fail):
+    eng = cat.get_engine()
+    probe = Terms(fail)
+    name = eng.register_plugin(probe, f"terms-probe-{fail}")
+    try:
+        x = np.arange(100_000)
+        dec = eng.explain(probe.op, x)
+        assert probe.params and probe.params[-1] == {}  # no calibrated parameters
+        if fail:  # a terms() that raises rules the backend out, naming the hook
+            assert "numba-cpu" not in dec.predictions and dec.backend == "numpy"
+            assert "terms()" in str(dec.rejected["numba-cpu"])
+            assert "no estimate" in str(dec.rejected["numba-cpu"])
+        else:
+            assert dec.terms == {"numba-cpu": {"staging": pytest.approx(0.1)}}
+            assert dec.predictions["numba-cpu"] == pytest.approx(
+                predicted(NUMBA_COST, x.size) + 0.1)
+            assert dec.backend == "numpy"  # the 0.1 s term outweighs numba-cpu's speed
+            assert "staging 100.00 ms" in str(dec)
+            forced = eng.explain(probe.op, x, backend="numba-cpu")
+            assert forced.terms == dec.terms
+            assert forced.predictions == pytest.approx({"numba-cpu": dec.predictions["numba-cpu"]})
+    finally:
+        eng.unregister_plugin(name)
+
+
 @needs_numba
 def test_forced_backend_argument(plugin):
     eng = cat.get_engine()

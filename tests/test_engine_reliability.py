@@ -417,6 +417,10 @@ def test_a_good_file_and_the_shipped_file_are_accepted(tmp_path, clean_env):
     (_entry(throughputs=1.0), f"{_AT}.throughputs", "unknown key"),
     (_entry(samples=[[1.0]]), f"{_AT}.samples[0]", "[work, seconds]"),
     (_entry(samples={}), f"{_AT}.samples", "must be a list"),
+    (_top(terms=[]), "terms", "must be an object"),
+    (_top(terms={"cuda": 5}), "terms.cuda", "must be an object of parameters"),
+    (_top(terms={"cuda": {"launch_s": -1e-6}}), "terms.cuda.launch_s", "finite number >= 0"),
+    (_top(terms={"cuda": {"launch_s": "fast"}}), "terms.cuda.launch_s", "got 'fast'"),
     ([1, 2], None, "must be a JSON object"),
 ])
 def test_schema_errors_name_the_file_and_the_key(tmp_path, clean_env, doc, key, words):
@@ -430,6 +434,14 @@ def test_schema_errors_name_the_file_and_the_key(tmp_path, clean_env, doc, key, 
     assert repr(str(path)) in msg and words in msg
     if key is not None:
         assert f": {key}: " in msg
+
+
+def test_cost_term_parameters_reach_the_router(tmp_path, clean_env):
+    doc = _top(terms={"cuda": {"launch_s": 2e-6, "pcie_bytes_per_s": 1e10}})
+    eng = _engine(calibration_path=str(_write(tmp_path / "cal.json", doc)))
+    assert eng.router.term_params == {"cuda": {"launch_s": 2e-6, "pcie_bytes_per_s": 1e10}}
+    assert _engine(calibration_path=str(_write(tmp_path / "plain.json", GOOD))
+                   ).router.term_params == {}
 
 
 def test_non_finite_numbers_are_rejected(tmp_path, clean_env):

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
 
@@ -657,6 +659,171 @@ IMPLEMENTATIONS = {
 }
 
 
+# -- cost terms -------------------------------------------------------------------------------
+#: Parameters of the cost terms until ``catalytic calibrate`` measures them on a GPU
+#: (:func:`measure_terms`). Neither is a measurement. ``launch_s``: a kernel launch
+#: queued behind others costs on the order of microseconds (NVIDIA's CUDA Graphs
+#: documentation gives no single figure). ``pcie_bytes_per_s``: 25 GB/s, about 40% of
+#: the published PCIe Gen5 x16 link rate (64 GB/s each way, H100 PCIe), which copies from
+#: pageable host memory do not reach.
+DEFAULT_TERMS = {"launch_s": 5e-6, "pcie_bytes_per_s": 25e9}
+
+
+def hops_estimate(g, a=None, b=None) -> int:
+    """Hops between flat sites ``a`` and ``b`` of geometry ``g`` when no site is blocked,
+    from below: per axis the displacement (the shorter way round a periodic axis), then
+    the larger of the most steps one axis needs (at most ``max |offset|`` along it per
+    hop) and of the total (at most ``max_k sum |offset_k|`` per hop). Exact for von
+    Neumann and Moore stencils on an unblocked lattice; blocked sites only add hops.
+    Without ``a``, ``b``: the lattice's diameter the same way (the farthest a BFS level
+    count can be from its source, were nothing blocked).
+
+    Examples
+    --------
+    >>> from catalytic.geometry import Geometry
+    >>> hops_estimate(Geometry((64, 64)))
+    126
+    >>> hops_estimate(Geometry((64, 64), periodic=True, stencil="moore"))
+    32
+    >>> hops_estimate(Geometry((4, 5)), 0, 19)
+    7
+    """
+    shape = np.asarray(g.shape, dtype=np.int64)
+    per = np.asarray(g.periodic_arr, dtype=bool)
+    if a is None:
+        delta = np.where(per, shape // 2, shape - 1)
+    else:
+        ca = np.array(np.unravel_index(int(a), g.shape))
+        cb = np.array(np.unravel_index(int(b), g.shape))
+        delta = np.abs(ca - cb)
+        delta = np.where(per, np.minimum(delta, shape - delta), delta)
+    offsets = np.abs(np.asarray(g.offsets, dtype=np.int64))
+    if offsets.size == 0:
+        return 0
+    reach = offsets.max(axis=0)
+    moving = reach > 0
+    per_axis = int(np.max(-(-delta[moving] // reach[moving]), initial=0))
+    total = -(-int(delta[moving].sum()) // max(int(offsets.sum(axis=1).max()), 1))
+    return max(per_axis, total)
+
+
+def _not_resident(lat, weights=False) -> int:
+    """Bytes of the lattice's mask (and weights) that a call would copy to the device
+    first: 0 once they are cached there (:func:`resident`)."""
+    g = lat.geometry
+    held = lat._backend_state.get(NAME, {})
+    out = 0 if "open_" in held else int(g.open_flat.nbytes)
+    if weights and g.weights is not None and "weights" not in held:
+        out += 8 * g.n_points
+    return out
+
+
+def _host_bytes(args, kwargs) -> int:
+    """Bytes of the NumPy arrays among the arguments (copied to the device)."""
+    return sum(a.nbytes for a in list(args) + list(kwargs.values())
+               if isinstance(a, np.ndarray))
+
+
+def _launches_of_labelling(sites) -> int:
+    """Launches of one union-find labelling (:func:`..graph._components_run`)."""
+    return 5 + 2 * max(1, math.ceil(math.log(max(sites, 2), 256)))
+
+
+def _terms_for(op):
+    """``terms(params, *args, **kwargs)`` of ``op`` on this backend, or None: the
+    kernel launches a call queues (a BFS or a relaxation: one per level or sweep, about
+    the hops estimate) and the bytes it moves over PCIe (lattice arrays not yet on the
+    device, NumPy inputs, results copied back), at ``launch_s`` and
+    ``pcie_bytes_per_s`` (``params`` from calibration, else :data:`DEFAULT_TERMS`)."""
+    def lattice_terms(launches, back_per_site, weights=False):
+        def terms(params, lat, *args, **kwargs):
+            p = {**DEFAULT_TERMS, **params}
+            n = lat.geometry.n_points
+            moved = (_not_resident(lat, weights) + _host_bytes(args, kwargs)
+                     + back_per_site * n)
+            return {"launches": launches(lat, *args, **kwargs) * p["launch_s"],
+                    "PCIe": moved / p["pcie_bytes_per_s"]}
+        return terms
+
+    def arrays_terms(params, *args, **kwargs):
+        p = {**DEFAULT_TERMS, **params}
+        values = list(args) + list(kwargs.values())
+        host = _host_bytes(args, kwargs)
+        if any(O.on_device(a) for a in values):
+            return {"PCIe": host / p["pcie_bytes_per_s"]}  # the result stays there
+        return {"PCIe": 2 * host / p["pcie_bytes_per_s"]}  # in, and a result as large back
+
+    def levels(lat, *args, **kwargs):
+        return hops_estimate(lat.geometry) + 1
+
+    def path_levels(lat, start, end, *args, **kwargs):
+        return hops_estimate(lat.geometry, start, end) + 1
+
+    def labelling(lat, *args, **kwargs):
+        return _launches_of_labelling(lat.geometry.n_points)
+
+    def stack_labelling(lat, stack, *args, **kwargs):
+        return _launches_of_labelling(stack.size)
+
+    def closeness_levels(lat, *, method="degree", k=None, seed=None):
+        return levels(lat) if method == "closeness" else 1
+
+    def one(lat, *args, **kwargs):
+        return 1
+
+    def steps(lat, field, *, steps=1, alpha=0.1):
+        return steps
+
+    table = {
+        "distance_field": lattice_terms(levels, 8, weights=True),
+        "shortest_path": lattice_terms(path_levels, 8, weights=True),
+        "connected_components": lattice_terms(labelling, 4),
+        "percolates": lattice_terms(labelling, 4),
+        "spanning_clusters": lattice_terms(labelling, 4),
+        "degree": lattice_terms(one, 8),
+        "centrality": lattice_terms(closeness_levels, 8),
+        "laplacian": lattice_terms(one, 8),
+        "diffuse": lattice_terms(steps, 8),
+        "batched.distance_field": lattice_terms(levels, 0),
+        "batched.laplacian": lattice_terms(one, 0),
+        "batched.xor_transform": lattice_terms(one, 0),
+    }
+    for twin in C.stack_twins(_label_stack):
+        table[twin] = lattice_terms(stack_labelling, 0)
+    for name in ("xor_transform", "normalize", "scale", "reduce", "elementwise", "matmul"):
+        table[name] = arrays_terms
+    return table.get(op)
+
+
+def measure_terms(*, launches=1000, nbytes=1 << 28, repeat=3) -> dict:
+    """The cost-term parameters on this device, for ``catalytic calibrate``:
+    ``launch_s``, the seconds per kernel launch queued back to back (a one-thread
+    kernel ``launches`` times, then one synchronisation), and ``pcie_bytes_per_s``, the
+    rate of a copy of ``nbytes`` from pageable host memory to the device and back. Best
+    of ``repeat``."""
+    cuda = _cuda()
+    g = _graph()
+    one = cuda.device_array(1, dtype=np.int64)
+    host = np.ones(max(nbytes // 8, 1), dtype=np.float64)
+    dev = cuda.device_array_like(host)
+    g._fill[1, 1](one, np.int64(0))  # compile and warm up
+    dev.copy_to_device(host)
+    cuda.synchronize()
+    best_launch = best_copy = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(launches):
+            g._fill[1, 1](one, np.int64(0))
+        cuda.synchronize()
+        best_launch = min(best_launch, (time.perf_counter() - t0) / launches)
+        t0 = time.perf_counter()
+        dev.copy_to_device(host)
+        dev.copy_to_host(host)
+        cuda.synchronize()
+        best_copy = min(best_copy, time.perf_counter() - t0)
+    return {"launch_s": best_launch, "pcie_bytes_per_s": 2 * host.nbytes / best_copy}
+
+
 @hookimpl
 def catalytic_add_backends(registry):
     registry.add_backend(NAME, available=_available, device="gpu",
@@ -668,4 +835,5 @@ def catalytic_add_operations(registry):
     cost = SIMULATOR_COST if simulator_active() else GPU_DEFAULT_COST
     for op, (func, need, check) in IMPLEMENTATIONS.items():
         run, supports = _implementation(func, need, check)
-        registry.add_implementation(op, NAME, run, supports=supports, cost=cost)
+        registry.add_implementation(op, NAME, run, supports=supports, cost=cost,
+                                    terms=_terms_for(op))

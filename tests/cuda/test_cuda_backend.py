@@ -426,3 +426,75 @@ def test_gpu_benchmark_script_runs_end_to_end_in_the_simulator(capsys, tmp_path)
     assert "closed form ok" in out and "router agreement" in out
     assert "not GPU measurements" in out
     assert not list(tmp_path.iterdir())
+
+
+# -- cost terms: levels and PCIe -------------------------------------------------------------
+@pytest.mark.parametrize("shape, periodic, stencil", [
+    ((64, 64), False, "von_neumann"), ((9, 12, 7), (True, False, True), "von_neumann"),
+    ((10, 13), False, "moore"), ((8, 9, 5), True, "moore"), ((40,), True, "von_neumann"),
+])
+def test_hops_estimate_is_the_unblocked_bfs(shape, periodic, stencil):
+    """On an unblocked lattice the estimate is the BFS's own count: the diameter (the
+    farthest site from a corner, and on a torus from anywhere) and every pair's hops."""
+    from catalytic.kernels.cpu import graph
+
+    L = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil)
+    g = L.geometry
+    far = graph.bfs_distance(*g.kernel_args(), [0])
+    assert cb.hops_estimate(g) == far.max()
+    for b in np.random.default_rng(1).choice(g.n_points, 5):
+        assert cb.hops_estimate(g, 0, int(b)) == far[b]
+    # blocked sites only lengthen the paths: still a lower bound
+    mask = np.random.default_rng(2).random(shape) < 0.7
+    mask.reshape(-1)[0] = True
+    M = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil, mask=mask)
+    dist = graph.bfs_distance(*M.geometry.kernel_args(), [0])
+    for b in np.flatnonzero(dist > 0)[:20]:
+        assert cb.hops_estimate(M.geometry, 0, int(b)) <= dist[b]
+
+
+def test_gpu_prediction_counts_the_levels_of_a_small_search():
+    """The review's case: uncalibrated, a 64x64 distance field was predicted at 0.1 ms on
+    the GPU, while its 127 levels are 127 launches. The levels term now prices them."""
+    L = cat.Lattice(shape=(64, 64))
+    terms = cb._terms_for("distance_field")({}, L, np.array([0]))
+    assert terms["launches"] == pytest.approx(127 * cb.DEFAULT_TERMS["launch_s"])
+    # the int64 distances back, and the sources array over
+    assert terms["PCIe"] == pytest.approx((8 * 4096 + 8) / cb.DEFAULT_TERMS["pcie_bytes_per_s"])
+    work = cat.get_engine().registry.operation("distance_field").work(L, 0)
+    gpu = cb.GPU_DEFAULT_COST[0] + work / cb.GPU_DEFAULT_COST[1] + sum(terms.values())
+    assert gpu > 0.7e-3
+    # calibrated parameters replace the defaults
+    fast = cb._terms_for("distance_field")({"launch_s": 1e-6, "pcie_bytes_per_s": 1e12},
+                                           L, np.array([0]))
+    assert fast["launches"] == pytest.approx(127e-6)
+    # a search to a near site queues only its own levels
+    near = cb._terms_for("shortest_path")({}, L, 0, 65)
+    assert near["launches"] == pytest.approx(3 * cb.DEFAULT_TERMS["launch_s"])
+
+
+def test_pcie_term_counts_what_is_not_on_the_device():
+    mask = np.ones((32, 32), bool)
+    mask[3, 4] = False
+    L = cat.Lattice(shape=(32, 32), mask=mask, weights=np.ones((32, 32)))
+    rate = cb.DEFAULT_TERMS["pcie_bytes_per_s"]
+    before = cb._terms_for("distance_field")({}, L, np.array([0]))["PCIe"]
+    # mask, weights and the sources over, the result back
+    assert before == pytest.approx((1024 + 8 * 1024 + 8 + 8 * 1024) / rate)
+    L._backend_state["cuda"] = {"open_": object(), "weights": object()}  # as if resident
+    try:
+        after = cb._terms_for("distance_field")({}, L, np.array([0]))["PCIe"]
+    finally:
+        L._backend_state.pop("cuda")
+    assert after == pytest.approx((8 + 8 * 1024) / rate)
+    x = np.ones(1000)
+    assert cb._terms_for("reduce")({}, x, "sum")["PCIe"] == pytest.approx(2 * 8000 / rate)
+
+
+@sim
+def test_measured_terms_are_positive_rates():
+    """The wiring of ``catalytic calibrate``'s GPU measurement (under the simulator the
+    figures mean nothing; on a GPU they are the calibration)."""
+    got = cb.measure_terms(launches=3, nbytes=4096, repeat=1)
+    assert set(got) == {"launch_s", "pcie_bytes_per_s"}
+    assert all(v > 0 and np.isfinite(v) for v in got.values())
