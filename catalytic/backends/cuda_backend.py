@@ -280,9 +280,12 @@ def synchronize() -> None:
 
 
 def cleanup() -> None:
-    """Drop every cached device copy (after a GPU failure)."""
+    """Drop every cached device copy (after a GPU failure), the kernels' cached lattice
+    tables included."""
     for lat in _resident_lattices():
         release(lat)
+    with contextlib.suppress(ImportError):
+        _graph().clear_tables()
 
 
 def cached_bytes(exclude=None) -> int:
@@ -432,8 +435,10 @@ def distance_field(lat, sources):
 
 
 def shortest_path(lat, start, end):
+    g = lat.geometry
     w = resident(lat).get("weights")
-    return C.path_result(lat.geometry, _graph().shortest_path(*_args(lat), start, end, w))
+    host = (g.open_flat, None if g.weights is None else g.weights.reshape(-1))
+    return C.path_result(g, _graph().shortest_path(*_args(lat), start, end, w, host=host))
 
 
 def _no_zero_weights(lat, *args, **kwargs):
@@ -489,7 +494,9 @@ def degree(lat):
 def centrality(lat, *, method="degree", k=None, seed=None):
     if method == "degree":
         return C.finish_centrality(lat.geometry, degree(lat), degree=True)
-    return C.finish_centrality(lat.geometry, to_host(_graph().closeness(*_args(lat), None)), degree=False)
+    return C.finish_centrality(
+        lat.geometry, _graph().closeness(*_args(lat), None, open_host=lat.geometry.open_flat),
+        degree=False)
 
 
 def _centrality_supported(lat, *, method="degree", k=None, seed=None):

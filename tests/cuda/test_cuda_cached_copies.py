@@ -64,3 +64,36 @@ def test_the_cached_mask_and_weights_cannot_fall_out_of_step():
             a.reshape(-1)[src] = 0
     np.testing.assert_array_equal(L.distance_field(src, backend="cuda"), first)
     np.testing.assert_allclose(first, L.distance_field(src, backend="numpy"), rtol=1e-12)
+
+
+@sim
+def test_graph_calls_reuse_tables_and_bring_back_only_results():
+    """After a first call, a weighted path search copies over only its source and its
+    sweep flag (the lattice tables, mask and weights are on the device already) and
+    copies back only the costs and the flag readings, not the weights and mask it walks
+    on (the host has those); closeness copies back no mask either."""
+    rng = np.random.default_rng(3)
+    L = cat.Lattice(shape=(7, 9), mask=rng.random((7, 9)) > 0.2,
+                    weights=rng.random((7, 9)) + 0.1)
+    n = L.geometry.n_points
+    sites = np.flatnonzero(L.geometry.open_flat)
+    s, e = int(sites[0]), int(sites[-1])
+    want = L.find_shortest_path(s, e, backend="numpy")
+    L.find_shortest_path(s, e, backend="cuda")  # caches the tables, mask and weights
+    cb.reset_transfer_stats()
+    got = L.find_shortest_path(s, e, backend="cuda")
+    t = cb.transfer_stats()
+    assert t["h2d_bytes"] == 8 + 8  # the source, the flag
+    extra = t["d2h_bytes"] - 8 * n  # past the costs: 8 bytes per flag reading
+    assert extra % 8 == 0 and 0 < extra < 8 * 16, t
+    np.testing.assert_array_equal(got.path, want.path)
+    L.calculate_centrality("closeness", backend="cuda")
+    cb.reset_transfer_stats()
+    L.calculate_centrality("closeness", backend="cuda")
+    assert cb.transfer_stats()["d2h_bytes"] < L.geometry.open_flat.nbytes + 64 * 16
+    # after a GPU failure the cached tables go with the lattices' copies
+    from catalytic.kernels.cuda import graph
+
+    assert graph._table_cache
+    cb.cleanup()
+    assert not graph._table_cache

@@ -2,10 +2,12 @@
 
 Every host function takes the lattice as the CPU twin does, ``(shape, periodic, offsets,
 open_, dedupe, ...)`` with the conventions of ``kernels/cpu/_lattice.py``, copies the
-small tables (shape, strides, periodic, offsets) to the device itself, and accepts
-``open_`` and ``weights`` either as NumPy arrays or as Numba device arrays (the caller
-caches device copies of those). Functions documented as returning a device array leave
-the result on the GPU; ``.copy_to_host()`` brings it back.
+small tables (shape, strides, periodic, offsets) to the device itself, once per geometry
+(:func:`_tables` keeps them), and accepts ``open_`` and ``weights`` either as NumPy
+arrays or as Numba device arrays (the caller caches device copies of those, and passes
+the host arrays too where a function reads them on the host, so nothing the host has is
+copied back). Functions documented as returning a device array leave the result on the
+GPU; ``.copy_to_host()`` brings it back.
 
 Kernels
 -------
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -388,19 +392,51 @@ class _Tables(NamedTuple):
     d_noffsets: object  # the stencil negated: in-neighbours
 
 
+#: device copies of the small lattice tables, by geometry and CUDA context: most recent
+#: last, at most TABLES_CACHED of them (a few hundred bytes each)
+_table_cache: "OrderedDict[tuple, _Tables]" = OrderedDict()
+_table_lock = threading.Lock()
+TABLES_CACHED = 64
+
+
 def _tables(shape, periodic, offsets, stream) -> _Tables:
+    """The lattice tables on the host and the device. The device copies are made once
+    per geometry and CUDA context, synchronously (so any stream may use them at once),
+    and reused by later calls: no allocation or copy per call. ``stream`` is accepted
+    for the callers' symmetry."""
     shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    key = (shape.tobytes(), periodic.tobytes(), offsets.tobytes(), _context_key())
+    with _table_lock:
+        hit = _table_cache.get(key)
+        if hit is not None:
+            _table_cache.move_to_end(key)
+            return hit
     strides = c_strides(shape)
     n = int(np.prod(shape, dtype=object))
+    dev = _transfer.to_device
+    t = _Tables(n, shape, strides, periodic, offsets, dev(shape), dev(strides),
+                dev(periodic), dev(offsets), dev(np.ascontiguousarray(-offsets)))
+    with _table_lock:
+        _table_cache[key] = t
+        while len(_table_cache) > TABLES_CACHED:
+            _table_cache.popitem(last=False)
+    return t
 
-    def dev(a):
-        return _transfer.to_device(a, stream=stream)
 
-    return _Tables(n, shape, strides, periodic, offsets, dev(shape), dev(strides),
-                   dev(periodic), dev(offsets), dev(np.ascontiguousarray(-offsets)))
+def _context_key():
+    """Which CUDA context device copies belong to (the simulator has one)."""
+    if _SIMULATOR:
+        return 0
+    return cuda.current_context().handle.value
+
+
+def clear_tables() -> None:
+    """Forget the cached device tables (after a CUDA failure, with the context)."""
+    with _table_lock:
+        _table_cache.clear()
 
 
 def _is_device(a) -> bool:
@@ -632,7 +668,7 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
 
 
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
-                  stream=0) -> np.ndarray:
+                  stream=0, host=None) -> np.ndarray:
     """One shortest path from ``start`` to ``end``, the same one the CPU twin returns.
 
     Parameters
@@ -644,6 +680,10 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     weights : ndarray or device array of float64, (n,), optional
         Cost of entering each site; hop counts when None.
     stream : numba.cuda stream, optional
+    host : tuple of ndarray, optional
+        ``(open_, weights)`` on the host when the caller has them beside device copies
+        passed as ``open_`` and ``weights``: the weighted walk back reads these instead
+        of copying the device arrays back.
 
     Returns
     -------
@@ -693,8 +733,8 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     pd = _read(_relax_run(t, d_open, d_w, [start], stream), stream)
     if not np.isfinite(pd[end]):
         return np.empty(0, dtype=np.int64)
-    w = _host(d_w, np.float64)
-    open_h = _host(open_, np.uint8)
+    w = _host(weights if host is None else host[1], np.float64)
+    open_h = _host(open_ if host is None else host[0], np.uint8)
     pw = w.copy() if open_h.shape[0] == 0 else np.where(open_h != 0, w, -2.0)
     n_open = t.n if open_h.shape[0] == 0 else int(np.count_nonzero(open_h))
     mark = np.zeros(t.n, dtype=np.uint8)
@@ -823,7 +863,7 @@ def _closeness_batch(n: int, n_src: int) -> int:
 
 
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=None,
-              stream=0) -> np.ndarray:
+              stream=0, open_host=None) -> np.ndarray:
     """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``).
 
     Parameters
@@ -836,6 +876,9 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
         Sources searched at once; by default as many as fit in half the free device
         memory (64 under the simulator).
     stream : numba.cuda stream, optional
+    open_host : ndarray of uint8, optional
+        ``open_`` on the host when the caller passes a device copy as ``open_`` and has
+        the host array too (read instead of copying the mask back).
 
     Returns
     -------
@@ -872,7 +915,7 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     """
     t = _tables(shape, periodic, offsets, stream)
     n = t.n
-    open_h = _host(open_, np.uint8)
+    open_h = _host(open_ if open_host is None else open_host, np.uint8)
     if sources is None:
         src = np.flatnonzero(open_h) if open_h.shape[0] else np.arange(n)
     else:
