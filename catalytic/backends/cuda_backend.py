@@ -644,7 +644,7 @@ IMPLEMENTATIONS = {
     "percolates": (percolates, _sites(24), None),
     "spanning_clusters": (spanning_clusters, _sites(24), None),
     "degree": (degree, _sites(16), None),
-    "centrality": (centrality, _sites(16), _centrality_supported),
+    "centrality": (centrality, _sites(25), _centrality_supported),  # 3 uint64 words + mask
     "laplacian": (laplacian, _sites(24), None),
     "diffuse": (diffuse, _sites(32), None),
     "xor_transform": (xor_transform, _arrays_need(), _xor_supported),

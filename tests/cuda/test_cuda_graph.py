@@ -316,6 +316,33 @@ def test_property_bfs_components_degree_agree_with_cpu(lat, data):
     np.testing.assert_array_equal(g.degree(*lat), cpu.degree(*lat))
 
 
+@settings(max_examples=60, deadline=None)
+@given(lat=small_lattices(), reach=st.integers(1, 3), data=st.data())
+def test_fast_neighbour_path_is_the_general_one(lat, reach, data):
+    """For every site inside ``_fast``'s range on every axis, one addition of the flat
+    offset gives what the general decoding gives (on the host: the device functions are
+    the same arithmetic), for stencils of reach up to 3, offsets that never land too."""
+    from catalytic.kernels.cpu._lattice import c_strides, neighbor
+
+    shape, periodic = lat[0], lat[1]
+    d = shape.shape[0]
+    offs = np.array(data.draw(st.lists(st.lists(st.integers(-reach, reach), min_size=d,
+                                                max_size=d), min_size=1, max_size=5)),
+                    dtype=np.int64)
+    strides = c_strides(shape)
+    foff, lo, hi = _graph()._fast(shape, strides, offs)
+    none = np.zeros(0, np.uint8)
+    for i in range(int(np.prod(shape))):
+        c = np.array(np.unravel_index(i, tuple(shape)))
+        if ((c >= lo) & (c < hi)).all():
+            for k in range(offs.shape[0]):
+                assert i + foff[k] == neighbor(i, k, shape, strides, periodic, offs, none)
+    # on an axis the stencil moves along by at most 1, only its first and last
+    # coordinates are outside
+    step1 = np.abs(offs).max(axis=0) <= 1
+    assert (lo[step1] <= 1).all() and (hi[step1] >= shape[step1] - 1).all()
+
+
 @sim
 def test_closeness_all_sources_default_batch():
     g = _graph()
@@ -467,28 +494,20 @@ def test_degree_of_a_stencil_past_the_old_buffer_size(dedupe):
     np.testing.assert_array_equal(g.degree(*lat), cpu.degree(*lat))
 
 
-@pytest.mark.simulator_only
-def test_closeness_batch_is_capped_under_the_simulator():
+@sim
+def test_closeness_bit_passes_and_repeated_sources():
+    """More sources than a word has bits (two passes of 64 and a remainder), a source
+    named twice, and a batch outside 1..64 refused."""
     g = _graph()
-    assert g._closeness_batch(1000, 500) == g.SIM_BATCH
-    assert g._closeness_batch(1000, 3) == 3
-
-
-def test_closeness_batch_follows_free_memory(monkeypatch):
-    """Batches are sized from the device-memory monitor's reading (the one source of
-    free-memory figures)."""
-    from catalytic.memory import get_monitor
-
-    g = _graph()
-    free = {"bytes": 4000 * 10 + 640}
-    mon = get_monitor()
-    monkeypatch.setattr(mon, "_provider", lambda: (free["bytes"], 10**12))
-    monkeypatch.setattr(mon, "_device", "test device")
-    # half of the free memory, (4 n + 64) bytes per source row
-    assert g._closeness_batch(n=10, n_src=1000) == int(0.5 * (40000 + 640) // 104)
-    assert g._closeness_batch(n=10, n_src=5) == 5
-    free["bytes"] = 10
-    assert g._closeness_batch(n=10, n_src=5) == 1
+    lat = CASES[3].values[0]  # 143 sites, Moore: few levels
+    src = _pick(lat, 70, 70)
+    assert src.shape[0] == 70
+    src = np.concatenate([src, src[:3]])
+    np.testing.assert_allclose(g.closeness(*lat, src), cpu.closeness(*lat, src), rtol=0,
+                               atol=1e-12)
+    for bad in (0, 65):
+        with pytest.raises(ValueError, match="1 to 64"):
+            g.closeness(*lat, src, batch=bad)
 
 
 # ---------------------------------------------------------------------------------------
@@ -501,16 +520,17 @@ def _ptx_cases():
 
     i64, u8, f64, o = T.int64[::1], T.uint8[::1], T.float64[::1], T.int64[:, ::1]
     geo = (i64, i64, u8, o)  # shape, strides, periodic, offsets
+    fast = (i64, i64, i64)  # foff, lo, hi
     return {
         "_fill[int64]": ("_fill", (i64, T.int64)),
         "_fill[float64]": ("_fill", (f64, T.float64)),
         "_scatter[int64]": ("_scatter", (i64, i64, T.int64)),
         "_scatter[float64]": ("_scatter", (f64, i64, T.float64)),
         "_bfs_level": ("_bfs_level",
-                       geo + (u8, i64, i64, i64, i64, T.int64, T.int64)),
-        "_relax_pull": ("_relax_pull", geo + (u8, f64, f64, i64, T.int64)),
+                       geo + fast + (u8, i64, i64, i64, i64, T.int64, T.int64)),
+        "_relax_pull": ("_relax_pull", geo + fast + (u8, f64, f64, i64, T.int64)),
         "_uf_init": ("_uf_init", (T.int64[:, ::1], T.uint8[:, ::1])),
-        "_uf_union": ("_uf_union", geo + (T.uint8[:, ::1], T.int64[:, ::1])),
+        "_uf_union": ("_uf_union", geo + fast + (T.uint8[:, ::1], T.int64[:, ::1])),
         "_uf_roots[int32]": ("_uf_roots", (T.int64[:, ::1], T.int32[::1])),
         "_uf_roots[int64]": ("_uf_roots", (T.int64[:, ::1], i64)),
         "_uf_number[int32]": ("_uf_number", (T.int64[:, ::1], T.int32[::1],
@@ -519,12 +539,14 @@ def _ptx_cases():
         "_scan_blocks[int64]": ("_scan_blocks", (i64, i64)),
         "_scan_add[int32]": ("_scan_add", (T.int32[::1], T.int32[::1])),
         "_degree": ("_degree", geo + (u8, T.boolean, i64)),
-        "_multi_init": ("_multi_init", (T.int32[:, ::1], u8, i64)),
-        "_multi_level": ("_multi_level",
-                         geo + (u8, T.int32[:, ::1], T.int64, T.int64, i64, i64, i64)),
+        "_fill[uint64]": ("_fill", (T.uint64[::1], T.uint64)),
+        "_bits_start": ("_bits_start", (T.uint64[::1], T.uint64[::1], i64)),
+        "_bits_level": ("_bits_level",
+                        geo + fast + (u8, T.uint64[::1], T.uint64[::1], T.uint64[::1],
+                                      T.int64, i64, i64, i64)),
         "_batched_init": ("_batched_init", (T.int64[:, ::1], i64)),
         "_batched_level": ("_batched_level",
-                           geo + (T.uint8[:, ::1], T.int64[:, ::1], T.int64, i64)),
+                           geo + fast + (T.uint8[:, ::1], T.int64[:, ::1], T.int64, i64)),
     }
 
 
@@ -540,5 +562,6 @@ def test_kernel_compiles_to_sm90_ptx(compile_ptx, case):
     assert ".entry" in text
     if name in ("_bfs_level", "_uf_union"):
         assert "atom.global.cas" in text  # the claim, the link: a compare-and-swap
-    if name == "_multi_level":
-        assert "atom.global.add" in text
+    if name == "_bits_level":
+        assert "atom.global.add" in text and "atom.shared.add" in text
+        assert "popc.b64" in text

@@ -8,6 +8,12 @@ buffer sized for the largest stencil would be a ``cuda.local.array`` of fixed si
 the driver reserves for every thread that can be resident (hundreds of MB on an H100).
 The kernels instead ask :func:`is_first` of each neighbour, recomputing the earlier
 ones: the same set, in the same (stencil) order, with no local memory.
+
+``neighbor`` decodes the site's coordinates for every offset (d divisions each). The
+hot kernels decode them once per site instead (:func:`inside`): a site whose every
+coordinate keeps the whole stencil on the lattice, without wrapping, reaches its k-th
+neighbour at ``i + foff[k]`` (:func:`step`), and only the sites near an edge or seam
+take the general path.
 """
 
 from __future__ import annotations
@@ -32,3 +38,29 @@ def is_first(i, k, j, shape, strides, periodic, offsets, open_):
         if neighbor(i, q, shape, strides, periodic, offsets, open_) == j:
             return False
     return True
+
+
+@cuda.jit(device=True)
+def inside(i, strides, lo, hi):
+    """True when every coordinate ``c_a`` of site ``i`` lies in ``[lo[a], hi[a])``, the
+    range from which every offset of a stencil stays on the lattice without wrapping
+    (see ``kernels.cuda.graph._fast``). d divisions, once per site."""
+    rem = i
+    for a in range(strides.shape[0]):
+        c = rem // strides[a]
+        rem -= c * strides[a]
+        if c < lo[a] or c >= hi[a]:
+            return False
+    return True
+
+
+@cuda.jit(device=True)
+def step(i, k, fast, foff, shape, strides, periodic, offsets, open_):
+    """:func:`neighbor`, by one addition of the flat offset ``foff[k]`` when ``fast``
+    (site ``i`` is :func:`inside`): the same site or -1."""
+    if fast:
+        j = i + foff[k]
+        if open_.shape[0] != 0 and open_[j] == 0:
+            return -1
+        return j
+    return neighbor(i, k, shape, strides, periodic, offsets, open_)

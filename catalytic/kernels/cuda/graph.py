@@ -20,8 +20,11 @@ and the ``cuda.atomic`` functions, so they run unchanged under the CUDA simulato
 
 Every neighbour is computed by the device :func:`~catalytic.kernels.cuda._lattice.neighbor`,
 compiled from the same source as the CPU one, so the neighbour *set* is the same on both
-backends. Distances follow out-neighbours; kernels that *pull* values (relaxation,
-the level scans) read over in-neighbours, i.e. the negated stencil.
+backends; the BFS, relaxation, union and level kernels decode a site's coordinates once
+and, away from edges and seams, add flat offsets instead (:func:`_fast`,
+:func:`~catalytic.kernels.cuda._lattice.step`: d divisions per site instead of k d).
+Distances follow out-neighbours; kernels that *pull* values (relaxation, the level
+scans) read over in-neighbours, i.e. the negated stencil.
 
 Iterative kernels report progress through the device: the BFS levels keep the frontier
 lengths there (:func:`_bfs_level`), the sweeps a one-element ``flag`` array that the
@@ -44,11 +47,11 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, int64
+from numba import cuda, int64, uint64
 
 from catalytic.kernels.cpu._lattice import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda._lattice import is_first, neighbor
+from catalytic.kernels.cuda._lattice import inside, is_first, neighbor, step
 
 __all__ = [
     "THREADS",
@@ -67,10 +70,8 @@ THREADS = 256
 #: most kernel launches the level and sweep loops make between two host reads
 LAUNCHES_PER_CHECK = 32
 _SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
-#: sources per closeness batch when the device cannot report its free memory (simulator)
-SIM_BATCH = 64
-#: share of the free device memory a closeness batch may take
-BATCH_MEMORY_SHARE = 0.5
+#: sources of one bit-parallel closeness pass: the bits of a word
+BITS = 64
 
 
 # ---------------------------------------------------------------------------------------
@@ -95,7 +96,8 @@ def _scatter(a, idx, val):
 
 
 @cuda.jit
-def _bfs_level(shape, strides, periodic, offsets, open_, dist, cur, nxt, cnt, dn, stop):
+def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, dist, cur, nxt, cnt, dn,
+               stop):
     """BFS level ``dn`` with the frontier's length kept on the device, so the host can
     launch many levels before it reads anything back.
 
@@ -106,7 +108,8 @@ def _bfs_level(shape, strides, periodic, offsets, open_, dist, cur, nxt, cnt, dn
     ``cnt[(dn + 1) % 3]``, the length the previous level read (launches on one stream
     run in order, so that level is over). With ``stop >= 0`` a level that starts after
     the one that reached ``stop`` does nothing, and the lengths fall to 0; the level that
-    reaches it completes. Each site is claimed once, so ``nxt`` needs at most n entries."""
+    reaches it completes. Each site is claimed once, so ``nxt`` needs at most n entries.
+    ``foff``, ``lo``, ``hi``: the fast neighbour path (:func:`_fast`)."""
     i = cuda.grid(1)
     if i == 0:
         cnt[(dn + 1) % 3] = 0
@@ -118,15 +121,17 @@ def _bfs_level(shape, strides, periodic, offsets, open_, dist, cur, nxt, cnt, dn
     slot = dn % 3
     for h in range(i, m, cuda.gridsize(1)):
         p = cur[h]
+        fast = inside(p, strides, lo, hi)
         for k in range(offsets.shape[0]):
-            q = neighbor(p, k, shape, strides, periodic, offsets, open_)
+            q = step(p, k, fast, foff, shape, strides, periodic, offsets, open_)
             if q >= 0 and dist[q] == -1:
                 if cuda.atomic.cas(dist, q, -1, dn) == -1:
                     nxt[cuda.atomic.add(cnt, slot, 1)] = q
 
 
 @cuda.jit
-def _relax_pull(shape, strides, periodic, noffsets, open_, weights, dist, flag, it):
+def _relax_pull(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, weights, dist, flag,
+                it):
     """One Bellman-Ford sweep, pulling over in-neighbours (``noffsets`` is the negated
     stencil): ``dist[v] = min(dist[v], min_u dist[u] + weights[v])`` for open ``v``.
     Values only decrease and each is the cost of some walk, so sweeps may read values
@@ -137,8 +142,9 @@ def _relax_pull(shape, strides, periodic, noffsets, open_, weights, dist, flag, 
             dv = dist[v]
             wv = weights[v]
             best = dv
+            fast = inside(v, strides, lo, hi)
             for k in range(noffsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, noffsets, open_)
+                u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
                 if u >= 0:
                     c = dist[u] + wv
                     if c < best:
@@ -180,7 +186,7 @@ def _link(label, a, b):
 
 
 @cuda.jit
-def _uf_union(shape, strides, periodic, half, open_stack, label):
+def _uf_union(shape, strides, periodic, half, hfoff, lo, hi, open_stack, label):
     """Link every open site with its neighbour along each offset of ``half`` (one offset
     of each {o, -o} pair: the relation is undirected), over a stack of lattices (one
     lattice is a stack of 1), one thread per (lattice, site) pair: lattice ``b`` links
@@ -193,8 +199,9 @@ def _uf_union(shape, strides, periodic, half, open_stack, label):
         lab = label[b]
         if lab[v] >= 0:
             row = open_stack[b]
+            fast = inside(v, strides, lo, hi)
             for k in range(half.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, half, row)
+                u = step(v, k, fast, hfoff, shape, strides, periodic, half, row)
                 if u >= 0 and u != v:
                     _link(lab, v, u)
 
@@ -284,44 +291,56 @@ def _degree(shape, strides, periodic, offsets, open_, dedupe, deg):
 
 
 @cuda.jit
-def _multi_init(dist, open_, src):
-    """Row ``s < len(src)`` of ``dist`` (S, n): 0 at ``src[s]``, -1 at the other open
-    sites, -2 at blocked ones (never claimed by :func:`_multi_level`)."""
-    t = cuda.grid(1)
-    n = dist.shape[1]
-    if t < src.shape[0] * n:
-        s = t // n
-        v = t - s * n
-        if v == src[s]:
-            dist[s, v] = 0
-        elif open_.shape[0] != 0 and open_[v] == 0:
-            dist[s, v] = -2
-        else:
-            dist[s, v] = -1
+def _bits_start(seen, front, src):
+    """Source ``s`` of a pass is bit ``s`` of the words of its site: ``seen`` and
+    ``front`` (zeroed) get it. The sources are distinct sites, one thread each."""
+    s = cuda.grid(1)
+    if s < src.shape[0]:
+        bit = uint64(1) << uint64(s)
+        seen[src[s]] = bit
+        front[src[s]] = bit
 
 
 @cuda.jit
-def _multi_level(shape, strides, periodic, noffsets, open_, dist, ns, level, reach, tot,
-                 flag):
-    """One BFS level for ``ns`` sources at once, one thread per (source, site) pair:
-    an unvisited site with an in-neighbour at distance ``level`` gets ``level + 1`` and
-    adds itself to its source's ``reach`` count and ``tot`` distance sum. Only entries
-    equal to -1 change, so the values compared with ``level`` are stable during the
-    launch. Writes ``level + 1`` to ``flag[0]`` when any site was reached."""
-    t = cuda.grid(1)
-    n = dist.shape[1]
-    if t < ns * n:
-        s = t // n
-        v = t - s * n
-        if dist[s, v] == -1:
+def _bits_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, seen, front, nxt,
+                level, reach, tot, flag):
+    """One BFS level for up to 64 sources at once, one thread per site: bit ``s`` of a
+    site's word is source ``s``. A site's new bits are those of its in-neighbours'
+    frontier words that it has not seen; they become its word of the next frontier
+    (``nxt``, written for every site) and join ``seen``. Each new bit adds one site at
+    distance ``level + 1`` to its source: counted per block in shared memory, then
+    ``reach[s]`` and ``tot[s]`` take one atomic add per block and source. Writes
+    ``level + 1`` to ``flag[0]`` when any site was reached. Only thread v writes
+    ``seen[v]`` and ``nxt[v]``, and ``front`` is read-only here, so the launch needs no
+    other ordering."""
+    cnt = cuda.shared.array(64, int64)
+    t = cuda.threadIdx.x
+    if t < 64:
+        cnt[t] = 0
+    cuda.syncthreads()
+    v = cuda.grid(1)
+    if v < seen.shape[0]:
+        new = uint64(0)
+        if open_.shape[0] == 0 or open_[v] != 0:
+            fast = inside(v, strides, lo, hi)
             for k in range(noffsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, noffsets, open_)
-                if u >= 0 and dist[s, u] == level:
-                    dist[s, v] = level + 1
-                    cuda.atomic.add(reach, s, 1)
-                    cuda.atomic.add(tot, s, level + 1)
-                    flag[0] = level + 1
-                    break
+                u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
+                if u >= 0:
+                    new |= front[u]
+            new &= ~seen[v]
+        nxt[v] = new
+        if new != 0:
+            seen[v] |= new
+            flag[0] = level + 1
+            w = new
+            while w != 0:
+                # the lowest set bit's index (cuda.ffs is 32-bit in the simulator)
+                cuda.atomic.add(cnt, cuda.popc(w ^ (w - uint64(1))) - 1, 1)
+                w &= w - uint64(1)
+    cuda.syncthreads()
+    if t < 64 and cnt[t] != 0:
+        cuda.atomic.add(reach, t, cnt[t])
+        cuda.atomic.add(tot, t, cnt[t] * (level + 1))
 
 
 @cuda.jit
@@ -336,7 +355,8 @@ def _batched_init(dist, src):
 
 
 @cuda.jit
-def _batched_level(shape, strides, periodic, noffsets, open_stack, dist, level, flag):
+def _batched_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_stack, dist, level,
+                   flag):
     """One BFS level over a stack of lattices, one thread per (lattice, site) pair:
     an open unvisited site with an in-neighbour at distance ``level`` in its own
     lattice (``open_stack[b]``; a (B, 0) stack means all sites open) gets
@@ -348,8 +368,9 @@ def _batched_level(shape, strides, periodic, noffsets, open_stack, dist, level, 
         v = t - b * n
         row = open_stack[b]
         if dist[b, v] == -1 and (row.shape[0] == 0 or row[v] != 0):
+            fast = inside(v, strides, lo, hi)
             for k in range(noffsets.shape[0]):
-                u = neighbor(v, k, shape, strides, periodic, noffsets, row)
+                u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, row)
                 if u >= 0 and dist[b, u] == level:
                     dist[b, v] = level + 1
                     flag[0] = level + 1
@@ -390,6 +411,23 @@ class _Tables(NamedTuple):
     d_periodic: object
     d_offsets: object
     d_noffsets: object  # the stencil negated: in-neighbours
+    d_fast: tuple  # (foff, lo, hi) of the stencil, for the fast neighbour path
+    d_nfast: tuple  # the same of the negated stencil
+
+
+def _fast(shape, strides, offsets):
+    """``(foff, lo, hi)``: the flat offset of each stencil entry, and per axis the
+    coordinate range ``[lo, hi)`` from which every entry stays on the lattice without
+    wrapping (empty when some entry reaches past the axis). Sites inside it on every
+    axis find their neighbours by one addition (:func:`~._lattice.step`)."""
+    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, shape.shape[0])
+    if offsets.shape[0] == 0:
+        zero = np.zeros(shape.shape[0], dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), zero, zero
+    lo = np.maximum(0, (-offsets).max(axis=0))
+    hi = shape - np.maximum(0, offsets.max(axis=0))
+    return (np.ascontiguousarray(offsets @ strides, dtype=np.int64),
+            lo.astype(np.int64), hi.astype(np.int64))
 
 
 #: device copies of the small lattice tables, by geometry and CUDA context: most recent
@@ -417,8 +455,11 @@ def _tables(shape, periodic, offsets, stream) -> _Tables:
     strides = c_strides(shape)
     n = int(np.prod(shape, dtype=object))
     dev = _transfer.to_device
+    noffsets = np.ascontiguousarray(-offsets)
     t = _Tables(n, shape, strides, periodic, offsets, dev(shape), dev(strides),
-                dev(periodic), dev(offsets), dev(np.ascontiguousarray(-offsets)))
+                dev(periodic), dev(offsets), dev(noffsets),
+                tuple(dev(a) for a in _fast(shape, strides, offsets)),
+                tuple(dev(a) for a in _fast(shape, strides, noffsets)))
     with _table_lock:
         _table_cache[key] = t
         while len(_table_cache) > TABLES_CACHED:
@@ -540,8 +581,8 @@ def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
     for k in _checks():
         for _ in range(k):
             _bfs_level[blocks, THREADS, stream](
-                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, d_open, dist, cur, nxt,
-                cnt, np.int64(dn), np.int64(stop))
+                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open, dist,
+                cur, nxt, cnt, np.int64(dn), np.int64(stop))
             cur, nxt = nxt, cur
             dn += 1
         if _read(cnt, stream)[(dn - 1) % 3] == 0:
@@ -565,7 +606,7 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream):
         for _ in range(k):
             it += 1
             _launch(_relax_pull, n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                    t.d_noffsets, d_open, d_w, dist, flag, np.int64(it))
+                    t.d_noffsets, *t.d_nfast, d_open, d_w, dist, flag, np.int64(it))
         if _read(flag, stream)[0] != it:  # the last sweep changed nothing
             return dist
 
@@ -797,11 +838,13 @@ def _components_run(t: _Tables, d_stack, stream):
     n = t.n
     B = d_stack.shape[0]
     half, _ = _stencil_halves(np.ascontiguousarray(t.offsets).tobytes(), t.shape.shape[0])
-    d_half = _transfer.to_device(np.ascontiguousarray(half, dtype=np.int64), stream=stream)
+    half = np.ascontiguousarray(half, dtype=np.int64)
+    d_half = _transfer.to_device(half, stream=stream)
+    d_hfast = [_transfer.to_device(a, stream=stream) for a in _fast(t.shape, t.strides, half)]
     label = cuda.device_array((B, n), dtype=np.int64, stream=stream)
     _launch(_uf_init, B * n, stream, label, d_stack)
-    _launch(_uf_union, B * n, stream, t.d_shape, t.d_strides, t.d_periodic, d_half, d_stack,
-            label)
+    _launch(_uf_union, B * n, stream, t.d_shape, t.d_strides, t.d_periodic, d_half, *d_hfast,
+            d_stack, label)
     ltype = np.int32 if n < 2**31 else np.int64
     scan = cuda.device_array(B * n, dtype=ltype if B * n < 2**31 else np.int64,
                              stream=stream)
@@ -848,20 +891,6 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
     return _read(deg, stream)
 
 
-def _closeness_batch(n: int, n_src: int) -> int:
-    """Sources per closeness batch: as many (S, n) int32 rows as fit in
-    ``BATCH_MEMORY_SHARE`` of the free device memory, ``SIM_BATCH`` when the device
-    reports no finite free memory (the simulator), at least 1, at most ``n_src``."""
-    from catalytic.memory import get_monitor
-
-    free = get_monitor().free_bytes()  # deferred frees flushed: one reading of the truth
-    if not math.isfinite(free):
-        S = SIM_BATCH
-    else:
-        S = int(BATCH_MEMORY_SHARE * free // (4 * max(n, 1) + 64))
-    return max(1, min(S, n_src))
-
-
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=None,
               stream=0, open_host=None) -> np.ndarray:
     """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``).
@@ -873,8 +902,8 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     sources : array_like of int, optional
         Open sites to compute; all open sites when None.
     batch : int, optional
-        Sources searched at once; by default as many as fit in half the free device
-        memory (64 under the simulator).
+        Sources searched at once, 1 to :data:`BITS` (the default, one bit of a 64-bit
+        word each).
     stream : numba.cuda stream, optional
     open_host : ndarray of uint8, optional
         ``open_`` on the host when the caller passes a device copy as ``open_`` and has
@@ -891,19 +920,21 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     Raises
     ------
     ValueError
-        ``batch`` < 1.
+        ``batch`` not in 1..64.
     IndexError
         A source out of range or blocked.
 
     Notes
     -----
-    S sources at a time share an (S, n) int32 distance array; each BFS level is one
-    launch over all S*n (source, site) pairs, pulling from in-neighbours at the current
-    level, and each newly reached site adds to its source's reach count and distance
-    sum with ``atomic.add``; the host reads the flag after batches of up to
-    :data:`LAUNCHES_PER_CHECK` levels, and the sums once per batch of sources.
-    Every level scans all pairs: O(n k) work per source per level, levels up to the
-    batch's largest eccentricity; 4 bytes per (source, site) pair.
+    Bit-parallel multi-source BFS: up to 64 sources at a time, source s being bit s of
+    a 64-bit word per site (seen, frontier, next frontier: 24 bytes per site whatever
+    the sources). Each level is one launch with one thread per site, which ORs its
+    in-neighbours' frontier words, keeps the bits it has not seen, and counts each new
+    bit for its source (per block in shared memory, then one ``atomic.add`` per block
+    and source into the reach count and distance sum, which are integers: exact). The
+    host reads the flag after batches of up to :data:`LAUNCHES_PER_CHECK` levels, and
+    the sums once per pass. O(n k) work per level for 64 sources at once, levels up to
+    the pass's largest eccentricity. A source named twice is searched once.
 
     Examples
     --------
@@ -926,30 +957,30 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     if src.shape[0] == 0:
         return out
     n_open = int(np.count_nonzero(open_h)) if open_h.shape[0] else n
-    if batch is None:
-        S = _closeness_batch(n, src.shape[0])
-    else:
-        S = int(batch)
-        if S < 1:
-            raise ValueError(f"batch must be at least 1, got {batch}")
-        S = min(S, src.shape[0])
+    S = BITS if batch is None else int(batch)
+    if not 1 <= S <= BITS:
+        raise ValueError(f"batch must be 1 to {BITS} sources, got {batch}")
+    uniq, back = np.unique(src, return_inverse=True)
     d_open = _device(open_, np.uint8, stream)
-    dist = cuda.device_array((S, n), dtype=np.int32, stream=stream)
-    vals = np.empty(src.shape[0], dtype=np.float64)
-    for b0 in range(0, src.shape[0], S):
-        bs = src[b0:b0 + S]
+    seen, front, nxt = (cuda.device_array(n, dtype=np.uint64, stream=stream)
+                        for _ in range(3))
+    vals = np.empty(uniq.shape[0], dtype=np.float64)
+    for b0 in range(0, uniq.shape[0], S):
+        bs = uniq[b0:b0 + S]
         ns = bs.shape[0]
-        d_src = _transfer.to_device(bs, stream=stream)
         reach = _transfer.to_device(np.ones(ns, dtype=np.int64), stream=stream)
         tot = _transfer.to_device(np.zeros(ns, dtype=np.int64), stream=stream)
         flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
-        _launch(_multi_init, ns * n, stream, dist, d_open, d_src)
+        _launch(_fill, n, stream, seen, np.uint64(0))
+        _launch(_fill, n, stream, front, np.uint64(0))
+        _launch(_bits_start, ns, stream, seen, front, _transfer.to_device(bs, stream=stream))
         level = 0
         for k in _checks():
             for _ in range(k):
-                _launch(_multi_level, ns * n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                        t.d_noffsets, d_open, dist, np.int64(ns), np.int64(level), reach,
-                        tot, flag)
+                _launch(_bits_level, n, stream, t.d_shape, t.d_strides, t.d_periodic,
+                        t.d_noffsets, *t.d_nfast, d_open, seen, front, nxt,
+                        np.int64(level), reach, tot, flag)
+                front, nxt = nxt, front
                 level += 1
             if _read(flag, stream)[0] != level:  # the last level reached nothing
                 break
@@ -961,7 +992,7 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
             c[ok] = (r[ok] - 1.0) / s[ok]
             c[ok] *= (r[ok] - 1.0) / (n_open - 1)
         vals[b0:b0 + ns] = c
-    out[src] = vals
+    out[src] = vals[back]
     return out
 
 
@@ -1028,7 +1059,7 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
     for k in _checks():
         for _ in range(k):
             _launch(_batched_level, B * n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                    t.d_noffsets, d_stack, dist, np.int64(level), flag)
+                    t.d_noffsets, *t.d_nfast, d_stack, dist, np.int64(level), flag)
             level += 1
         if _read(flag, stream)[0] != level:  # the last level reached nothing
             return dist
