@@ -761,9 +761,12 @@ def _terms_for(op):
         return {"PCIe": 2 * host / p["pcie_bytes_per_s"]}  # in, and a result as large back
 
     def levels(lat, *args, **kwargs):
-        return hops_estimate(lat.geometry) + 1
+        # weighted: near-far, three launches a step, about a step a level
+        return (3 if lat.geometry.weights is not None else 1) * (hops_estimate(lat.geometry) + 1)
 
     def path_levels(lat, start, end, *args, **kwargs):
+        if lat.geometry.weights is not None:  # the whole near-far run, then the walk
+            return levels(lat)
         return hops_estimate(lat.geometry, start, end) + 1
 
     def labelling(lat, *args, **kwargs):

@@ -83,9 +83,13 @@ def test_graph_calls_reuse_tables_and_bring_back_only_results():
     cb.reset_transfer_stats()
     got = L.find_shortest_path(s, e, backend="cuda")
     t = cb.transfer_stats()
-    assert t["h2d_bytes"] == 8 + 8  # the source, the flag
-    extra = t["d2h_bytes"] - 8 * n  # past the costs: 8 bytes per flag reading
-    assert extra % 8 == 0 and 0 < extra < 8 * 16, t
+    # over: the source, the near-far counters, threshold and minima, the weight-sum
+    # cells (8 + 24 + 8 + 16 + 16 bytes); neither tables, mask nor weights
+    assert t["h2d_bytes"] == 72, t
+    # back: the costs, the weight sums and one 24-byte count reading per batch of steps;
+    # the weights (8 bytes a site) or the mask (63 bytes) would show
+    extra = t["d2h_bytes"] - 8 * n - 16
+    assert extra % 24 == 0 and 0 < extra < 8 * n, t
     np.testing.assert_array_equal(got.path, want.path)
     L.calculate_centrality("closeness", backend="cuda")
     cb.reset_transfer_stats()

@@ -231,6 +231,23 @@ def test_levels_queued_between_host_reads(monkeypatch, per_check):
 
 
 @sim
+@pytest.mark.parametrize("delta", [1e-3, 0.7, 1e9])
+def test_near_far_costs_do_not_depend_on_the_bucket_width(delta):
+    """Narrow buckets (a step per few vertices), middling, and one bucket (a plain
+    worklist): the same costs as Dijkstra, bit for bit, zero weights included."""
+    g = _graph()
+    lat = CASES[4].values[0]
+    src = _pick(lat, 2, 65)
+    for kind in ("float", "zeros"):
+        w = _weights(lat, 66, kind)
+        np.testing.assert_array_equal(
+            g.relax_distance(*lat, w, src, delta=delta).copy_to_host(),
+            cpu.dijkstra_distance(*lat, w, src))
+    with pytest.raises(ValueError, match="delta"):
+        g.relax_distance(*lat, w, src, delta=0.0)
+
+
+@sim
 def test_bfs_stop_leaves_the_last_level_complete():
     """With a stop site the search ends after its level, and that level is complete:
     every site nearer than the stop, and every site as near, has its final distance;
@@ -528,7 +545,13 @@ def _ptx_cases():
         "_scatter[float64]": ("_scatter", (f64, i64, T.float64)),
         "_bfs_level": ("_bfs_level",
                        geo + fast + (u8, i64, i64, i64, i64, T.int64, T.int64)),
-        "_relax_pull": ("_relax_pull", geo + fast + (u8, f64, f64, i64, T.int64)),
+        "_nf_relax": ("_nf_relax", geo + fast + (u8, f64, f64, i64, i64, i64, T.int64,
+                                                 T.int32[::1], T.int32[::1], f64)),
+        "_nf_far_min": ("_nf_far_min", (f64, T.int32[::1], i64, T.int64, f64)),
+        "_nf_split": ("_nf_split", (f64, T.int32[::1], T.int32[::1], i64, i64, T.int64, f64,
+                                    f64, T.float64)),
+        "_weight_sum": ("_weight_sum", (f64, u8, f64)),
+        "_fill[int32]": ("_fill", (T.int32[::1], T.int32)),
         "_uf_init": ("_uf_init", (T.int64[:, ::1], T.uint8[:, ::1])),
         "_uf_union": ("_uf_union", geo + fast + (T.uint8[:, ::1], T.int64[:, ::1])),
         "_uf_roots[int32]": ("_uf_roots", (T.int64[:, ::1], T.int32[::1])),

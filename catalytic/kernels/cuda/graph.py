@@ -72,6 +72,8 @@ LAUNCHES_PER_CHECK = 32
 _SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 #: sources of one bit-parallel closeness pass: the bits of a word
 BITS = 64
+#: near-far bucket width, in mean site weights
+BUCKET_EDGES = 8.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -130,28 +132,89 @@ def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, dist, cur
 
 
 @cuda.jit
-def _relax_pull(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, weights, dist, flag,
-                it):
-    """One Bellman-Ford sweep, pulling over in-neighbours (``noffsets`` is the negated
-    stencil): ``dist[v] = min(dist[v], min_u dist[u] + weights[v])`` for open ``v``.
-    Values only decrease and each is the cost of some walk, so sweeps may read values
-    other threads are writing. Writes ``it`` to ``flag[0]`` on any improvement."""
-    v = cuda.grid(1)
-    if v < dist.shape[0]:
+def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, dist, cur, nxt,
+              cnt, j, inq, far, thr):
+    """Near-far step ``j``, relaxing (Davidson, Baxter, Garland and Owens, IPDPS 2014).
+
+    The near list ``cur[:cnt[(j - 1) % 3]]`` (grid-stride) pushes along out-neighbours:
+    ``dist[v] = min(dist[v], dist[u] + weights[v])`` by ``atomic.min``; a vertex improved
+    below the threshold ``thr[0]`` joins the next near list (``nxt`` at
+    ``atomic.add(cnt[j % 3])``, once: ``inq`` is its claim), one improved at or above it
+    is flagged ``far``. A vertex's claim and flag are dropped before its cost is read
+    (atomically, after a fence), so an improvement that comes later queues it again.
+    Thread 0 zeroes ``cnt[(j + 1) % 3]``, the count the previous step read. The ring
+    of counts works as in :func:`_bfs_level`."""
+    i = cuda.grid(1)
+    if i == 0:
+        cnt[(j + 1) % 3] = 0
+    m = cnt[(j - 1) % 3]
+    slot = j % 3
+    t = thr[0]
+    for h in range(i, m, cuda.gridsize(1)):
+        u = cur[h]
+        cuda.atomic.exch(inq, u, 0)
+        cuda.atomic.exch(far, u, 0)
+        cuda.threadfence()
+        du = cuda.atomic.min(dist, u, math.inf)  # a coherent read
+        fast = inside(u, strides, lo, hi)
+        for k in range(offsets.shape[0]):
+            v = step(u, k, fast, foff, shape, strides, periodic, offsets, open_)
+            if v >= 0:
+                c = du + weights[v]
+                if c < dist[v] and c < cuda.atomic.min(dist, v, c):
+                    if c < t:
+                        if cuda.atomic.cas(inq, v, 0, 1) == 0:
+                            nxt[cuda.atomic.add(cnt, slot, 1)] = v
+                    else:
+                        far[v] = 1
+
+
+@cuda.jit
+def _nf_far_min(dist, far, cnt, j, fmin):
+    """Near-far step ``j``, when the relaxing left the near list empty: the least cost
+    among the far vertices into ``fmin[j % 2]`` (left +inf otherwise). Grid-stride."""
+    if cnt[j % 3] > 0:
+        return
+    for v in range(cuda.grid(1), dist.shape[0], cuda.gridsize(1)):
+        if far[v] != 0:
+            cuda.atomic.min(fmin, j % 2, dist[v])
+
+
+@cuda.jit
+def _nf_split(dist, far, inq, nxt, cnt, j, fmin, thr, delta):
+    """Near-far step ``j``, when a least far cost ``f`` was found: the threshold becomes
+    ``f + delta``, and every far vertex below it joins the near list (the one of cost
+    ``f`` at least, so every split makes progress). Thread 0 resets the other ``fmin``
+    slot for the next step. Grid-stride."""
+    i = cuda.grid(1)
+    if i == 0:
+        fmin[(j + 1) % 2] = math.inf
+    f = fmin[j % 2]
+    if f == math.inf:
+        return
+    t = f + delta
+    if i == 0:
+        thr[0] = t
+    slot = j % 3
+    for v in range(i, dist.shape[0], cuda.gridsize(1)):
+        if far[v] != 0 and dist[v] < t:
+            far[v] = 0
+            if cuda.atomic.cas(inq, v, 0, 1) == 0:
+                nxt[cuda.atomic.add(cnt, slot, 1)] = v
+
+
+@cuda.jit
+def _weight_sum(weights, open_, out):
+    """``out[0]`` += the weights of the open sites, ``out[1]`` += their number
+    (grid-stride, one atomic add pair per thread): for the near-far bucket width."""
+    acc = 0.0
+    m = 0
+    for v in range(cuda.grid(1), weights.shape[0], cuda.gridsize(1)):
         if open_.shape[0] == 0 or open_[v] != 0:
-            dv = dist[v]
-            wv = weights[v]
-            best = dv
-            fast = inside(v, strides, lo, hi)
-            for k in range(noffsets.shape[0]):
-                u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
-                if u >= 0:
-                    c = dist[u] + wv
-                    if c < best:
-                        best = c
-            if best < dv:
-                dist[v] = best
-                flag[0] = it
+            acc += weights[v]
+            m += 1
+    cuda.atomic.add(out, 0, acc)
+    cuda.atomic.add(out, 1, float(m))
 
 
 @cuda.jit(device=True)
@@ -589,25 +652,55 @@ def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
             return dist
 
 
-def _relax_run(t: _Tables, d_open, d_w, src, stream):
-    """Pull relaxation to the fixed point; returns the device float64 cost array."""
+def _bucket_width(d_w, d_open, n, stream) -> float:
+    """The near-far bucket width: :data:`BUCKET_EDGES` times the mean weight of the open
+    sites (1.0 when that is 0). Any width gives the same costs; it only trades the
+    number of steps against the work repeated within one."""
+    out = _transfer.to_device(np.zeros(2, dtype=np.float64), stream=stream)
+    _weight_sum[_grid_blocks(n), THREADS, stream](d_w, d_open, out)
+    total, m = _read(out, stream)
+    mean = total / m if m else 0.0
+    return BUCKET_EDGES * mean if mean > 0 else 1.0
+
+
+def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
+    """Near-far to the fixed point (:func:`_nf_relax`, :func:`_nf_far_min`,
+    :func:`_nf_split` per step, all decided on the device; the host reads one count
+    between batches of steps, :func:`_checks`). Returns the device float64 costs."""
     n = t.n
     dist = cuda.device_array(n, dtype=np.float64, stream=stream)
     _launch(_fill, n, stream, dist, np.float64(np.inf))
     src = np.unique(np.asarray(src, dtype=np.int64).reshape(-1))
     check_sources(src, n)
-    if src.shape[0] == 0 or n == 0:
+    m = int(src.shape[0])
+    if m == 0 or n == 0:
         return dist
-    _launch(_scatter, src.shape[0], stream, dist, _transfer.to_device(src, stream=stream),
-            np.float64(0.0))
-    flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
-    it = 0
+    if delta is None:
+        delta = _bucket_width(d_w, d_open, n, stream)
+    cur = cuda.device_array(n, dtype=np.int64, stream=stream)
+    nxt = cuda.device_array(n, dtype=np.int64, stream=stream)
+    _transfer.host_to(cur[:m], src, stream=stream)
+    _launch(_scatter, m, stream, dist, cur[:m], np.float64(0.0))
+    inq = cuda.device_array(n, dtype=np.int32, stream=stream)
+    far = cuda.device_array(n, dtype=np.int32, stream=stream)
+    _launch(_fill, n, stream, inq, np.int32(0))
+    _launch(_fill, n, stream, far, np.int32(0))
+    cnt = _transfer.to_device(np.array([m, 0, 0], dtype=np.int64), stream=stream)
+    fmin = _transfer.to_device(np.full(2, np.inf), stream=stream)
+    thr = _transfer.to_device(np.array([delta], dtype=np.float64), stream=stream)
+    blocks = _grid_blocks(n)
+    j = 1
     for k in _checks():
         for _ in range(k):
-            it += 1
-            _launch(_relax_pull, n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                    t.d_noffsets, *t.d_nfast, d_open, d_w, dist, flag, np.int64(it))
-        if _read(flag, stream)[0] != it:  # the last sweep changed nothing
+            _nf_relax[blocks, THREADS, stream](
+                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open, d_w,
+                dist, cur, nxt, cnt, np.int64(j), inq, far, thr)
+            _nf_far_min[blocks, THREADS, stream](dist, far, cnt, np.int64(j), fmin)
+            _nf_split[blocks, THREADS, stream](dist, far, inq, nxt, cnt, np.int64(j), fmin,
+                                               thr, np.float64(delta))
+            cur, nxt = nxt, cur
+            j += 1
+        if _read(cnt, stream)[(j - 1) % 3] == 0:  # no near vertex, and none far
             return dist
 
 
@@ -665,7 +758,8 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0):
     return _bfs_run(t, _device(open_, np.uint8, stream), sources, stream)
 
 
-def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, stream=0):
+def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, stream=0,
+                   delta=None):
     """Multi-source weighted distances (entering site v costs ``weights[v]``), on the device.
 
     Parameters
@@ -677,6 +771,8 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
     sources : array_like of int
         Flat indices of open source sites (cost 0).
     stream : numba.cuda stream, optional
+    delta : float, optional
+        Near-far bucket width (> 0); see Notes.
 
     Returns
     -------
@@ -686,14 +782,18 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
 
     Notes
     -----
-    Bellman-Ford style pull relaxation, one thread per site, ``dist[v] = min(dist[v],
-    dist[u] + w[v])`` over the in-neighbours ``u``, swept until a sweep changes nothing.
-    Float addition of a non-negative weight is monotone, so the fixed point is the
-    least left-to-right sum over paths, which is exactly what Dijkstra computes with
-    the same expression. O(n k) per sweep, at most (hops of the longest shortest path
-    + 1) sweeps, usually far fewer since sweeps see each other's updates; the host
-    checks for a change after batches of up to :data:`LAUNCHES_PER_CHECK` sweeps. 8 bytes
-    per site.
+    Near-far label correcting (Davidson et al., IPDPS 2014): a worklist of the vertices
+    whose cost improved below a threshold is relaxed in parallel, pushing ``dist[v] =
+    min(dist[v], dist[u] + w[v])`` with ``atomic.min``; vertices improved past the
+    threshold wait as "far", and when the near list runs dry the threshold moves to the
+    least far cost plus ``delta`` (default :data:`BUCKET_EDGES` mean weights) and the
+    far vertices below it come back. Every step is decided on the device; the host reads
+    one count between batches of up to :data:`LAUNCHES_PER_CHECK` steps. Float addition
+    of a non-negative weight is monotone, so the fixed point is the least left-to-right
+    sum over paths, exactly what Dijkstra computes with the same expression, whatever
+    the order of the pushes and whatever ``delta``. Work: each vertex relaxed about once
+    per time its cost improves, plus two scans of the far flags per bucket; 8 bytes of
+    cost, 16 of worklists and 8 of flags per site.
 
     Examples
     --------
@@ -703,9 +803,11 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
     ...                np.array([5.0, 1.0, 2.0, 0.5]), [0]).copy_to_host()  # doctest: +SKIP
     array([0. , 1. , 3. , 3.5])
     """
+    if delta is not None and not (math.isfinite(delta) and delta > 0):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
     t = _tables(shape, periodic, offsets, stream)
     d_w = _device(weights, np.float64, stream)
-    return _relax_run(t, _device(open_, np.uint8, stream), d_w, sources, stream)
+    return _relax_run(t, _device(open_, np.uint8, stream), d_w, sources, stream, delta)
 
 
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
