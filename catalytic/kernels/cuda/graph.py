@@ -585,6 +585,11 @@ def _launch(kernel, work, stream, *args):
         kernel[_blocks(work), THREADS, stream](*args)
 
 
+def _index_type(n: int):
+    """int32 for site indices below 2**31 (half the memory traffic of int64), else int64."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def _grid_blocks(work: int) -> int:
     """Blocks for a grid-stride kernel over at most ``work`` items: enough for a full
     wave of resident threads (8 blocks of 256 per multiprocessor), one block under the
@@ -634,9 +639,9 @@ def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
     if m == 0 or n == 0:
         return dist
     cap = max(n, m)
-    cur = cuda.device_array(cap, dtype=np.int64, stream=stream)
-    nxt = cuda.device_array(cap, dtype=np.int64, stream=stream)
-    _transfer.host_to(cur[:m], src, stream=stream)
+    cur = cuda.device_array(cap, dtype=_index_type(cap), stream=stream)
+    nxt = cuda.device_array(cap, dtype=_index_type(cap), stream=stream)
+    _transfer.host_to(cur[:m], src.astype(cur.dtype), stream=stream)
     _launch(_scatter, m, stream, dist, cur[:m], np.int64(0))
     cnt = _transfer.to_device(np.array([m, 0, 0], dtype=np.int64), stream=stream)
     blocks = _grid_blocks(cap)
@@ -677,9 +682,9 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
         return dist
     if delta is None:
         delta = _bucket_width(d_w, d_open, n, stream)
-    cur = cuda.device_array(n, dtype=np.int64, stream=stream)
-    nxt = cuda.device_array(n, dtype=np.int64, stream=stream)
-    _transfer.host_to(cur[:m], src, stream=stream)
+    cur = cuda.device_array(n, dtype=_index_type(n), stream=stream)
+    nxt = cuda.device_array(n, dtype=_index_type(n), stream=stream)
+    _transfer.host_to(cur[:m], src.astype(cur.dtype), stream=stream)
     _launch(_scatter, m, stream, dist, cur[:m], np.float64(0.0))
     inq = cuda.device_array(n, dtype=np.int32, stream=stream)
     far = cuda.device_array(n, dtype=np.int32, stream=stream)
@@ -943,7 +948,7 @@ def _components_run(t: _Tables, d_stack, stream):
     half = np.ascontiguousarray(half, dtype=np.int64)
     d_half = _transfer.to_device(half, stream=stream)
     d_hfast = [_transfer.to_device(a, stream=stream) for a in _fast(t.shape, t.strides, half)]
-    label = cuda.device_array((B, n), dtype=np.int64, stream=stream)
+    label = cuda.device_array((B, n), dtype=_index_type(n), stream=stream)
     _launch(_uf_init, B * n, stream, label, d_stack)
     _launch(_uf_union, B * n, stream, t.d_shape, t.d_strides, t.d_periodic, d_half, *d_hfast,
             d_stack, label)
