@@ -76,7 +76,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba import literally, njit, prange
+from numba import njit, prange
 from numba.extending import intrinsic
 
 from catalytic.kernels.cpu._lattice import c_strides, check_sources, neighbors_into
@@ -535,9 +535,6 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
     next frontier the level is de-duplicated. ``a`` and ``b`` need n_open + 1 slots.
     O(n k / threads) for large frontiers, over all calls.
     """
-    # compiled once per mode, its other modes' branches pruned: a first call on an open
-    # lattice does not compile the portal and unpadded paths (0.3 s of a cold start)
-    literally(mode)
     T = bufs.shape[0]
     K = max(foff.shape[0], 1)
     chunk = max((bufs.shape[1] - 1) // K, 1)
