@@ -407,8 +407,13 @@ class Router:
         if impl.terms is None:
             return {}
         try:
-            return {str(k): float(v) for k, v in
-                    impl.terms(self.term_params.get(impl.backend, {}), *args, **kwargs).items()}
+            out = {str(k): float(v) for k, v in
+                   impl.terms(self.term_params.get(impl.backend, {}), *args, **kwargs).items()}
+            bad = [k for k, v in out.items() if not (math.isfinite(v) and v >= 0)]
+            if bad:
+                raise ValueError(f"cost terms must be finite seconds >= 0, got "
+                                 f"{ {k: out[k] for k in bad} }")
+            return out
         except Exception as err:
             return HookFailure(impl.plugin, "terms()", err,
                                f"operation {impl.op!r}, backend {impl.backend!r}")

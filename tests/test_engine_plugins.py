@@ -104,8 +104,10 @@ class Terms:
 
     def _terms(self, params, x):
         self.params.append(params)
-        if self.fail:
+        if self.fail == "raise":
             raise RuntimeError("no estimate")
+        if self.fail == "nan":
+            return {"staging": float("nan")}
         return {"staging": np.asarray(x).size * 1e-6}
 
     @cat.hookimpl
@@ -118,7 +120,7 @@ class Terms:
 
 
 @needs_numba
-@pytest.mark.parametrize("fail", [False, True])
+@pytest.mark.parametrize("fail", [None, "raise", "nan"])
 def test_cost_terms_are_added_and_named(fail):
     eng = cat.get_engine()
     probe = Terms(fail)
@@ -127,10 +129,11 @@ def test_cost_terms_are_added_and_named(fail):
         x = np.arange(100_000)
         dec = eng.explain(probe.op, x)
         assert probe.params and probe.params[-1] == {}  # no calibrated parameters
-        if fail:  # a terms() that raises rules the backend out, naming the hook
+        if fail:  # a terms() that raises, or gives no time, rules the backend out
             assert "numba-cpu" not in dec.predictions and dec.backend == "numpy"
             assert "terms()" in str(dec.rejected["numba-cpu"])
-            assert "no estimate" in str(dec.rejected["numba-cpu"])
+            why = "no estimate" if fail == "raise" else "finite seconds"
+            assert why in str(dec.rejected["numba-cpu"])
         else:
             assert dec.terms == {"numba-cpu": {"staging": pytest.approx(0.1)}}
             assert dec.predictions["numba-cpu"] == pytest.approx(

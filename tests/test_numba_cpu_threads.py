@@ -66,7 +66,7 @@ def test_free_threads_is_between_one_and_numbas_count():
 
 
 def test_components_take_threads_by_site_offsets(monkeypatch):
-    """A labelling runs on the free CPUs from COMPONENTS_PAR_WORK site-offsets (sites
+    """A labelling runs on the free CPUs from graph._WHOLE_WORK site-offsets (sites
     times half the stencil): a 32^3 lattice (98,304) does, a 28^3 one (65,856) and a
     256 x 256 one (131,072 sites but 2 offsets) follow the same measure."""
     counts = []

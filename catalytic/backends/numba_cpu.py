@@ -83,7 +83,7 @@ def free_threads() -> int:
     return max(1, min(T, free))
 
 
-#: seconds a reading of the free CPUs is reused; [when, free CPUs] of the last one
+#: seconds a reading of the free CPUs is reused; (when, free CPUs) of the last one
 FREE_CPUS_TTL = 0.1
 _free_cpus = (-math.inf, 0)
 
@@ -283,17 +283,14 @@ def _centrality_size(lat, *, method="degree", k=None, seed=None):
 
 
 def _components_size(lat, *args, **kwargs):
-    """Site-offsets of a labelling (sites times the offsets of half the stencil), the
-    measure of :data:`catalytic.kernels.cpu.graph._WHOLE_WORK`."""
+    """Site-offsets of a labelling (sites times the offsets of half the stencil): one
+    thread below ``graph._WHOLE_WORK`` of them, the kernel's own serial/parallel
+    crossover."""
     g = lat.geometry
     half, _ = _graph()._stencil_halves(
         np.ascontiguousarray(g.offsets, dtype=np.int64).tobytes(), len(g.shape))
     return g.n_points * half.shape[0]
 
-
-#: labellings of fewer site-offsets than this run on one thread (one serial kernel
-#: call); the same crossover as the kernel's own choice
-COMPONENTS_PAR_WORK = 90_000
 
 # -- fields -------------------------------------------------------------------------------
 def laplacian(lat, field):
@@ -417,7 +414,7 @@ GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_ca
 #: PAR_SITES
 SIZES = {"centrality": (_centrality_size, None)}
 for _op in ("connected_components", "percolates", "spanning_clusters"):
-    SIZES[_op] = (_components_size, lambda: COMPONENTS_PAR_WORK)
+    SIZES[_op] = (_components_size, lambda: _graph()._WHOLE_WORK)
 
 
 @hookimpl
