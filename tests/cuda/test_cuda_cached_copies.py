@@ -83,9 +83,10 @@ def test_graph_calls_reuse_tables_and_bring_back_only_results():
     cb.reset_transfer_stats()
     got = L.find_shortest_path(s, e, backend="cuda")
     t = cb.transfer_stats()
-    # over: the source, the near-far counters, threshold and minima, the weight-sum
-    # cells (8 + 24 + 8 + 16 + 16 bytes); neither tables, mask nor weights
-    assert t["h2d_bytes"] == 72, t
+    # over: the source (an int32 worklist entry), the near-far counters, threshold and
+    # minima, the weight-sum cells (4 + 24 + 8 + 16 + 16 bytes); neither tables, mask
+    # nor weights
+    assert t["h2d_bytes"] == 68, t
     # back: the costs, the weight sums and one 24-byte count reading per batch of steps;
     # the weights (8 bytes a site) or the mask (63 bytes) would show
     extra = t["d2h_bytes"] - 8 * n - 16
