@@ -592,3 +592,24 @@ def test_kernel_compiles_to_sm90_ptx(compile_ptx, case):
     if name == "_bits_level":
         assert "atom.global.add" in text and "atom.shared.add" in text
         assert "popc.b64" in text
+
+
+@pytest.mark.skipif(SIM, reason="about the real driver's context handles")
+@pytest.mark.parametrize("kind", ["ctypes", "bindings"])
+def test_table_cache_key_reads_either_kind_of_context_handle(monkeypatch, kind):
+    """The cached tables are keyed by CUDA context: numba-cuda's ctypes binding gives a
+    c_void_p handle, the NVIDIA CUDA bindings a CUcontext (an int, no ``value``)."""
+    import ctypes
+    import types
+
+    g = _graph()
+    if kind == "ctypes":
+        handle = ctypes.c_void_p(1234)
+    else:
+        driver = pytest.importorskip("cuda.bindings.driver",
+                                     reason="the NVIDIA CUDA bindings are not installed")
+        handle = driver.CUcontext(1234)
+    monkeypatch.setattr(g, "_SIMULATOR", False)
+    monkeypatch.setattr(g.cuda, "current_context",
+                        lambda: types.SimpleNamespace(handle=handle))
+    assert g._context_key() == 1234

@@ -536,7 +536,9 @@ def _context_key():
     """Which CUDA context device copies belong to (the simulator has one)."""
     if _SIMULATOR:
         return 0
-    return cuda.current_context().handle.value
+    handle = cuda.current_context().handle
+    value = getattr(handle, "value", None)  # a ctypes handle; the CUDA bindings' is an int
+    return int(handle) if value is None else value
 
 
 def clear_tables() -> None:
