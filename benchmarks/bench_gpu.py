@@ -4,8 +4,9 @@
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/bench_gpu.py --smoke   # wiring check only
 
 Measured in one run on the device:
-1. XOR and elementwise bandwidth as a fraction of the device-to-device copy bandwidth
-   measured in the same run (target >= 70%);
+1. XOR (a key of 1000 bytes and one of 13), elementwise, float sum and normalize
+   bandwidth as a fraction of the device-to-device copy bandwidth measured in the same
+   run (target >= 70%): bytes each call must move (read + written) over its time;
 2. a 512^3 BFS distance field on cuda (kernel time, data resident) against the
    numba-cpu figure given with --cpu-bfs-seconds (measured on the 2-core development
    machine; the issue's target is >= 20x) and against numba-cpu on this machine;
@@ -58,19 +59,27 @@ def bandwidth(n_bytes, repeat, rows, facts):
     b = cuda.device_array_like(a)
     t_copy = _best(lambda: b.copy_to_device(a), repeat)
     copy_bw = 2 * a.nbytes / t_copy  # read + write
-    key = cuda.to_device(np.frombuffer(np.random.default_rng(0).bytes(1000), dtype=np.uint8))
+    rows.append((f"device-to-device copy, {a.nbytes / 2**20:.0f} MiB", f"{copy_bw / 1e9:.0f} GB/s", "reference"))
+    facts["bandwidth"] = {"copy": copy_bw}
+
+    def measure(fact, label, moved, call):
+        bw = moved / _best(call, repeat)
+        rows.append((label, f"{bw / 1e9:.0f} GB/s", f"{bw / copy_bw:.0%} of copy (target >= 70%)"))
+        facts["bandwidth"][fact] = bw
+
+    rng = np.random.default_rng(0)
     a8, b8 = a.view(np.uint8), b.view(np.uint8)
-    t_xor = _best(lambda: arrays.xor_bytes(a8, key, b8), repeat)
-    xor_bw = 2 * a.nbytes / t_xor
+    for p in (1000, 13):
+        key = cuda.to_device(np.frombuffer(rng.bytes(p), dtype=np.uint8))
+        measure(f"xor_{p}", f"xor_bytes ({p}-byte key)", 2 * a.nbytes,
+                lambda key=key: arrays.xor_bytes(a8, key, b8))
     f = cuda.to_device(np.random.default_rng(1).random(n))
     g = cuda.device_array_like(f)
     out = cuda.device_array_like(f)
-    t_mul = _best(lambda: arrays.elementwise("mul", f, g, out), repeat)
-    mul_bw = 3 * f.nbytes / t_mul
-    rows.append((f"device-to-device copy, {a.nbytes / 2**20:.0f} MiB", f"{copy_bw / 1e9:.0f} GB/s", "reference"))
-    rows.append(("xor_bytes (1000-byte key)", f"{xor_bw / 1e9:.0f} GB/s", f"{xor_bw / copy_bw:.0%} of copy (target >= 70%)"))
-    rows.append(("elementwise mul", f"{mul_bw / 1e9:.0f} GB/s", f"{mul_bw / copy_bw:.0%} of copy (target >= 70%)"))
-    facts["bandwidth"] = {"copy": copy_bw, "xor": xor_bw, "mul": mul_bw}
+    measure("mul", "elementwise mul", 3 * f.nbytes, lambda: arrays.elementwise("mul", f, g, out))
+    measure("sum", "reduce sum, float64 (reads only)", f.nbytes, lambda: arrays.reduce(f, "sum"))
+    measure("normalize", "normalize, float64 (min-max pass, then the map)", 3 * f.nbytes,
+            lambda: arrays.normalize(f, out))
 
 
 def bfs(side, repeat, cpu_seconds, rows, facts):

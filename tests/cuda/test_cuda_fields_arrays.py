@@ -53,9 +53,39 @@ def _host(a):
 # =========================================================================== XOR
 
 
+class _Launches:
+    """Stands in for a kernel in the module under test, records every launch (launch
+    configuration, arguments) and runs it on the real kernel."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.calls = []
+
+    def __getitem__(self, config):
+        def launch(*args):
+            self.calls.append((config, args))
+            return self.kernel[config](*args)
+
+        return launch
+
+
+def _spy(monkeypatch, name):
+    spy = _Launches(getattr(gpu_arrays, name))
+    monkeypatch.setattr(gpu_arrays, name, spy)
+    return spy
+
+
+def _items(spy):
+    """Items (words or bytes) the recorded XOR launches covered: ``out`` is the last argument."""
+    return sum(int(args[-1].size) for _cfg, args in spy.calls)
+
+
+XOR_KEYS = [1, 3, 7, 8, 13, 300, 4096]
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("n", SIZES + [0])
-@pytest.mark.parametrize("p", [1, 3, 7, 300])
+@pytest.mark.parametrize("n", SIZES + [0, 8, 2053])
+@pytest.mark.parametrize("p", XOR_KEYS)
 def test_xor_bytes_matches_cpu(n, p):
     rng = _rng(n * 31 + p)
     d = rng.integers(0, 256, n, dtype=np.uint8)
@@ -63,6 +93,74 @@ def test_xor_bytes_matches_cpu(n, p):
     got = gpu_arrays.xor_bytes(d, k, np.empty_like(d))
     want = cpu_arrays.xor_bytes(d, k, np.empty_like(d))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("p", [1, 3, 8, 13, 4096])
+@pytest.mark.parametrize("d_off, o_off", [(0, 0), (3, 3), (5, 13), (3, 0), (1, 6)])
+def test_xor_bytes_words_between_the_boundaries(p, d_off, o_off, monkeypatch):
+    """Device arrays at byte offsets: when data and out share the offset from an 8-byte
+    boundary, everything between the first and the last boundary goes through the word
+    kernel and only the head and tail bytes through the byte kernel; otherwise the byte
+    kernel does it all. Either way the result is the CPU twin's."""
+    n = 700
+    rng = _rng(p + 10 * d_off + o_off)
+    d = rng.integers(0, 256, n, dtype=np.uint8)
+    k = rng.integers(0, 256, p, dtype=np.uint8)
+    dd = cuda.to_device(np.concatenate([np.zeros(d_off, np.uint8), d]))[d_off:]
+    oo = cuda.device_array(n + o_off, np.uint8)[o_off:]
+    words = _spy(monkeypatch, "_xor_words_kernel")
+    bytes_ = _spy(monkeypatch, "_xor_bytes_kernel")
+    res = gpu_arrays.xor_bytes(dd, cuda.to_device(k), oo)
+    assert res is oo
+    np.testing.assert_array_equal(oo.copy_to_host(), cpu_arrays.xor_bytes(d, k, np.empty_like(d)))
+    # allocations start on 8-byte boundaries: the offsets decide
+    if (d_off - o_off) % 8 == 0:
+        w = (n - (-d_off) % 8) // 8
+        assert _items(words) == w and _items(bytes_) == n - 8 * w
+    else:
+        assert not words.calls and _items(bytes_) == n
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("p", [3, 13, 4096])
+def test_xor_stride_loops_keep_each_threads_key(p, monkeypatch):
+    """One block: every thread walks many words (or bytes) of the row with a stride that
+    is a multiple of the key period; the result is still the CPU twin's."""
+    monkeypatch.setattr(gpu_arrays, "_max_blocks", lambda: 1)
+    n = 9000
+    rng = _rng(p)
+    d = rng.integers(0, 256, n, dtype=np.uint8)
+    k = rng.integers(0, 256, p, dtype=np.uint8)
+    want = cpu_arrays.xor_bytes(d, k, np.empty_like(d))
+    words = _spy(monkeypatch, "_xor_words_kernel")
+    np.testing.assert_array_equal(gpu_arrays.xor_bytes(d, k, np.empty_like(d)), want)
+    assert _items(words) == n // 8
+    dd = cuda.to_device(d)
+    out = cuda.device_array(n + 1, np.uint8)[1:]  # another offset: the byte kernel
+    np.testing.assert_array_equal(gpu_arrays.xor_bytes(dd, k, out).copy_to_host(), want)
+
+
+@pytest.mark.parametrize("cap", [2, 1056])
+def test_xor_grid_fixes_each_threads_key(cap, monkeypatch):
+    """The launch shape of the XOR kernels: the x stride is a multiple of the key period
+    (in items) or covers the row in one pass, so each thread's key item stays fixed;
+    the grid stays within ``max(cap, the blocks of one period)`` and near ``cap`` when
+    there is enough work. ``cap`` 1056: 8 blocks on each of an H100's 132
+    multiprocessors."""
+    monkeypatch.setattr(gpu_arrays, "_max_blocks", lambda: cap)
+    for rows in (1, 3, 1000):
+        for items in (1, 7, 100, 5000, 10**6):
+            for period in (1, 3, 13, 125, 512, 4095, 10**6 + 1):
+                (bx, by), (tx, ty) = gpu_arrays._xor_grid(rows, items, period)
+                case = (rows, items, period, bx, by, tx, ty)
+                sx = bx * tx
+                assert sx % period == 0 or sx >= items, case
+                q = period // np.gcd(period, tx)
+                need = -(-items // tx)
+                assert bx * by <= max(cap, q) and bx > min(need, cap) - q, case
+                assert tx * ty <= gpu_arrays.TPB and by <= -(-rows // ty), case
+                assert tx & (tx - 1) == 0 and ty & (ty - 1) == 0, case
 
 
 @pytest.mark.sim
@@ -89,24 +187,36 @@ def test_xor_elems_every_integer_dtype(dtype):
 @given(
     data=st.binary(min_size=0, max_size=600),
     key=st.binary(min_size=1, max_size=40),
+    d_off=st.integers(0, 7),
+    o_off=st.integers(0, 7),
 )
-def test_xor_bytes_property(data, key):
+def test_xor_bytes_property(data, key, d_off, o_off):
     d = np.frombuffer(data, dtype=np.uint8).copy()
     k = np.frombuffer(key, dtype=np.uint8).copy()
-    got = gpu_arrays.xor_bytes(d, k, np.empty_like(d))
-    np.testing.assert_array_equal(got, cpu_arrays.xor_bytes(d, k, np.empty_like(d)))
+    want = cpu_arrays.xor_bytes(d, k, np.empty_like(d))
+    np.testing.assert_array_equal(gpu_arrays.xor_bytes(d, k, np.empty_like(d)), want)
+    n = d.shape[0]
+    dd = cuda.to_device(np.concatenate([np.zeros(d_off, np.uint8), d]))[d_off:]
+    oo = cuda.device_array(n + o_off, np.uint8)[o_off:]
+    np.testing.assert_array_equal(gpu_arrays.xor_bytes(dd, k, oo).copy_to_host(), want)
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("B, m, krows", [(1, 7, 1), (3, 257, 1), (4, 100, 4), (5, 1, 5)])
-def test_xor_bytes_batched_matches_rows(B, m, krows):
+@pytest.mark.parametrize("B, m, krows, p", [
+    (1, 7, 1, 5), (3, 257, 1, 5), (4, 100, 4, 5), (5, 1, 5, 5),  # bytes
+    (1, 37, 1, 13), (3, 64, 3, 13), (6, 24, 1, 3), (2, 1000, 1, 4096),  # words
+])
+def test_xor_bytes_batched_matches_rows(B, m, krows, p, monkeypatch):
     rng = _rng(B * m)
     d = rng.integers(0, 256, (B, m), dtype=np.uint8)
-    k = rng.integers(0, 256, (krows, 5), dtype=np.uint8)
+    k = rng.integers(0, 256, (krows, p), dtype=np.uint8)
+    words = _spy(monkeypatch, "_xor_words_kernel")
     got = gpu_arrays.xor_bytes_batched(d, k, np.empty_like(d))
     for b in range(B):
         want = cpu_arrays.xor_bytes(d[b], k[b if krows == B else 0], np.empty(m, np.uint8))
         np.testing.assert_array_equal(got[b], want)
+    # whole aligned words, or a single row of at least one word: the word kernel
+    assert bool(words.calls) == (m >= 8 and (B == 1 or m % 8 == 0))
     # a 1-d key is shared by every row; device arrays in, device array out
     dd = cuda.to_device(d)
     out = cuda.device_array_like(dd)
@@ -119,7 +229,8 @@ def test_xor_bytes_batched_matches_rows(B, m, krows):
 
 # =========================================================================== reductions
 
-# (dtype, n): one size per dtype keeps the simulator quick (each block syncs 256 threads).
+# (dtype, n): one size per dtype keeps the simulator quick (each block waits at a
+# barrier once per level of its tree).
 INT_REDUCE_CASES = [
     (np.int8, 257),
     (np.uint8, 255),
@@ -200,11 +311,78 @@ def test_reduce_floats(dtype, n, op):
     if op in ("min", "max"):
         assert got == want
     else:
-        # stated tolerance: (log2(TPB) + nblocks + 2) eps sum|x|, held to 1e-12 sum|x|
+        # stated tolerance: (ceil(n / T) + ceil(B / TPB) + 2 log2(TPB)) eps sum|x|, held
+        # to 1e-12 sum|x|
         scale = float(np.sum(np.abs(x.astype(np.float64))))
         if op == "mean":
             scale /= n
         assert abs(got - want) <= 1e-12 * scale
+    # the same bits on every run: no atomics, a fixed order
+    assert all(gpu_arrays.reduce(x, op).tobytes() == got.tobytes() for _ in range(2))
+
+
+def _fold_in_launch_order(v, blocks, threads):
+    """The block partials of a sum kernel launch, in NumPy float64 and in the kernel's
+    order: thread g adds v[g], v[g + T], v[g + 2T], ... from 0.0 (T = blocks x threads),
+    then each block folds its threads' sums by the tree (t += t + s, s = threads / 2,
+    ..., 1)."""
+    total = blocks * threads
+    acc = np.zeros(total)
+    for lo in range(0, v.shape[0], total):
+        chunk = v[lo : lo + total]
+        acc[: chunk.shape[0]] += chunk
+    tree = acc.reshape(blocks, threads)
+    s = threads // 2
+    while s:
+        tree[:, :s] = tree[:, :s] + tree[:, s : 2 * s]
+        s //= 2
+    return tree[:, 0].copy()
+
+
+def _sum_in_launch_order(x):
+    """The float sum the kernels compute, replayed on the host: the first launch on the
+    module's launch shape, then one block over its partials."""
+    blocks, threads = gpu_arrays._shape(x.shape[0])
+    part = _fold_in_launch_order(x.astype(np.float64), blocks, threads)
+    if blocks > 1:
+        part = _fold_in_launch_order(part, 1, gpu_arrays._threads(blocks))
+    return part[0]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("n, blocks, sim_threads", [
+    (1000, None, None), (1, None, None), (700, 3, None), (5000, 7, 8), (700, 2, 256),
+])
+def test_float_sum_follows_the_fixed_order(n, blocks, sim_threads, monkeypatch):
+    """The float sum is the replay of its fixed order, bit for bit (several blocks, an
+    odd number of them, a block of ``TPB`` threads): it cannot depend on timing."""
+    if blocks is not None:
+        monkeypatch.setattr(gpu_arrays, "_max_blocks", lambda: blocks)
+    if sim_threads is not None:
+        monkeypatch.setattr(gpu_arrays, "SIM_THREADS", sim_threads)
+    rng = _rng(n)
+    x = rng.standard_normal(n) * 10.0 ** rng.uniform(0, 8, n)  # another order, other bits
+    got = gpu_arrays.reduce(x, "sum")
+    assert got.tobytes() == np.float64(_sum_in_launch_order(x)).tobytes()
+    assert got.tobytes() == gpu_arrays.reduce(cuda.to_device(x), "sum").tobytes()
+    x32 = x.astype(np.float32)
+    assert gpu_arrays.reduce(x32, "sum") == _sum_in_launch_order(x32)
+
+
+@pytest.mark.sim
+def test_reductions_over_an_odd_number_of_blocks(monkeypatch):
+    """Three blocks of partials, combined by a block of four threads (one with none)."""
+    monkeypatch.setattr(gpu_arrays, "_max_blocks", lambda: 3)
+    assert gpu_arrays._shape(700)[0] == 3 and gpu_arrays._threads(3) == 4
+    rng = _rng(7)
+    x = rng.integers(-(2**62), 2**62, 700, dtype=np.int64)
+    assert gpu_arrays.int_sum(x) == sum(x.tolist())
+    u = rng.integers(0, 2**16, 700, dtype=np.uint16)
+    assert gpu_arrays.int_sum(u) == sum(u.tolist())
+    f = rng.standard_normal(700)
+    for op in ("min", "max"):
+        assert gpu_arrays.reduce(f, op) == cpu_arrays.reduce(f, op)
+        assert gpu_arrays.reduce(u, op) == cpu_arrays.reduce(u, op)
 
 
 @pytest.mark.sim
@@ -220,12 +398,19 @@ def test_reduce_int_mean_and_empty():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("op", ["min", "max"])
+@pytest.mark.parametrize("op", ["min", "max", "sum"])
 def test_reduce_nan_propagates(op):
     x = np.array([1.0, 2.0, np.nan, -4.0, 5.0, 0.5, 3.0])
     assert np.isnan(gpu_arrays.reduce(x, op))
     assert np.isnan(gpu_arrays.reduce(x.astype(np.float32), op))
     assert np.isnan(cpu_arrays.reduce(x, op))
+    # a NaN in one thread's share of the last block, an inf elsewhere
+    y = _rng(1).standard_normal(200)
+    y[3] = np.inf
+    y[190] = np.nan
+    assert np.isnan(gpu_arrays.reduce(y, op)) and np.isnan(cpu_arrays.reduce(y, op))
+    y[190] = -np.inf if op == "min" else np.inf
+    assert gpu_arrays.reduce(y, op) == cpu_arrays.reduce(y, op)
 
 
 @pytest.mark.sim
@@ -318,6 +503,26 @@ def test_normalize_constant_nan_and_in_place():
     np.testing.assert_array_equal(dy.copy_to_host(), [0.0, 1.0, 0.5])
 
 
+@pytest.mark.sim
+def test_normalize_reads_x_once_for_min_and_max(monkeypatch):
+    """One fused pass finds min and max (plus a one-block launch over its partials);
+    the pair comes back as one 16-byte copy."""
+    from catalytic.kernels.cuda import _transfer
+
+    x = _rng(4).standard_normal(300)
+    spy = _spy(monkeypatch, "_minmax_f64_kernel")
+    d_x, d_out = cuda.to_device(x), cuda.device_array(300)
+    with _transfer._lock:
+        before = dict(_transfer.COUNTS)
+    gpu_arrays.normalize(d_x, d_out)
+    with _transfer._lock:
+        d2h = _transfer.COUNTS["d2h_bytes"] - before["d2h_bytes"]
+    assert d2h == 16
+    passes = [args for _cfg, args in spy.calls if args[0].size == 300]
+    assert len(passes) == 1 and len(spy.calls) == 2  # the pass over x, then the partials
+    np.testing.assert_array_equal(d_out.copy_to_host(), cpu_arrays.normalize(x, np.empty(300)))
+
+
 # =========================================================================== matmul
 
 
@@ -342,7 +547,57 @@ def test_matmul_device_arrays():
     out = cuda.device_array((18, 17))
     res = gpu_arrays.matmul(cuda.to_device(a), cuda.to_device(b), out)
     assert res is out
-    np.testing.assert_array_equal(res.copy_to_host(), cpu_arrays.matmul(a, b, np.empty((18, 17))))
+    want = cpu_arrays.matmul(a, b, np.empty((18, 17)))
+    if SIM:
+        np.testing.assert_array_equal(res.copy_to_host(), want)
+    bound = 2 * 5 * EPS * (np.abs(a) @ np.abs(b))  # k = 5; FMAs on a GPU, or cuBLAS
+    np.testing.assert_array_less(np.abs(res.copy_to_host() - want), bound)
+
+
+@pytest.mark.sim
+def test_matmul_without_cupy_runs_the_numba_kernel(monkeypatch):
+    """No cuBLAS under the simulator (nor without CuPy): the tiled kernel runs."""
+    if SIM:
+        assert gpu_arrays._cupy() is None
+    elif gpu_arrays._cupy() is not None:
+        pytest.skip("CuPy and a GPU are present: matmul goes through cuBLAS (tested below)")
+    spy = _spy(monkeypatch, "_matmul_kernel")
+    a, b = _rng(4).standard_normal((20, 3)), _rng(5).standard_normal((3, 18))
+    got = gpu_arrays.matmul(a, b, np.empty((20, 18)))
+    assert len(spy.calls) == 1
+    np.testing.assert_array_less(np.abs(got - a @ b), 3 * EPS * (np.abs(a) @ np.abs(b)) + 1e-300)
+
+
+class _MustNotRun:
+    def __getitem__(self, config):
+        raise AssertionError("the Numba matmul kernel was launched: cuBLAS was not used")
+
+
+def test_matmul_through_cublas(monkeypatch):
+    """With CuPy and a GPU, matmul is cuBLAS's DGEMM on views of the device arrays,
+    queued on the caller's stream; within k eps (|a| @ |b|) of the CPU twin."""
+    if SIM:
+        pytest.skip("the CUDA simulator has no cuBLAS: matmul runs _matmul_kernel there")
+    if not cuda.is_available():
+        pytest.skip("no GPU: the cuBLAS path needs one")
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed (pip install cupy-cuda12x): "
+                                            "matmul runs _matmul_kernel")
+    assert gpu_arrays._cupy() is cp
+    monkeypatch.setattr(gpu_arrays, "_matmul_kernel", _MustNotRun())
+    rng = _rng(6)
+    for m, k, n in [(17, 33, 9), (5, 0, 3), (130, 70, 65)]:
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        want = cpu_arrays.matmul(a, b, np.empty((m, n)))
+        bound = 2 * k * EPS * (np.abs(a) @ np.abs(b)) + 1e-300
+        got = gpu_arrays.matmul(a, b, np.empty((m, n)))
+        np.testing.assert_array_less(np.abs(got - want), bound)
+        s = cuda.stream()
+        out = cuda.device_array((m, n))
+        res = gpu_arrays.matmul(cuda.to_device(a, stream=s), cuda.to_device(b, stream=s), out,
+                                stream=s)
+        s.synchronize()
+        assert res is out
+        np.testing.assert_array_less(np.abs(out.copy_to_host() - want), bound)
 
 
 # =========================================================================== fields
@@ -570,7 +825,9 @@ F64 = nt.float64[::1]
 F64_2D = nt.float64[:, ::1]
 U8 = nt.uint8[::1]
 U8_2D = nt.uint8[:, ::1]
+U64_2D = nt.uint64[:, ::1]
 I64 = nt.int64[::1]
+I64_2D = nt.int64[:, ::1]
 
 
 def _kernels():
@@ -578,33 +835,19 @@ def _kernels():
     A, Fm, R = gpu_arrays, gpu_fields, gpu_random
     geo = (I64, I64, U8, nt.int64[:, ::1], U8)
     out = [
-        ("xor", A._xor_kernel, (U8, U8, U8), "xor.b"),
-        ("xor_batched", A._xor_batched_kernel, (U8_2D, U8_2D, nt.int64, U8_2D), "xor.b"),
-        ("sum_f64<f64>", A._sum_f64_kernel, (F64, F64), "atom.global.add.f64"),
-        ("sum_f64<f32>", A._sum_f64_kernel, (nt.float32[::1], F64), "atom.global.add.f64"),
-        ("sum_f64<i32>", A._sum_f64_kernel, (nt.int32[::1], F64), "atom.global.add.f64"),
-        ("sum_i64<i8>", A._sum_i64_kernel, (nt.int8[::1], I64), "atom.global.add.u64"),
-        ("sum_i64<u8>", A._sum_i64_kernel, (U8, I64), "atom.global.add.u64"),
-        ("sum_i64<u32>", A._sum_i64_kernel, (nt.uint32[::1], I64), "atom.global.add.u64"),
-        ("sum_split<i64>", A._sum_split_kernel, (I64, nt.int64, I64), "shr.s64"),
-        (
-            "minmax_f64<f32>",
-            A._minmax_f64_kernel,
-            (nt.float32[::1], nt.int64, nt.float64, F64, nt.int32[::1]),
-            "bar.sync",
-        ),
-        (
-            "minmax_i64<i16>",
-            A._minmax_i64_kernel,
-            (nt.int16[::1], nt.int64, nt.int64, I64, nt.int32[::1]),
-            "atom.global.min.s64",
-        ),
-        (
-            "minmax_u64<u64>",
-            A._minmax_u64_kernel,
-            (nt.uint64[::1], nt.int64, nt.uint64, nt.uint64[::1], nt.int32[::1]),
-            "atom.global.max.u64",
-        ),
+        ("xor_bytes", A._xor_bytes_kernel, (U8_2D, U8_2D, nt.int64, nt.int64, U8_2D), "xor.b"),
+        ("xor_words", A._xor_words_kernel, (U64_2D, U8_2D, nt.int64, nt.int64, U64_2D), "xor.b64"),
+        ("sum_f64<f64>", A._sum_f64_kernel, (F64_2D, F64_2D), "bar.sync"),
+        ("sum_f64<f32>", A._sum_f64_kernel, (nt.float32[:, ::1], F64_2D), "cvt.f64.f32"),
+        ("sum_i64<i8>", A._sum_i64_kernel, (nt.int8[:, ::1], I64_2D), "bar.sync"),
+        ("sum_i64<u8>", A._sum_i64_kernel, (U8_2D, I64_2D), "bar.sync"),
+        ("sum_i64<u32>", A._sum_i64_kernel, (nt.uint32[:, ::1], I64_2D), "bar.sync"),
+        ("sum_i64<i64>", A._sum_i64_kernel, (I64_2D, I64_2D), "bar.sync"),
+        ("sum_split<i64>", A._sum_split_kernel, (I64, nt.int64, I64_2D), "shr.s64"),
+        ("minmax_f64<f64>", A._minmax_f64_kernel, (F64_2D, F64_2D), "bar.sync"),
+        ("minmax_f64<f32>", A._minmax_f64_kernel, (nt.float32[:, ::1], F64_2D), "bar.sync"),
+        ("minmax_i64<i16>", A._minmax_i64_kernel, (nt.int16[:, ::1], I64_2D), "min.s64"),
+        ("minmax_u64<u64>", A._minmax_u64_kernel, (U64_2D, U64_2D), "max.u64"),
         ("binary", A._binary_kernel, (nt.int64, F64, F64, F64), "div.rn.f64"),
         ("unary", A._unary_kernel, (nt.int64, F64, F64), "sqrt.rn.f64"),
         ("affine<i16>", A._affine_kernel, (nt.int16[::1], nt.float64, nt.float64, nt.float64, F64), "div.rn.f64"),
@@ -636,6 +879,33 @@ def test_ptx_compiles_for_sm90(compile_ptx, name, kernel, argtypes, needle):
     ptx = compile_ptx(kernel, argtypes)
     assert ".entry" in ptx
     assert needle in ptx, f"{name}: expected {needle!r} in the PTX"
+
+
+#: the grid-stride kernels of ``arrays`` (every array kernel but ``matmul``)
+STRIDED = [k for k in KERNELS if k[1] in (
+    gpu_arrays._xor_bytes_kernel, gpu_arrays._xor_words_kernel, gpu_arrays._sum_f64_kernel,
+    gpu_arrays._sum_i64_kernel, gpu_arrays._sum_split_kernel, gpu_arrays._minmax_f64_kernel,
+    gpu_arrays._minmax_i64_kernel, gpu_arrays._minmax_u64_kernel, gpu_arrays._binary_kernel,
+    gpu_arrays._unary_kernel, gpu_arrays._affine_kernel, gpu_arrays._fill_kernel)]
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("name, kernel, argtypes, needle", STRIDED, ids=[k[0] for k in STRIDED])
+def test_ptx_array_kernels_stride_and_use_no_atomics(compile_ptx, name, kernel, argtypes, needle):
+    """The stride is the grid's size (``%nctaid``), and no kernel uses atomics: the
+    reductions combine their partials in a fixed order."""
+    ptx = compile_ptx(kernel, argtypes)
+    assert "%nctaid.x" in ptx, f"{name}: no grid stride"
+    assert not re.search(r"\s(atom|red)\.", ptx), f"{name}: atomics"
+
+
+@pytest.mark.ptx
+def test_ptx_xor_words_moves_two_words_per_step(compile_ptx):
+    """8-byte loads and stores, two of each in the loop body (both loads first)."""
+    ptx = compile_ptx(gpu_arrays._xor_words_kernel, (U64_2D, U8_2D, nt.int64, nt.int64, U64_2D))
+    body = ptx[ptx.index("ld.global.u64"):]
+    ops = re.findall(r"(ld|st)\.global\.u64", body)
+    assert ops[:4] == ["ld", "ld", "st", "st"], ops
 
 
 @pytest.mark.ptx

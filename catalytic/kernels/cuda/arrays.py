@@ -1,10 +1,38 @@
 """CUDA twins of :mod:`catalytic.kernels.cpu.arrays`: XOR, reductions, elementwise, matmul.
 
-Every kernel is one thread per element (``i = cuda.grid(1)``, a bounds guard, the work),
-launched on a 1-d grid of ``TPB`` threads per block; ``matmul`` uses ``MM_TPB`` x ``MM_TPB``
-blocks. The host function beside each kernel validates, moves data and picks the launch
-shape; the kernels allocate nothing and decide nothing (an ``op`` code selects the
-operation, as in the CPU twin).
+Launches
+--------
+The 1-d kernels walk their elements with a grid stride (``for i in range(cuda.grid(1), n,
+cuda.gridsize(1))``), so the grid is sized to the device, not to the data
+(:func:`_shape`): blocks of ``TPB`` threads (a smaller power of two for fewer elements),
+at most 8 blocks per multiprocessor on a GPU (one wave of resident threads; each thread
+then handles ``n / (2048 * multiprocessors)`` elements); under the CUDA simulator,
+where every launched thread costs real time, at most ``SIM_BLOCKS`` blocks of
+``SIM_THREADS``. The host function beside each kernel validates, moves data and picks
+the launch shape; the kernels allocate nothing and decide nothing (an ``op`` code
+selects the operation, as in the CPU twin).
+
+* XOR works on 8-byte words. Where ``data`` and ``out`` lie at the same offset from an
+  8-byte boundary, the bytes before the first boundary and after the last whole word go
+  through the byte kernel and the rest through the word kernel, on ``uint64`` views. A
+  thread assembles its key word once (eight key bytes, one modulo); the launch makes the
+  grid's x stride a multiple of the key period in words, ``p / gcd(p, 8)``, or covers a
+  row in one pass (:func:`_xor_grid`), so that word is the key for every word the thread
+  visits and the inner loop only loads, XORs and stores (two words a step, both loaded
+  first: 16 bytes in flight per thread). Arrays at different offsets, and batched rows
+  that are not whole aligned words, take the byte kernel, with the key byte fixed per
+  thread the same way. Batched XOR runs the same two kernels on a 2-d grid: x over the
+  words (or bytes) of a row, y over the rows.
+* Reductions are deterministic: each thread adds up its grid-stride share in order,
+  each block combines its threads by a shared-memory tree (the simulator has no warp
+  shuffles) and writes one partial, and a second launch of one block combines the
+  partials by the same tree. No atomics: the order of every operation depends only on
+  ``n`` and the launch shape (the number of multiprocessors), so a float sum gives the
+  same bits on every run on a given GPU model. ``normalize`` finds min and max in one
+  fused pass.
+* ``matmul`` goes through cuBLAS (``cupy.matmul``) when CuPy can be imported and a GPU
+  is present (:func:`_cupy`); otherwise, and always under the simulator, through
+  ``_matmul_kernel``, one thread per output element on ``MM_TPB`` x ``MM_TPB`` blocks.
 
 Arrays in, arrays out: every host function accepts NumPy arrays or CUDA device arrays
 (anything with ``__cuda_array_interface__``). NumPy inputs are copied to the device;
@@ -14,28 +42,34 @@ NumPy scalar. ``stream=`` (default 0, the default stream) orders every copy and 
 
 Agreement with the CPU twins:
 
-* ``xor_bytes``, ``xor_elems``, integer ``reduce`` (exact sums, also the ``mean``),
-  ``min``/``max``, ``scale``, ``normalize`` and the elementwise
+* ``xor_bytes``, ``xor_elems``, ``xor_bytes_batched``, integer ``reduce`` (exact sums,
+  also the ``mean``), ``min``/``max``, ``scale``, ``normalize`` and the elementwise
   ``add sub mul div max min neg abs sqrt``: bit for bit, NaN and inf included.
-* float ``sum``/``mean``: each block sums its ``TPB`` elements by a shared-memory tree,
-  then the block sums are added with ``cuda.atomic.add`` in whatever order the blocks
-  finish, so the last bits can change from run to run. The error is at most about
-  ``(log2(TPB) + ceil(n / TPB) + 2) * eps * sum(|x|)``; the tests hold it to
-  ``1e-12 * sum(|x|)`` against the CPU twin.
+* float ``sum``/``mean``: reproducible bit for bit from run to run (above), but summed
+  in another order than the CPU twin: error at most about
+  ``(ceil(n / T) + ceil(B / TPB) + 2 log2(TPB)) * eps * sum(|x|)``, with ``T`` the
+  threads and ``B`` the blocks of the first launch (on a GPU ``T = 2048 *
+  multiprocessors``, 270,336 on a 132-multiprocessor H100); the tests hold it to
+  ``1e-12 * sum(|x|)`` against the CPU twin and check the exact order against a NumPy
+  replay of it.
 * ``pow exp log sin cos`` use libdevice on a GPU (1-2 ulp), the C library on the CPU:
   they agree to 4 ulp.
-* ``matmul``: each ``out[i, j]`` adds its products in increasing ``k`` starting from 0.0,
-  exactly like the CPU twin, so the simulator agrees bit for bit; on a GPU, NVVM
-  contracts ``acc + a * b`` into an FMA (numba-cuda compiles with ``-fma=1`` even
-  without ``fastmath``), so the result agrees to ``|out - ref| <= k eps (|a| @ |b|)``.
+* ``matmul``: the Numba kernel adds each ``out[i, j]``'s products in increasing ``k``
+  starting from 0.0, exactly like the CPU twin, so the simulator agrees bit for bit; on
+  a GPU, NVVM contracts ``acc + a * b`` into an FMA (numba-cuda compiles with
+  ``-fma=1`` even without ``fastmath``), and cuBLAS sums in an order of its own, also
+  with FMAs: either agrees to ``|out - ref| <= k eps (|a| @ |b|)``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import sys
 
 import numpy as np
-from numba import cuda, float64, int64, uint64
+from numba import cuda, float64, int64, uint8, uint64
 from numba.cuda.cudadrv import devicearray
 
 from catalytic.kernels.cpu.arrays import BINARY_OPS, REDUCE_OPS, UNARY_OPS, _sum_as
@@ -44,6 +78,8 @@ from catalytic.kernels.cuda import _transfer
 __all__ = [
     "TPB",
     "MM_TPB",
+    "SIM_THREADS",
+    "SIM_BLOCKS",
     "xor_bytes",
     "xor_elems",
     "xor_bytes_batched",
@@ -55,14 +91,27 @@ __all__ = [
     "matmul",
 ]
 
-#: Threads per block of every 1-d launch.
+#: Threads per block of the 1-d launches on a GPU (the size of the reductions' shared
+#: arrays, the most any block may have).
 TPB = 256
 #: Side of the square tile (and thread block) of ``matmul``.
 MM_TPB = 16
+#: Threads per block and most blocks of a grid-stride launch under the CUDA simulator,
+#: where every thread, and every barrier it waits at, costs real time (on a GPU:
+#: ``TPB`` threads, 8 blocks per multiprocessor). Small, so that the tests' sizes run
+#: through the stride loops several times and reach the reductions' second launch.
+SIM_THREADS = 32
+SIM_BLOCKS = 2
 #: Elements per launch of an integer sum: the sum of up to 2**30 values (or 32-bit
 #: halves of values) below 2**32 in magnitude stays below 2**62, so the int64
-#: accumulators cannot overflow; longer arrays take several launches.
+#: accumulators, each holding the sum of a subset, cannot overflow; longer arrays take
+#: several launches.
 INT_SUM_LAUNCH = 1 << 30
+
+_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+#: The word kernel assembles key words little-endian, as CUDA devices (and the hosts
+#: that run the simulator) store them.
+_LITTLE = sys.byteorder == "little"
 
 
 # =========================================================================== host helpers
@@ -133,6 +182,43 @@ def _blocks(n):
     return -(-n // TPB)
 
 
+def _max_blocks():
+    """Most blocks of a grid-stride launch: 8 per multiprocessor on a GPU (8 x ``TPB`` =
+    2048 threads, as many as a multiprocessor holds at once), ``SIM_BLOCKS`` under the
+    simulator."""
+    if _SIMULATOR:
+        return SIM_BLOCKS
+    return 8 * int(getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1))
+
+
+def _threads(work):
+    """Threads per block for ``work >= 1`` items: ``TPB`` (``SIM_THREADS`` under the
+    simulator), or the power of two at or above ``work`` when that is smaller (the
+    reduction trees need a power of two)."""
+    return min(SIM_THREADS if _SIMULATOR else TPB, 1 << (work - 1).bit_length())
+
+
+def _shape(work):
+    """``(blocks, threads)`` of a 1-d grid-stride launch over ``work >= 1`` items."""
+    threads = _threads(work)
+    return min(-(-work // threads), _max_blocks()), threads
+
+
+def _launch(kernel, work, stream, *args):
+    """``kernel(*args)`` on the grid-stride launch shape for ``work >= 1`` items."""
+    blocks, threads = _shape(work)
+    kernel[blocks, threads, stream](*args)
+
+
+def _address(a):
+    """Device address of the first byte of a device array (under the simulator, of the
+    NumPy array it wraps)."""
+    ary = getattr(a, "_ary", None)
+    if ary is not None:
+        return ary.ctypes.data
+    return a.__cuda_array_interface__["data"][0]
+
+
 def _dev_ptr_range(a):
     iface = getattr(a, "__cuda_array_interface__", None)
     if iface is None:
@@ -159,23 +245,109 @@ def _overlap(a, a_dev, b, b_dev):
 # =========================================================================== XOR
 
 
-@cuda.jit
-def _xor_kernel(data, key, out):
-    """``out[i] = data[i] ^ key[i % len(key)]``."""
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = data[i] ^ key[i % key.shape[0]]
+def _make_xor_kernel(item):
+    """XOR kernel on ``item`` (uint8 or uint64) views, with a 2-d grid stride: x over the
+    items of a row, y over the rows."""
+    size = item.bitwidth // 8
+
+    def kernel(data, key, krow, k0, out):
+        """Row ``b`` of ``out``: ``data[b] ^ key[b * krow]``, item ``j`` meeting the key
+        bytes from offset ``k0 + size * j`` (mod ``p``) on, little-endian.
+
+        Each thread assembles its key item once per row; the launch (:func:`_xor_grid`)
+        keeps the x stride a multiple of the key period in items, so it serves every
+        item the thread visits in the row. Two items per step, both loaded before
+        either is stored (``out`` may be ``data``); unsigned item indices need no
+        negative-index check.
+        """
+        gx, y = cuda.grid(2)
+        gsx, sy = cuda.gridsize(2)
+        x = uint64(gx)
+        sx = uint64(gsx)
+        w = uint64(out.shape[1])
+        p = key.shape[1]
+        c = (k0 + size * gx) % p
+        for b in range(y, out.shape[0], sy):
+            r = b * krow
+            k = uint64(0)
+            o = c
+            for e in range(size):
+                k |= uint64(key[r, o]) << uint64(8 * e)
+                o += 1
+                if o == p:
+                    o = 0
+            kw = item(k)
+            j = x
+            while j + sx < w:
+                u = data[b, j]
+                v = data[b, j + sx]
+                out[b, j] = u ^ kw
+                out[b, j + sx] = v ^ kw
+                j += sx + sx
+            if j < w:
+                out[b, j] = data[b, j] ^ kw
+
+    return cuda.jit(kernel)
 
 
-@cuda.jit
-def _xor_batched_kernel(data, key, krow, out):
-    """Row ``b`` of ``out``: ``data[b] ^ key[b * krow]`` repeated; one thread per byte."""
-    t = cuda.grid(1)
-    m = out.shape[1]
-    if t < out.shape[0] * m:
-        b = t // m
-        j = t - b * m
-        out[b, j] = data[b, j] ^ key[b * krow, j % key.shape[1]]
+_xor_bytes_kernel = _make_xor_kernel(uint8)
+_xor_words_kernel = _make_xor_kernel(uint64)
+
+
+def _xor_grid(rows, items, period):
+    """``(grid, block)`` of an XOR launch over ``rows`` x ``items`` whose key repeats every
+    ``period`` items: the x stride (grid x block width) is a multiple of ``period``, or
+    the x threads cover a row in one pass; at most :func:`_max_blocks` blocks unless a
+    longer period needs more."""
+    tx = _threads(items)
+    ty = _threads(rows * tx) // tx  # rows per block: short rows share a block
+    need = -(-items // tx)
+    q = period // math.gcd(period, tx)  # fewest blocks whose threads span whole periods
+    bx = min(need, q * max(1, min(need, _max_blocks()) // q))
+    by = min(-(-rows // ty), max(1, _max_blocks() // bx))
+    return (bx, by), (tx, ty)
+
+
+def _xor_launch(kernel, size, data, key, krow, k0, out, stream):
+    rows, items = out.shape
+    p = key.shape[1]
+    grid, block = _xor_grid(rows, items, p // math.gcd(p, size))
+    kernel[grid, block, stream](data, key, krow, np.int64(k0), out)
+
+
+def _xor_device(data, key, krow, out, stream):
+    """``out = data ^ key`` on (B, m) uint8 device arrays; row ``b`` takes key row
+    ``b * krow`` from its first byte. Whole aligned words through the word kernel, the
+    rest through the byte kernel."""
+    B, m = out.shape
+    p = key.shape[1]
+    off = _address(data) % 8
+    h = min(m, -off % 8)  # bytes before the first 8-byte boundary
+    w = (m - h) // 8
+    if not (_LITTLE and w and _address(out) % 8 == off and (B == 1 or (h == 0 and m % 8 == 0))):
+        _xor_launch(_xor_bytes_kernel, 1, data, key, krow, 0, out, stream)
+        return
+    if h == 0 and 8 * w == m:
+        _xor_launch(_xor_words_kernel, 8, data.view(np.uint64), key, krow, 0,
+                    out.view(np.uint64), stream)
+        return
+    d, o = data.reshape(m), out.reshape(m)
+    e = h + 8 * w
+    for lo, hi in ((0, h), (h, e), (e, m)):
+        if hi > lo:
+            dd, oo = d[lo:hi], o[lo:hi]
+            if (lo, hi) == (h, e):
+                _xor_launch(_xor_words_kernel, 8, dd.view(np.uint64).reshape(1, w), key, krow,
+                            lo % p, oo.view(np.uint64).reshape(1, w), stream)
+            else:
+                _xor_launch(_xor_bytes_kernel, 1, dd.reshape(1, hi - lo), key, krow, lo % p,
+                            oo.reshape(1, hi - lo), stream)
+
+
+def _check_u8(**arrays):
+    for name, a in arrays.items():
+        if a.dtype != np.uint8:
+            raise TypeError(f"{name} must be uint8, got {a.dtype}")
 
 
 def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
@@ -206,7 +378,13 @@ def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
 
     Notes
     -----
-    O(n) work, one thread per byte, memory bound. Bit-identical to the CPU twin.
+    O(n) work, memory bound. When ``data`` and ``out`` start at the same offset from an
+    8-byte boundary (always for NumPy arrays, which are copied to fresh device buffers),
+    the whole words between the first and the last boundary go through the word kernel
+    (8 bytes per thread and stride step) and the at most 7 + 7 bytes around them through
+    the byte kernel: up to three launches. Otherwise one launch of the byte kernel. The
+    key item of each thread is fixed (see the module notes): no modulo in the loops.
+    Bit-identical to the CPU twin.
 
     Examples
     --------
@@ -218,9 +396,7 @@ def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
     data, data_dev = _flat("data_u8", data_u8)
     key, key_dev = _flat("key_u8", key_u8)
     out, out_dev = _flat("out_u8", out_u8)
-    for name, a in (("data_u8", data), ("key_u8", key), ("out_u8", out)):
-        if a.dtype != np.uint8:
-            raise TypeError(f"{name} must be uint8, got {a.dtype}")
+    _check_u8(data_u8=data, key_u8=key, out_u8=out)
     n = data.shape[0]
     if out.shape[0] != n:
         raise ValueError(f"out_u8 has {out.shape[0]} bytes, data_u8 has {n}")
@@ -231,7 +407,8 @@ def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
     d_data = _to_device(data, data_dev, stream)
     d_key = _to_device(key, key_dev, stream)
     d_out = _out_buffer(out, out_dev, stream)
-    _xor_kernel[_blocks(n), TPB, stream](d_data, d_key, d_out)
+    _xor_device(d_data.reshape(1, n), d_key.reshape(1, key.shape[0]), 0, d_out.reshape(1, n),
+                stream)
     _finish(d_out, out, out_dev, stream)
     return out_u8
 
@@ -286,7 +463,7 @@ def xor_elems(data, key, out, *, stream=0):
 
 
 def xor_bytes_batched(data_u8, key_u8, out_u8, *, stream=0):
-    """:func:`xor_bytes` on every row of a (B, m) stack, in one launch over B*m threads.
+    """:func:`xor_bytes` on every row of a (B, m) stack, in one launch.
 
     Parameters
     ----------
@@ -310,7 +487,10 @@ def xor_bytes_batched(data_u8, key_u8, out_u8, *, stream=0):
 
     Notes
     -----
-    O(B m) work, one thread per byte.
+    O(B m) work, memory bound, on a 2-d grid (x along a row, y over the rows). The word
+    kernel when the rows are whole 8-byte words on 8-byte boundaries (``m`` a multiple
+    of 8, ``data`` and ``out`` aligned: always for NumPy arrays) or ``B = 1``, as in
+    :func:`xor_bytes`; the byte kernel otherwise. Bit-identical to the CPU twin row by row.
 
     Examples
     --------
@@ -325,9 +505,7 @@ def xor_bytes_batched(data_u8, key_u8, out_u8, *, stream=0):
         key_u8 = key_u8.reshape(1, key_u8.shape[0])
     key, key_dev = _rows("key_u8", key_u8)
     out, out_dev = _rows("out_u8", out_u8)
-    for name, a in (("data_u8", data), ("key_u8", key), ("out_u8", out)):
-        if a.dtype != np.uint8:
-            raise TypeError(f"{name} must be uint8, got {a.dtype}")
+    _check_u8(data_u8=data, key_u8=key, out_u8=out)
     B, m = data.shape
     if tuple(out.shape) != (B, m):
         raise ValueError(f"out_u8 has shape {tuple(out.shape)}, data_u8 has {(B, m)}")
@@ -341,7 +519,7 @@ def xor_bytes_batched(data_u8, key_u8, out_u8, *, stream=0):
     d_data = _to_device(data, data_dev, stream)
     d_key = _to_device(key, key_dev, stream)
     d_out = _out_buffer(out, out_dev, stream)
-    _xor_batched_kernel[_blocks(B * m), TPB, stream](d_data, d_key, krow, d_out)
+    _xor_device(d_data, d_key, krow, d_out, stream)
     _finish(d_out, out, out_dev, stream)
     return out_u8
 
@@ -349,109 +527,111 @@ def xor_bytes_batched(data_u8, key_u8, out_u8, *, stream=0):
 # =========================================================================== reductions
 
 
-def _make_sum_kernel(acc):
-    """Block tree sum in ``acc`` (a Numba type), then one atomic add per block."""
+@cuda.jit(device=True)
+def _add(a, b):
+    return a + b
+
+
+@cuda.jit(device=True)
+def _lo(a, b):
+    """``np.minimum(a, b)``: a NaN wins, a tie keeps ``a``."""
+    if a != a or a <= b:
+        return a
+    return b
+
+
+@cuda.jit(device=True)
+def _hi(a, b):
+    """``np.maximum(a, b)``: a NaN wins, a tie keeps ``a``."""
+    if a != a or a >= b:
+        return a
+    return b
+
+
+def _make_tree(fa, fb):
+    """A device function folding a pair of values per thread over a block by a
+    shared-memory tree (``blockDim.x`` a power of two ``<= TPB``), ``fa`` over the first
+    values and ``fb`` over the second: thread ``t`` takes in ``t + s`` for s = blockDim/2,
+    blockDim/4, ..., 1, a fixed order. Thread 0 writes the pair to ``out[0, block]`` and
+    ``out[1, block]``; ``sa`` and ``sb`` hold ``TPB`` entries each."""
+
+    @cuda.jit(device=True)
+    def tree(sa, sb, a, b, out):
+        t = cuda.threadIdx.x
+        sa[t] = a
+        sb[t] = b
+        cuda.syncthreads()
+        s = cuda.blockDim.x // 2
+        while s > 0:
+            if t < s:
+                sa[t] = fa(sa[t], sa[t + s])
+                sb[t] = fb(sb[t], sb[t + s])
+            cuda.syncthreads()
+            s //= 2
+        if t == 0:
+            out[0, cuda.blockIdx.x] = sa[0]
+            out[1, cuda.blockIdx.x] = sb[0]
+
+    return tree
+
+
+_sum_tree = _make_tree(_add, _add)
+
+
+def _make_fold_kernel(acc, fa, fb, idempotent):
+    """A block reduction in ``acc`` (a Numba type) that writes two values per block:
+    ``fa`` folded over row 0 of a 2-d ``x``, ``fb`` over its last row. Sums
+    (``idempotent`` False) start from 0; min and max start from the row's first
+    element, so they need no identity."""
+    tree = _make_tree(fa, fb)
 
     def kernel(x, out):
-        sm = cuda.shared.array(TPB, dtype=acc)
-        t = cuda.threadIdx.x
-        i = cuda.grid(1)
-        v = acc(0)
-        if i < x.shape[0]:
-            v = acc(x[i])
-        sm[t] = v
-        cuda.syncthreads()
-        s = TPB // 2
-        while s > 0:
-            if t < s:
-                sm[t] += sm[t + s]
-            cuda.syncthreads()
-            s //= 2
-        if t == 0:
-            cuda.atomic.add(out, 0, sm[0])
-
-    return cuda.jit(kernel)
-
-
-def _make_minmax_kernel(acc):
-    """Block tree min (``op`` 0) or max (1) in ``acc``, then one atomic per block.
-
-    Out-of-range threads load ``ident``. A NaN wins every comparison, so a block whose
-    result is NaN sets ``nan[0] = 1`` instead of touching ``out``.
-    """
-
-    def kernel(x, op, ident, out, nan):
-        sm = cuda.shared.array(TPB, dtype=acc)
-        t = cuda.threadIdx.x
-        i = cuda.grid(1)
-        v = ident
-        if i < x.shape[0]:
-            v = acc(x[i])
-        sm[t] = v
-        cuda.syncthreads()
-        s = TPB // 2
-        while s > 0:
-            if t < s:
-                a = sm[t]
-                b = sm[t + s]
-                if a == a:
-                    if b != b:
-                        sm[t] = b
-                    elif op == 0:
-                        if b < a:
-                            sm[t] = b
-                    elif b > a:
-                        sm[t] = b
-            cuda.syncthreads()
-            s //= 2
-        if t == 0:
-            r = sm[0]
-            if r != r:
-                nan[0] = 1
-            elif op == 0:
-                cuda.atomic.min(out, 0, r)
-            else:
-                cuda.atomic.max(out, 0, r)
+        """``out[0, block]``, ``out[1, block]``: ``fa`` over ``x[0]`` and ``fb`` over
+        ``x[-1]``, this block's grid-stride share (each thread folding its elements in
+        order, then the block tree). ``x`` has one row (then both use it, read once),
+        or the two rows of partials a first launch wrote."""
+        sa = cuda.shared.array(TPB, dtype=acc)
+        sb = cuda.shared.array(TPB, dtype=acc)
+        last = x.shape[0] - 1
+        if idempotent:
+            a = acc(x[0, 0])
+            b = acc(x[last, 0])
+        else:
+            a = acc(0)
+            b = acc(0)
+        for i in range(cuda.grid(1), x.shape[1], cuda.gridsize(1)):
+            v = acc(x[0, i])
+            a = fa(a, v)
+            if last:
+                v = acc(x[last, i])
+            b = fb(b, v)
+        tree(sa, sb, a, b, out)
 
     return cuda.jit(kernel)
 
 
 @cuda.jit
 def _sum_split_kernel(x, hmask, out):
-    """Exact sum of 64-bit integers (int64, or uint64 viewed as int64) as two int64 sums,
-    as the CPU twin's ``_sum_split_range``: block tree sums of the high halves
-    ``(x >> 32) & hmask`` (``hmask`` -1 signed, 0xFFFFFFFF unsigned) and of the low
-    halves ``x & 0xFFFFFFFF``, added atomically to ``out[0]`` and ``out[1]``."""
+    """Block sums of 64-bit integers (int64, or uint64 viewed as int64) as two int64
+    sums, as the CPU twin's ``_sum_split_range``: ``out[0, block]`` of the high halves
+    ``(x >> 32) & hmask`` (``hmask`` -1 signed, 0xFFFFFFFF unsigned), ``out[1, block]``
+    of the low halves ``x & 0xFFFFFFFF``, over this block's grid-stride share."""
     sh = cuda.shared.array(TPB, dtype=int64)
     sl = cuda.shared.array(TPB, dtype=int64)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
     h = int64(0)
     lw = int64(0)
-    if i < x.shape[0]:
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         a = x[i]
-        h = (a >> 32) & hmask
-        lw = a & 0xFFFFFFFF
-    sh[t] = h
-    sl[t] = lw
-    cuda.syncthreads()
-    s = TPB // 2
-    while s > 0:
-        if t < s:
-            sh[t] += sh[t + s]
-            sl[t] += sl[t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
-        cuda.atomic.add(out, 0, sh[0])
-        cuda.atomic.add(out, 1, sl[0])
+        h += (a >> 32) & hmask
+        lw += a & 0xFFFFFFFF
+    _sum_tree(sh, sl, h, lw, out)
 
 
-_sum_f64_kernel = _make_sum_kernel(float64)
-_sum_i64_kernel = _make_sum_kernel(int64)
-_minmax_f64_kernel = _make_minmax_kernel(float64)
-_minmax_i64_kernel = _make_minmax_kernel(int64)
-_minmax_u64_kernel = _make_minmax_kernel(uint64)
+_sum_f64_kernel = _make_fold_kernel(float64, _add, _add, False)
+_sum_i64_kernel = _make_fold_kernel(int64, _add, _add, False)
+_minmax_f64_kernel = _make_fold_kernel(float64, _lo, _hi, True)
+_minmax_i64_kernel = _make_fold_kernel(int64, _lo, _hi, True)
+_minmax_u64_kernel = _make_fold_kernel(uint64, _lo, _hi, True)
 
 
 def _numeric(name, a):
@@ -466,12 +646,28 @@ def _numeric(name, a):
     return x, dev, False
 
 
+def _block_reduce(first, finish, x, acc, stream, *args):
+    """Run ``first(x, *args, partials)`` on the grid-stride shape for ``x``'s last axis,
+    writing two values per block; when there are several blocks, ``finish(partials,
+    result)`` on one block combines them in a fixed order. Returns the two results on
+    the host (one 16-byte copy)."""
+    blocks, threads = _shape(x.shape[x.ndim - 1])
+    part = cuda.device_array((2, blocks), dtype=acc, stream=stream)
+    first[blocks, threads, stream](x, *args, part)
+    if blocks > 1:
+        res = cuda.device_array((2, 1), dtype=acc, stream=stream)
+        finish[1, _threads(blocks), stream](part, res)
+        part = res
+    h = _transfer.to_host(part, stream=stream)
+    if stream:
+        stream.synchronize()
+    return h[:, 0]
+
+
 def _sum_device(d_x, stream):
     """Float64 sum of a non-empty device array."""
-    n = d_x.shape[0]
-    d_out = _transfer.to_device(np.zeros(1, dtype=np.float64), stream=stream)
-    _sum_f64_kernel[_blocks(n), TPB, stream](d_x, d_out)
-    return _transfer.to_host(d_out, stream=stream)[0]
+    row = d_x.reshape(1, d_x.shape[0])
+    return _block_reduce(_sum_f64_kernel, _sum_f64_kernel, row, np.float64, stream)[0]
 
 
 def int_sum(x, *, stream=0):
@@ -495,11 +691,12 @@ def int_sum(x, *, stream=0):
 
     Notes
     -----
-    O(n) work, one thread per element, in launches of at most ``INT_SUM_LAUNCH``
-    elements. Elements of up to 32 bits are summed in int64; 64-bit elements are split
-    into 32-bit halves summed apart (``_sum_split_kernel``), so no accumulator can
-    overflow. Each launch copies back one 16-byte (8-byte for narrower types) result;
-    the per-launch sums are joined in Python ints.
+    O(n) work, memory bound, in launches of at most ``INT_SUM_LAUNCH`` elements, each a
+    grid-stride block reduction and (for several blocks) a one-block launch over the
+    block partials. Elements of up to 32 bits are summed in int64; 64-bit elements are
+    split into 32-bit halves summed apart (``_sum_split_kernel``), so no accumulator can
+    overflow. Each launch pair copies back one 16-byte result; the per-launch sums are
+    joined in Python ints.
 
     Examples
     --------
@@ -521,42 +718,29 @@ def int_sum(x, *, stream=0):
     total = 0
     for lo in range(0, n, INT_SUM_LAUNCH):
         part = d_x if n <= INT_SUM_LAUNCH else d_x[lo : min(n, lo + INT_SUM_LAUNCH)]
-        m = part.shape[0]
         if split:
-            d_out = _transfer.to_device(np.zeros(2, dtype=np.int64), stream=stream)
-            _sum_split_kernel[_blocks(m), TPB, stream](part, hmask, d_out)
-            h, lw = _transfer.to_host(d_out, stream=stream).tolist()
+            h, lw = _block_reduce(_sum_split_kernel, _sum_i64_kernel, part, np.int64, stream,
+                                  hmask).tolist()
             total += (h << 32) + lw
         else:
-            d_out = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
-            _sum_i64_kernel[_blocks(m), TPB, stream](part, d_out)
-            total += int(_transfer.to_host(d_out, stream=stream)[0])
+            row = part.reshape(1, part.shape[0])
+            total += int(_block_reduce(_sum_i64_kernel, _sum_i64_kernel, row, np.int64,
+                                       stream)[0])
     return total
 
 
-def _minmax_device(d_x, op, stream):
-    """``op`` 0 (min) or 1 (max) of a non-empty device array, as the accumulator type;
-    NaN (float) when any element is NaN."""
-    n = d_x.shape[0]
-    dt = d_x.dtype
-    if np.issubdtype(dt, np.floating):
-        acc_t, kernel = np.float64, _minmax_f64_kernel
-        ident = np.inf if op == 0 else -np.inf
-    elif np.issubdtype(dt, np.unsignedinteger):
-        acc_t, kernel = np.uint64, _minmax_u64_kernel
-        ident = np.iinfo(np.uint64).max if op == 0 else 0
+def _minmax_device(d_x, stream):
+    """``(min, max)`` of a non-empty device array in one pass, as the accumulator type
+    (float64, int64 or uint64); both NaN when any element is NaN."""
+    if np.issubdtype(d_x.dtype, np.floating):
+        acc, kernel = np.float64, _minmax_f64_kernel
+    elif np.issubdtype(d_x.dtype, np.unsignedinteger):
+        acc, kernel = np.uint64, _minmax_u64_kernel
     else:
-        acc_t, kernel = np.int64, _minmax_i64_kernel
-        info = np.iinfo(np.int64)
-        ident = info.max if op == 0 else info.min
-    ident = acc_t(ident)
-    d_out = _transfer.to_device(np.full(1, ident, dtype=acc_t), stream=stream)
-    d_nan = _transfer.to_device(np.zeros(1, dtype=np.int32), stream=stream)
-    kernel[_blocks(n), TPB, stream](d_x, op, ident, d_out, d_nan)
-    r = _transfer.to_host(d_out, stream=stream)[0]
-    if _transfer.to_host(d_nan, stream=stream)[0]:
-        return acc_t(np.nan)
-    return r
+        acc, kernel = np.int64, _minmax_i64_kernel
+    row = d_x.reshape(1, d_x.shape[0])
+    mn, mx = _block_reduce(kernel, kernel, row, acc, stream)
+    return mn, mx
 
 
 def reduce(x, op, *, stream=0):
@@ -588,13 +772,17 @@ def reduce(x, op, *, stream=0):
 
     Notes
     -----
-    O(n) work, one thread per element: a shared-memory tree reduction per block of
-    ``TPB`` threads, then ``cuda.atomic.add/min/max`` of the block results into a
-    1-element output. Integer sums are exact (:func:`int_sum`) and the integer ``mean``
-    is that sum over ``n``, correctly rounded: bit-identical to the CPU twin. min/max
-    are exact and NaN wins, as in ``np.min``. Float sums (float32 is summed in float64)
-    depend on the order in which blocks finish: error at most about
-    ``(log2(TPB) + ceil(n / TPB) + 2) * eps * sum(|x|)``; NaN and inf propagate.
+    O(n) work, memory bound: a grid-stride pass that leaves one partial per block (each
+    thread adds its share in order, then a shared-memory tree per block), and, for
+    several blocks, one block that combines the partials by the same tree. No atomics,
+    so the order of the operations depends only on ``n`` and the device. Integer sums
+    are exact (:func:`int_sum`) and the integer ``mean`` is that sum over ``n``,
+    correctly rounded: bit-identical to the CPU twin. ``min`` and ``max`` come from one
+    pass that finds both; they are exact and NaN wins, as in ``np.min``. Float sums
+    (float32 is summed in float64) are the same bits on every run on a given GPU model
+    (or the simulator); against the exact sum the error is at most about
+    ``(ceil(n / T) + ceil(B / TPB) + 2 log2(TPB)) * eps * sum(|x|)``, with ``T`` the
+    threads and ``B`` the blocks of the first launch; NaN and inf propagate.
 
     Examples
     --------
@@ -619,7 +807,7 @@ def reduce(x, op, *, stream=0):
         return np.float64(s / n) if op == "mean" else np.float64(s)
     if n == 0:
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
-    r = _minmax_device(_to_device(x, dev, stream), 0 if op == "min" else 1, stream)
+    r = _minmax_device(_to_device(x, dev, stream), stream)[0 if op == "min" else 1]
     if is_bool:
         return np.bool_(r)
     return x.dtype.type(r)
@@ -630,9 +818,8 @@ def reduce(x, op, *, stream=0):
 
 @cuda.jit
 def _binary_kernel(code, a, b, out):
-    """``out[i] = op(a[i], b[i])``; ``code`` indexes ``BINARY_OPS``."""
-    i = cuda.grid(1)
-    if i < out.shape[0]:
+    """``out[i] = op(a[i], b[i])`` over a grid stride; ``code`` indexes ``BINARY_OPS``."""
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         x = a[i]
         y = b[i]
         if code == 0:
@@ -643,16 +830,10 @@ def _binary_kernel(code, a, b, out):
             r = x * y
         elif code == 3:
             r = x / y
-        elif code == 4:  # np.maximum: NaN propagates, ties keep x
-            if x != x or x >= y:
-                r = x
-            else:
-                r = y
-        elif code == 5:  # np.minimum
-            if x != x or x <= y:
-                r = x
-            else:
-                r = y
+        elif code == 4:
+            r = _hi(x, y)
+        elif code == 5:
+            r = _lo(x, y)
         else:
             r = x**y
         out[i] = r
@@ -660,9 +841,8 @@ def _binary_kernel(code, a, b, out):
 
 @cuda.jit
 def _unary_kernel(code, a, out):
-    """``out[i] = op(a[i])``; ``code`` indexes ``UNARY_OPS``."""
-    i = cuda.grid(1)
-    if i < out.shape[0]:
+    """``out[i] = op(a[i])`` over a grid stride; ``code`` indexes ``UNARY_OPS``."""
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         x = a[i]
         if code == 0:
             r = -x
@@ -716,8 +896,8 @@ def elementwise(op, a, b, out, *, stream=0):
 
     Notes
     -----
-    O(n) work, one thread per element; the op is an int code, the same for every
-    thread. ``+ - * / neg abs sqrt`` are correctly rounded (``fastmath`` off) and
+    O(n) work, memory bound, over a grid stride; the op is an int code, the same for
+    every thread. ``+ - * / neg abs sqrt`` are correctly rounded (``fastmath`` off) and
     ``max``/``min`` follow ``np.maximum``/``np.minimum`` (NaN propagates), so these are
     bit-identical to the CPU twin; ``pow exp log sin cos`` use libdevice (within 4 ulp
     of NumPy). On a GPU, out-of-domain inputs give NaN/inf as in NumPy; the simulator
@@ -751,9 +931,9 @@ def elementwise(op, a, b, out, *, stream=0):
     d_o = _out_buffer(o, o_dev, stream)
     if op in BINARY_OPS:
         d_y = _to_device(y, y_dev, stream)
-        _binary_kernel[_blocks(n), TPB, stream](BINARY_OPS.index(op), d_x, d_y, d_o)
+        _launch(_binary_kernel, n, stream, BINARY_OPS.index(op), d_x, d_y, d_o)
     else:
-        _unary_kernel[_blocks(n), TPB, stream](UNARY_OPS.index(op), d_x, d_o)
+        _launch(_unary_kernel, n, stream, UNARY_OPS.index(op), d_x, d_o)
     _finish(d_o, o, o_dev, stream)
     return out
 
@@ -763,16 +943,16 @@ def elementwise(op, a, b, out, *, stream=0):
 
 @cuda.jit
 def _affine_kernel(x, shift, div, mul, out):
-    """``out[i] = (float64(x[i]) - shift) / div * mul`` (no multiply-add to contract)."""
-    i = cuda.grid(1)
-    if i < out.shape[0]:
+    """``out[i] = (float64(x[i]) - shift) / div * mul`` over a grid stride (no
+    multiply-add to contract)."""
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = (float64(x[i]) - shift) / div * mul
 
 
 @cuda.jit
 def _fill_kernel(out, value):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
+    """``out[i] = value`` over a grid stride."""
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = value
 
 
@@ -801,7 +981,7 @@ def scale(x, factor, out, *, stream=0):
 
     Notes
     -----
-    O(n) work, one thread per element.
+    O(n) work, memory bound, over a grid stride.
 
     Examples
     --------
@@ -817,7 +997,7 @@ def scale(x, factor, out, *, stream=0):
         return out
     d_v = _to_device(v, v_dev, stream)
     d_o = _out_buffer(o, o_dev, stream)
-    _affine_kernel[_blocks(n), TPB, stream](d_v, 0.0, 1.0, float(factor), d_o)
+    _launch(_affine_kernel, n, stream, d_v, 0.0, 1.0, float(factor), d_o)
     _finish(d_o, o, o_dev, stream)
     return out
 
@@ -847,8 +1027,10 @@ def normalize(x, out, *, stream=0):
 
     Notes
     -----
-    Three launches, O(n) each: the min and max reductions of :func:`reduce` (their two
-    scalars come back to the host, which picks the case), then the affine map.
+    Two passes over ``x``, O(n) each, memory bound: one reduction finds min and max
+    together (a grid-stride launch and a one-block launch over its block partials; the
+    two scalars come back to the host, 16 bytes, which picks the case), then the affine
+    map over a grid stride.
 
     Examples
     --------
@@ -864,14 +1046,13 @@ def normalize(x, out, *, stream=0):
         return out
     d_v = _to_device(v, v_dev, stream)
     d_o = _out_buffer(o, o_dev, stream)
-    mn = float(_minmax_device(d_v, 0, stream))
-    mx = float(_minmax_device(d_v, 1, stream))
-    if mn != mn or mx != mx:
-        _fill_kernel[_blocks(n), TPB, stream](d_o, np.nan)
+    mn, mx = (float(v) for v in _minmax_device(d_v, stream))
+    if mn != mn:
+        _launch(_fill_kernel, n, stream, d_o, np.nan)
     elif mx == mn:
-        _fill_kernel[_blocks(n), TPB, stream](d_o, 0.0)
+        _launch(_fill_kernel, n, stream, d_o, 0.0)
     else:
-        _affine_kernel[_blocks(n), TPB, stream](d_v, mn, mx - mn, 1.0, d_o)
+        _launch(_affine_kernel, n, stream, d_v, mn, mx - mn, 1.0, d_o)
     _finish(d_o, o, o_dev, stream)
     return out
 
@@ -912,8 +1093,30 @@ def _matmul_kernel(a, b, out):
         out[row, col] = acc
 
 
+@functools.cache
+def _cupy():
+    """CuPy, when it can be imported and a GPU is present (never under the simulator);
+    otherwise None. Looked up once per process."""
+    if _SIMULATOR or not cuda.is_available():
+        return None
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+def _cublas_matmul(cp, a, b, out, stream):
+    """``out = a @ b`` by cuBLAS (``cupy.matmul`` on zero-copy CuPy views of the device
+    arrays), queued on ``stream``."""
+    ptr = int(stream.handle) if stream else 0
+    with cp.cuda.ExternalStream(ptr) if ptr else cp.cuda.Stream.null:
+        cp.matmul(cp.asarray(a), cp.asarray(b), out=cp.asarray(out))
+
+
 def matmul(a, b, out, *, stream=0):
-    """Dense float64 matrix product ``out = a @ b`` with shared-memory tiles.
+    """Dense float64 matrix product ``out = a @ b``: cuBLAS when CuPy is there, else
+    shared-memory tiles.
 
     Parameters
     ----------
@@ -937,11 +1140,16 @@ def matmul(a, b, out, *, stream=0):
 
     Notes
     -----
-    O(m k n) flops on a 2-d grid of ``MM_TPB`` x ``MM_TPB`` blocks, one thread per
-    output element; each input element is read from global memory ``n / MM_TPB`` (resp.
-    ``m / MM_TPB``) times. Products are added in increasing k from 0.0, as the CPU twin
-    does: bit-identical in the simulator; on a GPU the multiply-adds are contracted to
-    FMAs, within ``k eps (|a| @ |b|)`` of the CPU twin.
+    O(m k n) flops. With CuPy installed (``pip install cupy-cuda12x``) and a GPU
+    present, cuBLAS's DGEMM computes the product in place in ``out`` (CuPy views of the
+    device arrays, no copies), on ``stream``: its own blocking and order of summation,
+    with FMAs, within ``k eps (|a| @ |b|)`` of the CPU twin. Otherwise, and always
+    under the simulator, ``_matmul_kernel``: a 2-d grid of ``MM_TPB`` x ``MM_TPB``
+    blocks, one thread per output element; each input element is read from global
+    memory ``n / MM_TPB`` (resp. ``m / MM_TPB``) times. Its products are added in
+    increasing k from 0.0, as the CPU twin does: bit-identical in the simulator; on a
+    GPU the multiply-adds are contracted to FMAs, within ``k eps (|a| @ |b|)`` of the
+    CPU twin.
 
     Examples
     --------
@@ -969,7 +1177,11 @@ def matmul(a, b, out, *, stream=0):
     d_a = _to_device(a2, a_dev, stream)
     d_b = _to_device(b2, b_dev, stream)
     d_o = _out_buffer(o2, o_dev, stream)
-    grid = (-(-n // MM_TPB), -(-m // MM_TPB))
-    _matmul_kernel[grid, (MM_TPB, MM_TPB), stream](d_a, d_b, d_o)
+    cp = _cupy()
+    if cp is not None:
+        _cublas_matmul(cp, d_a, d_b, d_o, stream)
+    else:
+        grid = (-(-n // MM_TPB), -(-m // MM_TPB))
+        _matmul_kernel[grid, (MM_TPB, MM_TPB), stream](d_a, d_b, d_o)
     _finish(d_o, o2, o_dev, stream)
     return out
