@@ -13,7 +13,9 @@ ones: the same set, in the same (stencil) order, with no local memory.
 hot kernels decode them once per site instead (:func:`inside`): a site whose every
 coordinate keeps the whole stencil on the lattice, without wrapping, reaches its k-th
 neighbour at ``i + foff[k]`` (:func:`step`), and only the sites near an edge or seam
-take the general path.
+take the general path. There, distinct stencil entries reach distinct sites, so the
+de-duplicated set needs no recomputation either: :func:`kept` reads a per-entry flag
+(``kernels.cuda.graph._first``) on the fast path and asks :func:`is_first` elsewhere.
 """
 
 from __future__ import annotations
@@ -64,3 +66,16 @@ def step(i, k, fast, foff, shape, strides, periodic, offsets, open_):
             return -1
         return j
     return neighbor(i, k, shape, strides, periodic, offsets, open_)
+
+
+@cuda.jit(device=True)
+def kept(i, k, j, fast, first, dedupe, shape, strides, periodic, offsets, open_):
+    """True when ``j`` (>= 0), reached from site ``i`` through stencil entry ``k`` by
+    :func:`step`, counts in ``i``'s neighbour set: always without ``dedupe``; with it,
+    ``first[k]`` when ``fast`` (the entry is neither the zero offset nor a repeat of an
+    earlier one, O(1)) and :func:`is_first` otherwise (O(k d))."""
+    if not dedupe:
+        return True
+    if fast:
+        return first[k] != 0
+    return is_first(i, k, j, shape, strides, periodic, offsets, open_)

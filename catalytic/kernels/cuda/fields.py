@@ -4,16 +4,27 @@ Lattice conventions (``shape``, ``strides``, ``periodic``, ``offsets``, ``open_`
 ``dedupe``) are those of :mod:`catalytic.kernels.cpu._lattice`; neighbours come from the
 device :func:`catalytic.kernels.cuda._lattice.neighbor`, compiled from the CPU source.
 
-One thread per site (per (field, site) pair for a batch): thread ``t`` of a (B, n) stack
-owns site ``i = t % n`` of field ``b = t // n``. Each site sums its neighbours in stencil
-order starting from 0.0, then forms ``deg * f_i - acc`` (and ``f_i - alpha * lap`` for an
-Euler step): the CPU twin's per-site order. Two kernels:
+A 2-d grid stride: x over the sites, y over the fields of a batch (a single field is a
+stack of one), sized to the device (at most 8 blocks of ``TPB`` threads per
+multiprocessor, as the array kernels). A thread decodes its site's coordinates once
+(:func:`~catalytic.kernels.cuda._lattice.inside`, d divisions); away from edges and
+seams each neighbour is then one addition of a flat offset
+(:func:`~catalytic.kernels.cuda._lattice.step`), elsewhere ``neighbor`` (d divisions
+per entry). Each site sums its neighbours in stencil order starting from 0.0,
+then forms ``deg * f_i - acc`` (and ``f_i - alpha * lap`` for an Euler step): the CPU
+twin's per-site order. Two kernels from one source, ``dedupe`` fixed at compile time:
 
-* ``_lap_kernel`` (``dedupe`` False): walks the stencil, skipping offsets with no site.
+* ``_lap_kernel`` (``dedupe`` False): walks the stencil, skipping entries with no site.
 * ``_lap_dedupe_kernel`` (``dedupe`` True): the same walk, dropping duplicates and
-  self-loops by recomputing the earlier offsets' neighbours
-  (:func:`catalytic.kernels.cuda._lattice.is_first`); no per-thread local buffer, so
-  any stencil size, O(k^2 d) per site.
+  self-loops (:func:`~catalytic.kernels.cuda._lattice.kept`): a per-entry flag on the
+  fast path, elsewhere the earlier entries' neighbours recomputed
+  (:func:`~catalytic.kernels.cuda._lattice.is_first`, O(k^2 d) per site); no
+  per-thread local buffer, so any stencil size.
+
+The small lattice tables (shape, strides, periodic, offsets, the fast-path tables) are
+copied to the device once per geometry and reused
+(:func:`catalytic.kernels.cuda.graph._tables`): a call copies over only its field, and
+the mask when the caller has no device copy of it.
 
 Agreement: bit-identical to the CPU twin. The simulator shows it; on a GPU the only
 risk is NVVM's FMA contraction (numba-cuda compiles with NVVM's default ``-fma=1`` even
@@ -30,17 +41,18 @@ from numba import cuda
 
 from catalytic.kernels.cpu.fields import _prepare
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda._lattice import is_first, neighbor
+from catalytic.kernels.cuda._lattice import inside, kept, step
 from catalytic.kernels.cuda.arrays import (
-    TPB,
-    _blocks,
     _device_view,
     _finish,
     _is_device,
+    _max_blocks,
     _out_buffer,
     _overlap,
+    _threads,
     _to_device,
 )
+from catalytic.kernels.cuda.graph import _tables
 
 __all__ = ["laplacian", "diffuse", "laplacian_batched"]
 
@@ -48,58 +60,49 @@ __all__ = ["laplacian", "diffuse", "laplacian_batched"]
 # --------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
-def _lap_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler):
-    """Laplacian (``euler`` False) or one Euler step of every row of a (B, n) stack."""
-    t = cuda.grid(1)
-    n = field.shape[1]
-    if t < field.shape[0] * n:
-        b = t // n
-        i = t - b * n
-        fi = field[b, i]
-        if open_.shape[0] != 0 and open_[i] == 0:
-            lap = 0.0
-        else:
-            acc = 0.0
-            m = 0
-            for k in range(offsets.shape[0]):
-                j = neighbor(i, k, shape, strides, periodic, offsets, open_)
-                if j >= 0:
-                    acc += field[b, j]
-                    m += 1
-            lap = m * fi - acc
-        if euler:
-            out[b, i] = fi - alpha * lap
-        else:
-            out[b, i] = lap
+def _make_lap_kernel(dedupe):
+    """The Laplacian / Euler-step kernel over the neighbour set, de-duplicated or not
+    (``dedupe`` is fixed at compile time)."""
+
+    def kernel(shape, strides, periodic, offsets, foff, lo, hi, first, open_, field, out,
+               alpha, euler):
+        """Laplacian (``euler`` False) or one Euler step of every row of a (B, n) stack,
+        on a 2-d grid stride: x over the sites, y over the rows. Each site's
+        coordinates are decoded once (:func:`inside`); its neighbours come from
+        :func:`step` and, with ``dedupe``, :func:`kept` drops duplicates and self-loops
+        (no local buffer). Every row sums the neighbours in stencil order from 0.0."""
+        x, y = cuda.grid(2)
+        sx, sy = cuda.gridsize(2)
+        rows = field.shape[0]
+        masked = open_.shape[0] != 0
+        for i in range(x, field.shape[1], sx):
+            is_open = not masked or open_[i] != 0
+            fast = is_open and inside(i, strides, lo, hi)
+            for b in range(y, rows, sy):
+                fi = field[b, i]
+                lap = 0.0
+                if is_open:
+                    acc = 0.0
+                    m = 0
+                    for k in range(offsets.shape[0]):
+                        j = step(i, k, fast, foff, shape, strides, periodic, offsets, open_)
+                        if j >= 0 and kept(i, k, j, fast, first, dedupe, shape, strides,
+                                           periodic, offsets, open_):
+                            acc += field[b, j]
+                            m += 1
+                    lap = m * fi - acc
+                if euler:
+                    out[b, i] = fi - alpha * lap
+                else:
+                    out[b, i] = lap
+
+    return cuda.jit(kernel)
 
 
-@cuda.jit
-def _lap_dedupe_kernel(shape, strides, periodic, offsets, open_, field, out, alpha, euler):
-    """As ``_lap_kernel``, over the de-duplicated neighbour set: an offset counts only
-    when :func:`is_first` says no earlier offset reaches the same site (nor the site
-    itself), so the set and its order are ``neighbors_into``'s, with no local buffer."""
-    t = cuda.grid(1)
-    n = field.shape[1]
-    if t < field.shape[0] * n:
-        b = t // n
-        i = t - b * n
-        fi = field[b, i]
-        if open_.shape[0] != 0 and open_[i] == 0:
-            lap = 0.0
-        else:
-            acc = 0.0
-            m = 0
-            for k in range(offsets.shape[0]):
-                j = neighbor(i, k, shape, strides, periodic, offsets, open_)
-                if j >= 0 and is_first(i, k, j, shape, strides, periodic, offsets, open_):
-                    acc += field[b, j]
-                    m += 1
-            lap = m * fi - acc
-        if euler:
-            out[b, i] = fi - alpha * lap
-        else:
-            out[b, i] = lap
+#: every stencil entry counts (``dedupe`` False)
+_lap_kernel = _make_lap_kernel(False)
+#: the de-duplicated neighbour set (``dedupe`` True)
+_lap_dedupe_kernel = _make_lap_kernel(True)
 
 
 # --------------------------------------------------------------------------- host side
@@ -140,31 +143,37 @@ def _device_open(open_, n):
 
 
 class _Geometry:
-    """The validated lattice arrays, and the kernel that fits ``dedupe``. ``open_`` may
-    be a device array (it is then used as is; the small tables are always copied)."""
+    """The validated lattice, its device tables (cached per geometry, :func:`_tables`)
+    and the kernel that fits ``dedupe``. ``open_`` may be a device array (it is then
+    used as is); a host ``open_`` is copied at each call."""
 
     def __init__(self, shape, periodic, offsets, open_, dedupe):
         d_open = open_ if _is_device(open_) else None
         if d_open is not None:
             open_ = np.zeros(0, np.uint8)  # checked below, against n
-        shape, strides, periodic, offsets, open_, n = _prepare(shape, periodic, offsets, open_)
+        shape, _strides, periodic, offsets, open_, n = _prepare(shape, periodic, offsets, open_)
         self.n = n
-        self.host = (shape, strides, periodic, offsets, open_)
+        self.lattice = (shape, periodic, offsets)
+        self.open_ = open_
         self.d_open = None if d_open is None else _device_open(d_open, n)
         self.args = None
         self.kernel = _lap_dedupe_kernel if dedupe else _lap_kernel
 
     def upload(self, stream):
-        tables = tuple(_transfer.to_device(a, stream=stream) for a in self.host[:4])
+        t = _tables(*self.lattice, stream)
         d_open = self.d_open
         if d_open is None:
-            d_open = _transfer.to_device(self.host[4], stream=stream)
-        self.args = tables + (d_open,)
+            d_open = _transfer.to_device(self.open_, stream=stream)
+        self.args = (t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, t.d_first,
+                     d_open)
 
     def launch(self, src, dst, alpha, euler, stream):
-        total = src.shape[0] * self.n
-        if total:
-            self.kernel[_blocks(total), TPB, stream](*self.args, src, dst, float(alpha), euler)
+        rows = src.shape[0]
+        if rows and self.n:
+            tx = _threads(self.n)
+            bx = min(-(-self.n // tx), _max_blocks())
+            by = min(rows, max(1, _max_blocks() // bx))
+            self.kernel[(bx, by), (tx, 1), stream](*self.args, src, dst, float(alpha), euler)
 
 
 def _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stream, batched):
@@ -222,8 +231,10 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
 
     Notes
     -----
-    O(n k d) work, one thread per site. Same per-site summation order as the CPU twin,
-    no FMA contraction in the PTX: bit-identical.
+    O(n k) work away from edges and seams (d divisions per site), O(n k d) at them;
+    memory bound on a GPU (one read of ``f`` per neighbour, mostly from cache, one
+    write). Same per-site summation order as the CPU twin, no FMA contraction in the
+    PTX: bit-identical.
 
     Examples
     --------
@@ -259,7 +270,8 @@ def laplacian_batched(shape, periodic, offsets, open_, dedupe, fields, out, *, s
 
     Notes
     -----
-    O(B n k d) work over B*n threads (thread ``t``: field ``t // n``, site ``t % n``).
+    O(B n k) work (O(B n k d) at edges and seams) on a 2-d grid stride: a thread's
+    site coordinates are decoded once for all the rows it takes.
 
     Examples
     --------

@@ -51,7 +51,7 @@ from numba import cuda, int64, uint64
 
 from catalytic.kernels.cpu._lattice import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda._lattice import inside, is_first, neighbor, step
+from catalytic.kernels.cuda._lattice import inside, kept, step
 
 __all__ = [
     "THREADS",
@@ -340,17 +340,19 @@ def _scan_add(a, sums):
 
 
 @cuda.jit
-def _degree(shape, strides, periodic, offsets, open_, dedupe, deg):
+def _degree(shape, strides, periodic, offsets, foff, lo, hi, first, open_, dedupe, deg):
     """``deg[i]`` = size of the neighbour set of open site ``i`` (0 when blocked); with
-    ``dedupe`` a neighbour counts only where :func:`is_first` (no local buffer)."""
+    ``dedupe`` a neighbour counts only where :func:`kept` (no local buffer). The fast
+    neighbour path away from edges and seams (:func:`_fast`)."""
     i = cuda.grid(1)
     if i < deg.shape[0]:
         m = 0
         if open_.shape[0] == 0 or open_[i] != 0:
+            fast = inside(i, strides, lo, hi)
             for k in range(offsets.shape[0]):
-                j = neighbor(i, k, shape, strides, periodic, offsets, open_)
-                if j >= 0 and (not dedupe
-                               or is_first(i, k, j, shape, strides, periodic, offsets, open_)):
+                j = step(i, k, fast, foff, shape, strides, periodic, offsets, open_)
+                if j >= 0 and kept(i, k, j, fast, first, dedupe, shape, strides, periodic,
+                                   offsets, open_):
                     m += 1
         deg[i] = m
 
@@ -478,6 +480,7 @@ class _Tables(NamedTuple):
     d_noffsets: object  # the stencil negated: in-neighbours
     d_fast: tuple  # (foff, lo, hi) of the stencil, for the fast neighbour path
     d_nfast: tuple  # the same of the negated stencil
+    d_first: object  # uint8 (k,): the de-duplicated set on the fast path (:func:`_first`)
 
 
 def _fast(shape, strides, offsets):
@@ -493,6 +496,18 @@ def _fast(shape, strides, offsets):
     hi = shape - np.maximum(0, offsets.max(axis=0))
     return (np.ascontiguousarray(offsets @ strides, dtype=np.int64),
             lo.astype(np.int64), hi.astype(np.int64))
+
+
+def _first(offsets):
+    """uint8 per stencil entry: 1 when the entry is not the zero offset and no earlier
+    entry equals it. For a site on the fast path (no entry wraps or leaves the lattice)
+    distinct entries reach distinct sites, so these are exactly the entries that
+    :func:`~._lattice.is_first` keeps there, found without recomputing any neighbour."""
+    k = offsets.shape[0]
+    first = np.zeros(k, dtype=np.uint8)
+    for q in range(k):
+        first[q] = offsets[q].any() and not (offsets[:q] == offsets[q]).all(axis=1).any()
+    return first
 
 
 #: device copies of the small lattice tables, by geometry and CUDA context: most recent
@@ -524,7 +539,7 @@ def _tables(shape, periodic, offsets, stream) -> _Tables:
     t = _Tables(n, shape, strides, periodic, offsets, dev(shape), dev(strides),
                 dev(periodic), dev(offsets), dev(noffsets),
                 tuple(dev(a) for a in _fast(shape, strides, offsets)),
-                tuple(dev(a) for a in _fast(shape, strides, noffsets)))
+                tuple(dev(a) for a in _fast(shape, strides, noffsets)), dev(_first(offsets)))
     with _table_lock:
         _table_cache[key] = t
         while len(_table_cache) > TABLES_CACHED:
@@ -984,8 +999,9 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
 
     Notes
     -----
-    One thread per site, no local buffer: O(n k d) work, O(n k^2 d) with ``dedupe``
-    (each neighbour is compared with the earlier offsets' neighbours, recomputed).
+    One thread per site, no local buffer: O(n k) work away from edges and seams
+    (:func:`_fast`), O(n k d) at them and O(n k^2 d) there with ``dedupe`` (each
+    neighbour compared with the earlier offsets' neighbours, recomputed).
 
     Examples
     --------
@@ -997,8 +1013,8 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
     t = _tables(shape, periodic, offsets, stream)
     d_open = _device(open_, np.uint8, stream)
     deg = cuda.device_array(t.n, dtype=np.int64, stream=stream)
-    _launch(_degree, t.n, stream, t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, d_open,
-            bool(dedupe), deg)
+    _launch(_degree, t.n, stream, t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast,
+            t.d_first, d_open, bool(dedupe), deg)
     return _read(deg, stream)
 
 
