@@ -742,12 +742,12 @@ def _terms_for(op):
     the hops estimate) and the bytes it moves over PCIe (lattice arrays not yet on the
     device, NumPy inputs, results copied back), at ``launch_s`` and
     ``pcie_bytes_per_s`` (``params`` from calibration, else :data:`DEFAULT_TERMS`)."""
-    def lattice_terms(launches, back_per_site, weights=False):
+    def lattice_terms(launches, back_per_site, weights=False, back=None):
         def terms(params, lat, *args, **kwargs):
             p = {**DEFAULT_TERMS, **params}
             n = lat.geometry.n_points
-            moved = (_not_resident(lat, weights) + _host_bytes(args, kwargs)
-                     + back_per_site * n)
+            returned = back_per_site * n if back is None else back(lat, *args, **kwargs)
+            moved = _not_resident(lat, weights) + _host_bytes(args, kwargs) + returned
             return {"launches": launches(lat, *args, **kwargs) * p["launch_s"],
                     "PCIe": moved / p["pcie_bytes_per_s"]}
         return terms
@@ -769,6 +769,11 @@ def _terms_for(op):
             return levels(lat)
         return hops_estimate(lat.geometry, start, end) + 1
 
+    def path_back(lat, start, end, *args, **kwargs):
+        if lat.geometry.weights is not None:  # the costs, for the walk on the host
+            return 8 * lat.geometry.n_points
+        return 8 * (hops_estimate(lat.geometry, start, end) + 2)  # end's distance, the path
+
     def labelling(lat, *args, **kwargs):
         return _launches_of_labelling(lat.geometry.n_points)
 
@@ -786,7 +791,7 @@ def _terms_for(op):
 
     table = {
         "distance_field": lattice_terms(levels, 8, weights=True),
-        "shortest_path": lattice_terms(path_levels, 8, weights=True),
+        "shortest_path": lattice_terms(path_levels, 0, weights=True, back=path_back),
         "connected_components": lattice_terms(labelling, 4),
         "percolates": lattice_terms(labelling, 4),
         "spanning_clusters": lattice_terms(labelling, 4),

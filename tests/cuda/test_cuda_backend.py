@@ -471,6 +471,12 @@ def test_gpu_prediction_counts_the_levels_of_a_small_search():
     # a search to a near site queues only its own levels
     near = cb._terms_for("shortest_path")({}, L, 0, 65)
     assert near["launches"] == pytest.approx(3 * cb.DEFAULT_TERMS["launch_s"])
+    # and brings back the path (walked on the device) and end's distance, not 8 n bytes
+    assert near["PCIe"] == pytest.approx(8 * (2 + 2) / cb.DEFAULT_TERMS["pcie_bytes_per_s"])
+    W = cat.Lattice(shape=(64, 64), weights=np.ones((64, 64)))
+    W._backend_state["cuda"] = {"open_": object(), "weights": object()}  # as if resident
+    weighted = cb._terms_for("shortest_path")({}, W, 0, 65)["PCIe"]
+    assert weighted == pytest.approx(8 * 4096 / cb.DEFAULT_TERMS["pcie_bytes_per_s"])
 
 
 def test_pcie_term_counts_what_is_not_on_the_device():

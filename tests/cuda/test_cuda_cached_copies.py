@@ -95,3 +95,24 @@ def test_graph_calls_reuse_tables_and_bring_back_only_results():
     assert graph._table_cache
     cb.cleanup()
     assert not graph._table_cache
+
+
+@sim
+def test_hop_path_is_walked_on_the_device():
+    """An unweighted path search copies back the end's distance, the frontier counts and
+    the path itself, never the n distances (the walk back runs on the device); it is
+    still the CPU twin's path (smallest index one hop closer at every tie)."""
+    rng = np.random.default_rng(4)
+    L = cat.Lattice(shape=(9, 11), periodic=(True, False), mask=rng.random((9, 11)) > 0.1)
+    sites = np.flatnonzero(L.geometry.open_flat)
+    s, e = int(sites[0]), int(sites[-1])
+    want = L.find_shortest_path(s, e, backend="numpy")
+    assert want.path.shape[0] > 2
+    L.find_shortest_path(s, e, backend="cuda")  # caches the tables and the mask
+    cb.reset_transfer_stats()
+    got = L.find_shortest_path(s, e, backend="cuda")
+    t = cb.transfer_stats()
+    np.testing.assert_array_equal(got.path, want.path)
+    assert got.distance == want.distance
+    extra = t["d2h_bytes"] - 8 - 8 * want.path.shape[0]  # end's distance, the path
+    assert extra % 24 == 0 and 0 < extra < 8 * L.n_points, t  # count readings only

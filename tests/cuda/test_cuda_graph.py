@@ -566,6 +566,7 @@ def _ptx_cases():
         "_scan_blocks[int64]": ("_scan_blocks", (i64, i64)),
         "_scan_add[int32]": ("_scan_add", (T.int32[::1], T.int32[::1])),
         "_degree": ("_degree", geo + fast + (u8, u8, T.boolean, i64)),
+        "_walk_hops": ("_walk_hops", geo + fast + (u8, i64, T.int64, i64)),
         "_fill[uint64]": ("_fill", (T.uint64[::1], T.uint64)),
         "_bits_start": ("_bits_start", (T.uint64[::1], T.uint64[::1], i64)),
         "_bits_level": ("_bits_level",

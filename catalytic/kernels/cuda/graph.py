@@ -358,6 +358,30 @@ def _degree(shape, strides, periodic, offsets, foff, lo, hi, first, open_, dedup
 
 
 @cuda.jit
+def _walk_hops(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, dist, end, path):
+    """One thread walks a shortest hop path back from ``end``: ``path[0] = end``, then
+    each ``path[h]`` is the in-neighbour (``noffsets``, the negated stencil) of
+    ``path[h - 1]`` with the smallest flat index whose distance is one less, the CPU
+    twin's rule (``_walk_back_hops``). ``path`` has ``dist[end] + 1`` entries.
+    O(D k) serial work: D steps of k independent loads, instead of copying all n
+    distances to the host."""
+    if cuda.grid(1) == 0:
+        v = end
+        path[0] = v
+        D = dist[v]
+        for h in range(1, path.shape[0]):
+            fast = inside(v, strides, lo, hi)
+            best = -1
+            for k in range(noffsets.shape[0]):
+                u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
+                if u >= 0 and dist[u] == D - 1 and (best < 0 or u < best):
+                    best = u
+            path[h] = best
+            v = best
+            D -= 1
+
+
+@cuda.jit
 def _bits_start(seen, front, src):
     """Source ``s`` of a pass is bit ``s`` of the words of its site: ``seen`` and
     ``front`` (zeroed) get it. The sources are distinct sites, one thread each."""
@@ -860,13 +884,15 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     Notes
     -----
     The distances come from the device (:func:`bfs_distance` stopping after ``end``'s
-    level, or :func:`relax_distance`); the walk back from ``end`` runs on the host with
-    the CPU twin's own walk-back kernels (``_walk_back_hops``, ``_walk_back_weighted``
-    in unpadded mode), so the tie rule is the CPU's by construction: the in-neighbour of
-    smallest flat index one hop closer, or on a tight step (weighted; marks and
-    backtracking only matter with zero weights). Weighted distances beyond
-    cost(end) differ from the CPU's early-stopped Dijkstra, but no such site can be
-    tight on the walk, so the path is the same. O(n k) device work, O(D k) host work.
+    level, or :func:`relax_distance`). Hops: one device thread walks back from ``end``
+    (:func:`_walk_hops`), to the in-neighbour of smallest flat index one hop closer,
+    the CPU twin's rule; only the path (8 bytes a site on it) and ``end``'s distance
+    come back. Weighted: the costs come back and the walk runs on the host with the CPU
+    twin's own kernel (``_walk_back_weighted`` in unpadded mode), so its tie rule, a
+    tight step with marks and backtracking for zero weights, is the CPU's by
+    construction. Weighted distances beyond cost(end) differ from the CPU's
+    early-stopped Dijkstra, but no such site can be tight on the walk, so the path is
+    the same. O(n k) device work; O(D k) for the walk.
 
     Examples
     --------
@@ -876,7 +902,7 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     ...               0, 8)  # doctest: +SKIP
     array([0, 1, 2, 5, 8])
     """
-    from catalytic.kernels.cpu.graph import _walk_back_hops, _walk_back_weighted
+    from catalytic.kernels.cpu.graph import _walk_back_weighted
 
     t = _tables(shape, periodic, offsets, stream)
     start = int(start)
@@ -884,18 +910,19 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     if not (0 <= start < t.n and 0 <= end < t.n):
         raise IndexError(f"start {start} or end {end} out of range for {t.n} sites")
     d_open = _device(open_, np.uint8, stream)
+    if weights is None:
+        d_dist = _bfs_run(t, d_open, [start], stream, stop=end)
+        D = int(_read(d_dist[end : end + 1], stream)[0])
+        if D < 0:
+            return np.empty(0, dtype=np.int64)
+        d_path = cuda.device_array(D + 1, dtype=np.int64, stream=stream)
+        _walk_hops[1, 1, stream](t.d_shape, t.d_strides, t.d_periodic, t.d_noffsets,
+                                 *t.d_nfast, d_open, d_dist, np.int64(end), d_path)
+        return _read(d_path, stream)[::-1].copy()
     k = t.offsets.shape[0]
     nfoff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
     noffs = np.ascontiguousarray(-t.offsets)
     r = np.zeros(t.shape.shape[0], dtype=np.int64)
-    if weights is None:
-        dist = _read(_bfs_run(t, d_open, [start], stream, stop=end), stream)
-        D = int(dist[end])
-        if D < 0:
-            return np.empty(0, dtype=np.int64)
-        path = np.empty(D + 1, dtype=np.int64)
-        _walk_back_hops(dist, path, nfoff, noffs, r, t.shape, t.strides, t.periodic, 0, end)
-        return path[::-1].copy()
     d_w = _device(weights, np.float64, stream)
     pd = _read(_relax_run(t, d_open, d_w, [start], stream), stream)
     if not np.isfinite(pd[end]):
