@@ -10,7 +10,14 @@ Measured in one run on the device:
 2. a 512^3 BFS distance field on cuda (kernel time, data resident) against the
    numba-cpu figure given with --cpu-bfs-seconds (measured on the 2-core development
    machine; the issue's target is >= 20x) and against numba-cpu on this machine;
-3. a size sweep (distance field, components, Laplacian, XOR) where every call runs on
+3. connected components of 2048^2 at p = 0.6 and 512^3 at p = 0.35 (the call a user
+   makes, labels and sizes back on the host, mask resident) against cc3d's time given
+   with --cc3d-seconds (measured on the development machine; the issue's target is
+   >= 10x), cc3d on this machine where installed, and numba-cpu on this machine;
+4. host-device copies of 256 MiB from pageable memory (what a NumPy array is) and from
+   pinned memory, each way: whether staging large copies through pinned buffers could
+   pay (it adds a host memcpy of its own);
+5. a size sweep (distance field, components, Laplacian, XOR) where every call runs on
    every backend and the router's unforced choice is compared with the measured fastest
    (run ``catalytic calibrate`` on the machine first: uncalibrated GPU costs are guesses).
 ``--smoke`` shrinks every size so the script can run under the simulator: its figures
@@ -100,6 +107,61 @@ def bfs(side, repeat, cpu_seconds, rows, facts):
     facts["bfs"] = {"side": side, "gpu_s": t_gpu, "cpu_here_s": t_cpu_here, "cpu_dev_s": cpu_seconds, "correct": ok}
 
 
+def components(shapes, repeat, cc3d_given, rows, facts):
+    """``L.connected_components(backend="cuda")`` (mask resident after a first call)
+    against cc3d, given and measured here, and numba-cpu here; labels checked against
+    numba-cpu's."""
+    try:
+        import cc3d
+    except ImportError:
+        cc3d = None
+    out = facts.setdefault("components", [])
+    for shape, p in shapes:
+        size = "x".join(map(str, shape))
+        mask = np.random.default_rng(0).random(shape) < p
+        L = cat.Lattice(shape=shape, mask=mask)
+        ours = L.connected_components(backend="cuda")
+        ref = L.connected_components(backend="numba-cpu")
+        ok = ours.count == ref.count and np.array_equal(ours.labels, ref.labels)
+        t_gpu = _best(lambda: L.connected_components(backend="cuda"), repeat)
+        t_cpu = _best(lambda: L.connected_components(backend="numba-cpu"), min(repeat, 3))
+        rows.append((f"components {size}, p = {p}, cuda (labels and sizes to the host)",
+                     f"{t_gpu * 1e3:.1f} ms", f"labels {'= numba-cpu' if ok else 'DIFFER'}"))
+        rows.append(("same, numba-cpu on this machine", f"{t_cpu * 1e3:.1f} ms",
+                     f"{t_cpu / t_gpu:.1f}x"))
+        fact = {"shape": shape, "p": p, "gpu_s": t_gpu, "cpu_here_s": t_cpu, "correct": ok}
+        if cc3d is not None:
+            conn = 4 if len(shape) == 2 else 6
+            t_cc = _best(lambda: cc3d.connected_components(mask, connectivity=conn), min(repeat, 3))
+            rows.append(("same, cc3d on this machine", f"{t_cc * 1e3:.1f} ms", f"{t_cc / t_gpu:.1f}x"))
+            fact["cc3d_here_s"] = t_cc
+        given = cc3d_given.get(size)
+        if given:
+            rows.append(("same, cc3d on the 2-core dev machine (given)", f"{given * 1e3:.0f} ms",
+                         f"{given / t_gpu:.1f}x (target >= 10x)"))
+            fact["cc3d_dev_s"] = given
+        out.append(fact)
+
+
+def transfers(n_bytes, repeat, rows, facts):
+    """Copies of ``n_bytes`` each way, from pageable and from pinned host memory."""
+    from numba import cuda
+
+    pageable = np.ones(n_bytes, dtype=np.uint8)
+    pinned = cuda.pinned_array(n_bytes, dtype=np.uint8)
+    pinned[:] = 1
+    dev = cuda.device_array(n_bytes, dtype=np.uint8)
+    got = {}
+    for kind, host in (("pageable", pageable), ("pinned", pinned)):
+        got[f"h2d_{kind}"] = n_bytes / _best(lambda h=host: dev.copy_to_device(h), repeat)
+        got[f"d2h_{kind}"] = n_bytes / _best(lambda h=host: dev.copy_to_host(h), repeat)
+    for way in ("h2d", "d2h"):
+        rows.append((f"{way} copy of {n_bytes / 2**20:.0f} MiB, pageable / pinned",
+                     f"{got[f'{way}_pageable'] / 1e9:.1f} / {got[f'{way}_pinned'] / 1e9:.1f} GB/s",
+                     f"pinned {got[f'{way}_pinned'] / got[f'{way}_pageable']:.2f}x"))
+    facts["transfers"] = got
+
+
 def _sweep_calls(side):
     """(label, op, args, kwargs) of the swept calls on a side x side lattice: the call
     the user makes, so the times include copying results back to the host."""
@@ -143,6 +205,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cpu-bfs-seconds", type=float, default=None,
                     help="numba-cpu 512^3 BFS time measured on the development machine")
+    ap.add_argument("--cc3d-seconds", default="",
+                    help="cc3d times measured on the development machine, as "
+                         "SIZE=SECONDS,... (e.g. 2048x2048=0.05,512x512x512=1.3)")
     ap.add_argument("--output", type=Path, default=Path(__file__).resolve().parent.parent / "reports" / "gpu.md")
     args = ap.parse_args(argv)
     devs = cat.devices()
@@ -150,14 +215,24 @@ def main(argv=None):
         print("no CUDA device: nothing to measure", file=sys.stderr)
         return 1
     dev = devs[0]
+    try:
+        cc3d_given = {k: float(v) for k, v in
+                      (item.split("=") for item in args.cc3d_seconds.split(",") if item)}
+    except ValueError:
+        ap.error(f"--cc3d-seconds takes SIZE=SECONDS,..., got {args.cc3d_seconds!r}")
     rows, facts = [], {"device": dev}
     if args.smoke:
         bandwidth(4096, 1, rows, facts)
         bfs(6, 1, args.cpu_bfs_seconds, rows, facts)
+        components([((8, 8), 0.6), ((5, 5, 5), 0.35)], 1, cc3d_given, rows, facts)
+        transfers(4096, 1, rows, facts)
         sweep([4, 8], 1, rows, facts)
     else:
         bandwidth(2**30, args.repeat, rows, facts)
         bfs(512, args.repeat, args.cpu_bfs_seconds, rows, facts)
+        components([((2048, 2048), 0.6), ((512, 512, 512), 0.35)], args.repeat, cc3d_given,
+                   rows, facts)
+        transfers(2**28, args.repeat, rows, facts)
         sweep([32, 128, 512, 2048, 4096], min(args.repeat, 3), rows, facts)
     name = "CUDA simulator (smoke run: figures are not GPU measurements)" if dev["simulator"] else (
         f"{dev['name']}, compute capability {'.'.join(map(str, dev['compute_capability']))}, "

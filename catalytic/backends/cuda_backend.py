@@ -273,10 +273,12 @@ def fatal_error(err) -> str | None:
 
 
 def synchronize() -> None:
-    """Wait for the device to finish its work (the engine calls this before it records
-    a GPU call's time, so ``router.stats()`` holds device time, not launch time)."""
+    """Wait for this thread's stream (:func:`call_stream`) to finish its work: the engine
+    calls this after every call here, so the time it records is device time, not
+    launch time, and a result left on the device is complete when the call returns.
+    Other threads' calls are not waited for."""
     if not simulator_active():
-        _cuda().synchronize()
+        call_stream().synchronize()
 
 
 def cleanup() -> None:
@@ -285,7 +287,7 @@ def cleanup() -> None:
     for lat in _resident_lattices():
         release(lat)
     with contextlib.suppress(ImportError):
-        _graph().clear_tables()
+        _graph_module().clear_tables()
 
 
 def cached_bytes(exclude=None) -> int:
@@ -406,22 +408,59 @@ _SIMULATOR_LOCK = threading.Lock()
 
 
 # -- kernels ----------------------------------------------------------------------------------
-def _graph():
+class _OnStream:
+    """A kernel module whose host functions run on ``stream``: ``_OnStream(m, s).f(...)``
+    is ``m.f(..., stream=s)``, also where the host wrappers shared with numba-cpu
+    (``_common.*_with``) call them without a stream."""
+
+    def __init__(self, module, stream):
+        self._module = module
+        self._stream = stream
+
+    def __getattr__(self, name):
+        return functools.partial(getattr(self._module, name), stream=self._stream)
+
+
+_thread = threading.local()
+
+
+def call_stream():
+    """This thread's CUDA stream, on which every call of the backend queues its copies
+    and launches: calls from several threads overlap on the device instead of queueing
+    behind one another on the default stream. One per thread and CUDA context, made on
+    first use; :func:`synchronize` waits for it alone. Numba's streams are blocking
+    streams, so work on the default stream (the cached lattice copies, a user's own
+    copies) stays ordered with them."""
+    ctx = _graph_module()._context_key()
+    held = getattr(_thread, "stream", None)
+    if held is None or held[0] != ctx:
+        held = _thread.stream = (ctx, _cuda().stream())
+    return held[1]
+
+
+def _graph_module():
     from catalytic.kernels.cuda import graph
 
     return graph
 
 
+def _graph():
+    """The graph kernels' host functions, on this thread's stream."""
+    return _OnStream(_graph_module(), call_stream())
+
+
 def _fields():
+    """The field kernels' host functions, on this thread's stream."""
     from catalytic.kernels.cuda import fields
 
-    return fields
+    return _OnStream(fields, call_stream())
 
 
 def _arrays():
+    """The array kernels' host functions, on this thread's stream."""
     from catalytic.kernels.cuda import arrays
 
-    return arrays
+    return _OnStream(arrays, call_stream())
 
 
 # -- implementations --------------------------------------------------------------------------
@@ -633,7 +672,7 @@ def matmul(a, b):
 def random(shape, seed, distribution):
     from catalytic.kernels.cuda.random import random_cuda
 
-    return to_host(random_cuda(shape, seed, distribution))
+    return to_host(random_cuda(shape, seed, distribution, stream=call_stream()))
 
 
 IMPLEMENTATIONS = {
@@ -817,7 +856,7 @@ def measure_terms(*, launches=1000, nbytes=1 << 28, repeat=3) -> dict:
     rate of a copy of ``nbytes`` from pageable host memory to the device and back. Best
     of ``repeat``."""
     cuda = _cuda()
-    g = _graph()
+    g = _graph_module()
     one = cuda.device_array(1, dtype=np.int64)
     host = np.ones(max(nbytes // 8, 1), dtype=np.float64)
     dev = cuda.device_array_like(host)

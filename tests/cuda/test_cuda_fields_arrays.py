@@ -580,7 +580,7 @@ def test_matmul_through_cublas(monkeypatch):
         pytest.skip("the CUDA simulator has no cuBLAS: matmul runs _matmul_kernel there")
     if not cuda.is_available():
         pytest.skip("no GPU: the cuBLAS path needs one")
-    cp = pytest.importorskip("cupy", reason="CuPy is not installed (pip install cupy-cuda12x): "
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed (pip install cupy-cuda13x): "
                                             "matmul runs _matmul_kernel")
     assert gpu_arrays._cupy() is cp
     monkeypatch.setattr(gpu_arrays, "_matmul_kernel", _MustNotRun())

@@ -47,3 +47,58 @@ def test_key_is_never_cached_from_a_borrowed_buffer():
         t.join(120)
     assert not wrong
     assert L.xor_transform(data, backend="cuda").tobytes() == want
+
+
+def test_each_thread_queues_its_calls_on_its_own_stream(monkeypatch):
+    """Every kernel host function a call reaches gets the calling thread's stream (not
+    the default stream 0, which would queue all threads' work behind one another); two
+    threads get two streams, and each still gets the serial answer."""
+    from catalytic.backends import cuda_backend as cb
+    from catalytic.kernels.cuda import arrays, fields, graph
+
+    seen = []
+    for module, name in [(graph, "bfs_distance"), (graph, "shortest_path"),
+                         (graph, "connected_components"), (fields, "laplacian"),
+                         (arrays, "normalize")]:
+        real = getattr(module, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            seen.append((threading.get_ident(), _name, kwargs.get("stream", 0)))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    L = cat.Lattice(shape=(6, 7), mask=np.arange(42).reshape(6, 7) % 9 != 4)
+    f = np.linspace(0.0, 1.0, 42).reshape(6, 7)
+    want = [L.distance_field(0, backend="numpy"), L.find_shortest_path(0, 41, backend="numpy"),
+            L.connected_components(backend="numpy").labels, L.laplacian(f, backend="numpy"),
+            cat.ops.normalize(f, backend="numpy")]
+    got = {}
+    barrier = threading.Barrier(2)
+
+    def work(tag):
+        barrier.wait()
+        got[tag] = ([L.distance_field(0, backend="cuda"),
+                     L.find_shortest_path(0, 41, backend="cuda"),
+                     L.connected_components(backend="cuda").labels,
+                     L.laplacian(f, backend="cuda"), cat.ops.normalize(f, backend="cuda")],
+                    cb.call_stream())
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(got) == 2
+    (res0, s0), (res1, s1) = got[0], got[1]
+    assert s0 is not s1 and s0 != 0 and s1 != 0
+    for res in (res0, res1):
+        np.testing.assert_array_equal(res[0], want[0])
+        np.testing.assert_array_equal(res[1].path, want[1].path)
+        np.testing.assert_array_equal(res[2], want[2])
+        np.testing.assert_allclose(res[3], want[3], rtol=1e-12, atol=1e-12)  # sparse @ f
+        np.testing.assert_array_equal(res[4], want[4])
+    idents = {t.ident: got_t for t, got_t in zip(threads, (s0, s1))}
+    assert len(seen) == 10 and {name for _, name, _ in seen} == {
+        "bfs_distance", "shortest_path", "connected_components", "laplacian", "normalize"}
+    for ident, _name, stream in seen:
+        assert stream is idents[ident]

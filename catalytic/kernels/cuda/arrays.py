@@ -1109,7 +1109,11 @@ def _cupy():
 def _cublas_matmul(cp, a, b, out, stream):
     """``out = a @ b`` by cuBLAS (``cupy.matmul`` on zero-copy CuPy views of the device
     arrays), queued on ``stream``."""
-    ptr = int(stream.handle) if stream else 0
+    ptr = 0
+    if stream:
+        handle = stream.handle  # a ctypes pointer (its .value) or a CUDA bindings object
+        value = getattr(handle, "value", None)
+        ptr = int(handle) if value is None else int(value or 0)
     with cp.cuda.ExternalStream(ptr) if ptr else cp.cuda.Stream.null:
         cp.matmul(cp.asarray(a), cp.asarray(b), out=cp.asarray(out))
 
@@ -1140,7 +1144,7 @@ def matmul(a, b, out, *, stream=0):
 
     Notes
     -----
-    O(m k n) flops. With CuPy installed (``pip install cupy-cuda12x``) and a GPU
+    O(m k n) flops. With CuPy installed (``pip install cupy-cuda13x``) and a GPU
     present, cuBLAS's DGEMM computes the product in place in ``out`` (CuPy views of the
     device arrays, no copies), on ``stream``: its own blocking and order of summation,
     with FMAs, within ``k eps (|a| @ |b|)`` of the CPU twin. Otherwise, and always
