@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import types as pytypes
 
+import _kernels
 import pytest
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
@@ -47,7 +49,56 @@ def _nvvm_available() -> bool:
         return False
 
 
+#: the test that checks every kernel ran; moved to the end of the run
+LAST = "test_every_cuda_kernel_ran_in_the_simulator"
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _partial(config, items):
+    """Why the selected tests may not launch every kernel (a ``-k``/``-m`` filter,
+    deselected or single tests, a CUDA test file left out), or None when every CUDA test
+    file is collected whole."""
+    opt = config.option
+    for flag, what in ((opt.keyword, "-k"), (opt.markexpr, "-m"),
+                       (getattr(opt, "deselect", None), "--deselect"),
+                       (getattr(opt, "lf", False), "--lf")):
+        if flag:
+            return f"{what} selects tests"
+    if any("::" in str(a) for a in config.args):
+        return "single tests named"
+    have = {pathlib.Path(str(item.path)).resolve() for item in items}
+    missing = sorted(p.name for p in HERE.glob("test_*.py") if p.resolve() not in have)
+    return f"not collected: {', '.join(missing)}" if missing else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_simulator_launches():
+    """Under the simulator, note the Python function of every kernel launched from the
+    host (``_kernels.LAUNCHED``), for the check that every kernel ran."""
+    if not SIM:
+        yield
+        return
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    real = FakeCUDAKernel.__call__
+
+    def call(self, *args):
+        if not self._device:
+            _kernels.LAUNCHED.add(self.fn)
+        return real(self, *args)
+
+    FakeCUDAKernel.__call__ = call
+    try:
+        yield
+    finally:
+        FakeCUDAKernel.__call__ = real
+
+
 def pytest_collection_modifyitems(config, items):
+    last = [item for item in items if item.name == LAST]
+    if last:
+        items[:] = [item for item in items if item.name != LAST] + last
+    _kernels.PARTIAL[0] = _partial(config, items)
     nvvm_ok = None
     for item in items:
         if "simulator_only" in item.keywords and not SIM:

@@ -690,6 +690,27 @@ def test_laplacian_batched_matches_rows(lattice):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("lattice", [LATTICES[1], LATTICES[6], LATTICES[9]])
+def test_field_kernels_stride_over_sites_and_rows(lattice, monkeypatch):
+    """A grid smaller than the work (one block of 8 x 1 threads, 2 x 1 blocks): every
+    thread strides over several sites and rows, and the result is still the CPU's."""
+    shape, periodic, offsets, masked, dedupe = lattice
+    n = int(np.prod(shape))
+    open_ = _mask(shape, masked, 4)
+    monkeypatch.setattr(gpu_fields, "_launch_shape", lambda n, rows: ((2, 1), (8, 1)))
+    fs = _rng(n + 1).standard_normal((3, n))
+    got = gpu_fields.laplacian_batched(shape, periodic, offsets, open_, dedupe, fs,
+                                       np.empty((3, n)))
+    for b in range(3):
+        want = cpu_fields.laplacian(shape, periodic, offsets, open_, dedupe, fs[b], np.empty(n))
+        np.testing.assert_array_equal(got[b], want)
+    want = cpu_fields.diffuse(shape, periodic, offsets, open_, dedupe, fs[0], 2, 0.1, np.empty(n))
+    np.testing.assert_array_equal(
+        gpu_fields.diffuse(shape, periodic, offsets, open_, dedupe, fs[0], 2, 0.1, np.empty(n)),
+        want)
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("shape, periodic, offsets, masked, dedupe", [LATTICES[3], LATTICES[6]])
 def test_device_mask_is_read_in_place(shape, periodic, offsets, masked, dedupe):
     """A device ``open_`` (the backend's cached copy) goes to the kernel as is, and the
@@ -839,7 +860,6 @@ LAP_TABLES = (I64, I64, U8, nt.int64[:, ::1], I64, I64, I64, U8, U8)
 def _kernels():
     """(name, kernel, argtypes, must-contain) for every @cuda.jit kernel written here."""
     A, Fm, R = gpu_arrays, gpu_fields, gpu_random
-    geo = (I64, I64, U8, nt.int64[:, ::1], U8)
     lap = LAP_TABLES
     out = [
         ("xor_bytes", A._xor_bytes_kernel, (U8_2D, U8_2D, nt.int64, nt.int64, U8_2D), "xor.b"),

@@ -4,6 +4,9 @@
   ``test_cuda_graph._ptx_cases`` or ``test_cuda_fields_arrays.KERNELS``: a new kernel,
   in a new module too, fails here until it gets one. Runs everywhere (the simulator
   included); it compiles nothing.
+* Under the simulator, every such kernel ran at least once in the session
+  (:func:`test_every_cuda_kernel_ran_in_the_simulator`, which the conftest moves to
+  the end of the run): a kernel that no test launches fails there.
 * ``ptx``: no kernel reserves more than :data:`LOCAL_BYTES` of per-thread local memory.
   A ``cuda.local.array`` is a ``.local .b8 __local_depotN[size]`` in the PTX; the driver
   reserves ``size`` bytes for every thread that can be resident at once (about 0.5 GB
@@ -17,20 +20,14 @@
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
 import pathlib
-import pkgutil
 import re
 import shutil
 import subprocess
 
+import _kernels
 import pytest
-
-import catalytic.kernels.cuda as cuda_pkg
-
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 #: most per-thread local memory a kernel may use, in bytes (``_unary_kernel`` uses 40:
 #: libdevice's argument reduction for large sin/cos/tan arguments)
@@ -39,36 +36,7 @@ LOCAL_BYTES = 64
 _DEPOT = re.compile(r"\.local\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]")
 
 
-def _modules():
-    """Every module of ``catalytic.kernels.cuda``, imported."""
-    return [importlib.import_module(f"{cuda_pkg.__name__}.{m.name}")
-            for m in pkgutil.iter_modules(cuda_pkg.__path__)]
-
-
-def _is_kernel(obj) -> bool:
-    """A ``@cuda.jit`` kernel, on a GPU or under the simulator (device functions not)."""
-    if SIM:
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-        return isinstance(obj, FakeCUDAKernel) and not obj._device
-    from numba.cuda.dispatcher import CUDADispatcher
-
-    return isinstance(obj, CUDADispatcher) and not obj.targetoptions.get("device")
-
-
-def _py_func(kernel):
-    return kernel.fn if SIM else kernel.py_func
-
-
-def _all_kernels():
-    """``{(module, name): kernel}`` of every kernel a cuda module defines (not imports),
-    factory-made ones (``arrays._sum_f64_kernel``) included."""
-    out = {}
-    for mod in _modules():
-        for name, obj in vars(mod).items():
-            if _is_kernel(obj) and _py_func(obj).__module__ == mod.__name__:
-                out[(mod.__name__, name)] = obj
-    return out
+_all_kernels = _kernels.all_kernels
 
 
 def _ptx_cases():
@@ -169,3 +137,15 @@ def test_kernel_assembles_without_spills(compile_ptx, tmp_path, case):
     for stack, stores, loads in funcs:
         assert stores == 0 and loads == 0, f"{case}: spills {stores} B stored, {loads} B loaded"
         assert stack <= LOCAL_BYTES, f"{case}: a {stack}-byte stack frame"
+
+
+@pytest.mark.simulator_only
+def test_every_cuda_kernel_ran_in_the_simulator():
+    """Every kernel was launched by some test of this session (the conftest records the
+    simulator's launches and runs this test last). Skipped when only part of the CUDA
+    tests was selected, since the others may be the ones that launch a kernel."""
+    if _kernels.PARTIAL[0] is not None:
+        pytest.skip(f"only part of the CUDA tests ran ({_kernels.PARTIAL[0]})")
+    never = sorted(f"{m}.{n}" for (m, n), k in _all_kernels().items()
+                   if _kernels.py_func(k) not in _kernels.LAUNCHED)
+    assert not never, f"kernels no test launched in the simulator: {never}"

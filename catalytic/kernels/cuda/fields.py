@@ -43,6 +43,7 @@ from catalytic.kernels.cpu.fields import _prepare
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._lattice import inside, kept, step
 from catalytic.kernels.cuda.arrays import (
+    _SIMULATOR,
     _device_view,
     _finish,
     _is_device,
@@ -170,10 +171,23 @@ class _Geometry:
     def launch(self, src, dst, alpha, euler, stream):
         rows = src.shape[0]
         if rows and self.n:
-            tx = _threads(self.n)
-            bx = min(-(-self.n // tx), _max_blocks())
-            by = min(rows, max(1, _max_blocks() // bx))
-            self.kernel[(bx, by), (tx, 1), stream](*self.args, src, dst, float(alpha), euler)
+            grid, block = _launch_shape(self.n, rows)
+            self.kernel[grid, block, stream](*self.args, src, dst, float(alpha), euler)
+
+
+def _launch_shape(n, rows):
+    """``(grid, block)`` of a field launch over ``rows`` x ``n`` (site, row) pairs. On a
+    GPU at most :func:`~catalytic.kernels.cuda.arrays._max_blocks` blocks, which then
+    stride. Under the simulator one pair per thread: its threads are Python threads
+    polled by the launching one, and a thread that runs long (a site's k neighbours for
+    several rows) slows the launch down a hundredfold; the tests cover the stride
+    loops with a small grid of their own."""
+    tx = _threads(n)
+    bx = -(-n // tx)
+    if _SIMULATOR:
+        return (bx, rows), (tx, 1)
+    bx = min(bx, _max_blocks())
+    return (bx, min(rows, max(1, _max_blocks() // bx))), (tx, 1)
 
 
 def _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stream, batched):
