@@ -274,16 +274,19 @@ def test_reduce_integers_exact(dtype, n, op):
 @pytest.mark.sim
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.uint32])
 def test_int_sum_is_exact_past_the_limits_and_over_several_launches(dtype, monkeypatch):
+    # blocks of 8 threads under the simulator (each simulated thread costs real time):
+    # exactness does not depend on the width of the block tree
+    monkeypatch.setattr(gpu_arrays, "SIM_THREADS", 8)
     info = np.iinfo(dtype)
     for x in (np.full(300, info.max, dtype), np.full(300, info.min, dtype),
               np.array([info.max, info.max, 1, info.min], dtype)):
         exact = sum(x.tolist())
         assert gpu_arrays.int_sum(x) == exact
         assert gpu_arrays.int_sum(cuda.to_device(x)) == exact
-        monkeypatch.setattr(gpu_arrays, "INT_SUM_LAUNCH", 128)  # 3 launches of <= 128
-        assert gpu_arrays.int_sum(x) == exact
-        assert gpu_arrays.int_sum(cuda.to_device(x)) == exact
-        monkeypatch.undo()
+        with monkeypatch.context() as m:
+            m.setattr(gpu_arrays, "INT_SUM_LAUNCH", 128)  # 3 launches of <= 128
+            assert gpu_arrays.int_sum(x) == exact
+            assert gpu_arrays.int_sum(cuda.to_device(x)) == exact
         for op in ("sum", "mean"):
             _same_result_or_error(lambda: cpu_arrays.reduce(x, op),
                                   lambda: gpu_arrays.reduce(cuda.to_device(x), op))
@@ -373,6 +376,7 @@ def test_float_sum_follows_the_fixed_order(n, blocks, sim_threads, monkeypatch):
 def test_reductions_over_an_odd_number_of_blocks(monkeypatch):
     """Three blocks of partials, combined by a block of four threads (one with none)."""
     monkeypatch.setattr(gpu_arrays, "_max_blocks", lambda: 3)
+    monkeypatch.setattr(gpu_arrays, "SIM_THREADS", 8)  # fewer simulated threads, same tree
     assert gpu_arrays._shape(700)[0] == 3 and gpu_arrays._threads(3) == 4
     rng = _rng(7)
     x = rng.integers(-(2**62), 2**62, 700, dtype=np.int64)
