@@ -182,13 +182,18 @@ def _blocks(n):
     return -(-n // TPB)
 
 
+def _resident_blocks():
+    """Blocks of ``TPB`` threads the GPU holds at once: 8 per multiprocessor (2048
+    threads each). The grid-stride launches of every CUDA module size to this."""
+    return 8 * int(getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1))
+
+
 def _max_blocks():
-    """Most blocks of a grid-stride launch: 8 per multiprocessor on a GPU (8 x ``TPB`` =
-    2048 threads, as many as a multiprocessor holds at once), ``SIM_BLOCKS`` under the
-    simulator."""
+    """Most blocks of a grid-stride launch: one wave of resident blocks on a GPU
+    (:func:`_resident_blocks`), ``SIM_BLOCKS`` under the simulator."""
     if _SIMULATOR:
         return SIM_BLOCKS
-    return 8 * int(getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1))
+    return _resident_blocks()
 
 
 def _threads(work):

@@ -6,7 +6,8 @@ device :func:`catalytic.kernels.cuda._lattice.neighbor`, compiled from the CPU s
 
 A 2-d grid stride: x over the sites, y over the fields of a batch (a single field is a
 stack of one), sized to the device (at most 8 blocks of ``TPB`` threads per
-multiprocessor, as the array kernels). A thread decodes its site's coordinates once
+multiprocessor, as the array kernels; under the simulator one (site, row) pair per
+thread, see ``_launch_shape``). A thread decodes its site's coordinates once
 (:func:`~catalytic.kernels.cuda._lattice.inside`, d divisions); away from edges and
 seams each neighbour is then one addition of a flat offset
 (:func:`~catalytic.kernels.cuda._lattice.step`), elsewhere ``neighbor`` (d divisions

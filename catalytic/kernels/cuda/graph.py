@@ -52,6 +52,7 @@ from numba import cuda, int64, uint64
 from catalytic.kernels.cpu._lattice import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._lattice import inside, kept, step
+from catalytic.kernels.cuda.arrays import _resident_blocks
 
 __all__ = [
     "THREADS",
@@ -639,7 +640,7 @@ def _grid_blocks(work: int) -> int:
     simulator, where every launched thread costs real time."""
     cap = 1
     if not _SIMULATOR:
-        cap = 8 * int(getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1))
+        cap = _resident_blocks()
     return max(1, min(_blocks(work), cap))
 
 
