@@ -233,7 +233,7 @@ def main(argv=None):
     if args.smoke:
         bandwidth(4096, 1, rows, facts)
         bfs(6, 1, args.cpu_bfs_seconds, rows, facts)
-        components([((8, 8), 0.6), ((5, 5, 5), 0.35)], 1, cc3d_given, rows, facts)
+        components([((8, 8), 0.6), ((4, 4, 4), 0.35)], 1, cc3d_given, rows, facts)
         transfers(4096, 1, rows, facts)
         sweep([4, 8], 1, rows, facts)
     else:

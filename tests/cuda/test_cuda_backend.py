@@ -391,7 +391,7 @@ def test_a_gpu_input_failure_is_not_handed_to_a_cpu_backend(monkeypatch):
 @sim
 def test_routing_checks_read_memory_and_the_run_makes_room(monkeypatch):
     rng = np.random.default_rng(1)
-    big = cat.Lattice(shape=(40, 50), weights=rng.uniform(1, 2, (40, 50)))
+    big = cat.Lattice(shape=(10, 12), weights=rng.uniform(1, 2, (10, 12)))  # 960 bytes
     small = cat.Lattice(shape=(5, 5))
     big.distance_field(0, backend="cuda")
     held = cb.cached_bytes()

@@ -75,7 +75,7 @@ CASES = [
     _case("3d-1x5x6-per-moore-dedupe", (1, 5, 6), (1, 0, 1), moore(3), 0.8, True, 6),
     _case("4d-3x3x2x4-vn-dedupe", (3, 3, 2, 4), (1, 0, 1, 1), von_neumann(4), 0.8, True, 7),
     _case("2d-6x7-asym-per1", (6, 7), (0, 1), ASYM, 0.85, False, 8),
-    _case("2d-23x24-vn-mask-3blocks", (23, 24), (0, 1), von_neumann(2), 0.8, False, 9),
+    _case("2d-23x24-vn-mask-blocks", (23, 24), (0, 1), von_neumann(2), 0.8, False, 9),
 ]
 
 # the cheaper subset for the (source x site) closeness scan
@@ -201,7 +201,7 @@ def test_closeness_matches_cpu(lat):
 def test_bfs_distance_many_sources_spans_several_blocks():
     g = _graph()
     lat = CASES[-1].values[0]  # 552 sites
-    src = _pick(lat, 300, 13)  # a first frontier of 300 entries: two blocks
+    src = _pick(lat, 300, 13)  # a first frontier of 300 entries: several blocks
     np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
                                   cpu.bfs_distance(*lat, src))
 
@@ -231,12 +231,13 @@ def test_levels_queued_between_host_reads(monkeypatch, per_check):
 
 
 @sim
-@pytest.mark.parametrize("delta", [1e-3, 0.7, 1e9])
-def test_near_far_costs_do_not_depend_on_the_bucket_width(delta):
-    """Narrow buckets (a step per few vertices), middling, and one bucket (a plain
-    worklist): the same costs as Dijkstra, bit for bit, zero weights included."""
+@pytest.mark.parametrize("delta, case", [(1e-3, 2), (0.7, 4), (1e9, 4)])
+def test_near_far_costs_do_not_depend_on_the_bucket_width(delta, case):
+    """Narrow buckets (a step per few vertices: on the 63-site lattice, which needs
+    fewer of them), middling, and one bucket (a plain worklist): the same costs as
+    Dijkstra, bit for bit, zero weights included."""
     g = _graph()
-    lat = CASES[4].values[0]
+    lat = CASES[case].values[0]
     src = _pick(lat, 2, 65)
     for kind in ("float", "zeros"):
         w = _weights(lat, 66, kind)
@@ -266,14 +267,17 @@ def test_bfs_stop_leaves_the_last_level_complete():
 
 
 @sim
-@pytest.mark.parametrize("n", [1, 255, 256, 257, 700])
+@pytest.mark.parametrize("blocks, extra", [(0, 1), (1, -1), (1, 0), (1, 1), (2, 188)],
+                         ids=["one", "block-1", "block", "block+1", "3blocks"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_device_scan_is_cumsum(n, dtype):
-    """The prefix sum behind the component numbering, across block boundaries (700
-    entries: three blocks, their totals scanned by a recursive call)."""
+def test_device_scan_is_cumsum(blocks, extra, dtype):
+    """The prefix sum behind the component numbering, across block boundaries of
+    ``THREADS`` entries (the last case: three blocks or more, their totals scanned by a
+    recursive call)."""
     from numba import cuda
 
     g = _graph()
+    n = blocks * g.THREADS + extra
     a = np.random.default_rng(n).integers(0, 3, n).astype(dtype)
     d = cuda.to_device(a)
     g._scan(d, 0)
@@ -296,7 +300,7 @@ def test_closeness_refuses_blocked_and_out_of_range_sources():
 @sim
 def test_closeness_spans_several_blocks():
     g = _graph()
-    lat = CASES[3].values[0]  # 143 sites, Moore: 2 x 143 pairs per level = two blocks
+    lat = CASES[3].values[0]  # 143 sites, Moore: 2 x 143 pairs per level, several blocks
     src = _pick(lat, 2, 41)
     got = g.closeness(*lat, src, batch=2)
     np.testing.assert_allclose(got, cpu.closeness(*lat, src), rtol=0, atol=1e-12)
@@ -516,7 +520,8 @@ def test_closeness_bit_passes_and_repeated_sources():
     """More sources than a word has bits (two passes of 64 and a remainder), a source
     named twice, and a batch outside 1..64 refused."""
     g = _graph()
-    lat = CASES[3].values[0]  # 143 sites, Moore: few levels
+    lat = (np.array([9, 9], np.int64), np.zeros(2, np.uint8), moore(2),
+           np.zeros(0, np.uint8), False)  # 81 sites, 8 levels from a corner
     src = _pick(lat, 70, 70)
     assert src.shape[0] == 70
     src = np.concatenate([src, src[:3]])
