@@ -49,8 +49,10 @@ def _nvvm_available() -> bool:
         return False
 
 
-#: the test that checks every kernel ran; moved to the end of the run
-LAST = "test_every_cuda_kernel_ran_in_the_simulator"
+#: the tests that check every kernel ran, and every launch signature is in the
+#: snapshot; moved to the end of the run
+LAST = ("test_every_cuda_kernel_ran_in_the_simulator",
+        "test_every_launch_signature_is_in_the_snapshot")
 HERE = pathlib.Path(__file__).resolve().parent
 
 
@@ -74,7 +76,8 @@ def _partial(config, items):
 @pytest.fixture(scope="session", autouse=True)
 def _record_simulator_launches():
     """Under the simulator, note the Python function of every kernel launched from the
-    host (``_kernels.LAUNCHED``), for the check that every kernel ran."""
+    host (``_kernels.LAUNCHED``) and its argument types (``_kernels.SIGNATURES``), for
+    the checks that every kernel ran and that every launch signature compiles."""
     if not SIM:
         yield
         return
@@ -84,7 +87,7 @@ def _record_simulator_launches():
 
     def call(self, *args):
         if not self._device:
-            _kernels.LAUNCHED.add(self.fn)
+            _kernels.record(self.fn, args)
         return real(self, *args)
 
     FakeCUDAKernel.__call__ = call
@@ -95,9 +98,9 @@ def _record_simulator_launches():
 
 
 def pytest_collection_modifyitems(config, items):
-    last = [item for item in items if item.name == LAST]
+    last = [item for item in items if item.name in LAST]
     if last:
-        items[:] = [item for item in items if item.name != LAST] + last
+        items[:] = [item for item in items if item.name not in LAST] + last
     _kernels.PARTIAL[0] = _partial(config, items)
     nvvm_ok = None
     for item in items:

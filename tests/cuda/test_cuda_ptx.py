@@ -7,6 +7,13 @@
 * Under the simulator, every such kernel ran at least once in the session
   (:func:`test_every_cuda_kernel_ran_in_the_simulator`, which the conftest moves to
   the end of the run): a kernel that no test launches fails there.
+* Under the simulator, every launch's argument types are in the committed snapshot
+  ``launch_signatures.json`` and nothing in it is stale
+  (:func:`test_every_launch_signature_is_in_the_snapshot`, run last too); ``ptx``:
+  every signature of the snapshot that no hand-written case covers is compiled and
+  assembled as below (on a GPU, Numba compiles a kernel once per signature: one that no
+  test compiled would first fail there). After a change of what the host code launches,
+  ``CATALYTIC_WRITE_LAUNCH_SIGNATURES=1`` with a full simulator pass rewrites the file.
 * ``ptx``: no kernel reserves more than :data:`LOCAL_BYTES` of per-thread local memory.
   A ``cuda.local.array`` is a ``.local .b8 __local_depotN[size]`` in the PTX; the driver
   reserves ``size`` bytes for every thread that can be resident at once (about 0.5 GB
@@ -20,7 +27,9 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import os
 import pathlib
 import re
 import shutil
@@ -149,3 +158,80 @@ def test_every_cuda_kernel_ran_in_the_simulator():
     never = sorted(f"{m}.{n}" for (m, n), k in _all_kernels().items()
                    if _kernels.py_func(k) not in _kernels.LAUNCHED)
     assert not never, f"kernels no test launched in the simulator: {never}"
+
+
+# -- launch signatures -------------------------------------------------------------------
+def _flat(sigs: dict) -> set:
+    return {(name, tuple(sig)) for name, lst in sigs.items() for sig in lst}
+
+
+@pytest.mark.simulator_only
+def test_every_launch_signature_is_in_the_snapshot():
+    """Every (kernel, argument types) this session launched is in the snapshot, and the
+    snapshot names no signature it did not launch (the conftest runs this last; skipped
+    when only part of the CUDA tests ran)."""
+    if _kernels.PARTIAL[0] is not None:
+        pytest.skip(f"only part of the CUDA tests ran ({_kernels.PARTIAL[0]})")
+    got = _kernels.launched_signatures()
+    if os.environ.get("CATALYTIC_WRITE_LAUNCH_SIGNATURES") == "1":
+        _kernels.write_snapshot(got)
+        pytest.skip(f"wrote {_kernels.SNAPSHOT.name}: {len(_flat(got))} signatures")
+    want = _kernels.load_snapshot()
+    missing = sorted(_flat(got) - _flat(want))
+    stale = sorted(_flat(want) - _flat(got))
+    assert not missing and not stale, (
+        f"{_kernels.SNAPSHOT.name} is out of date (rewrite it with "
+        f"CATALYTIC_WRITE_LAUNCH_SIGNATURES=1 and a full simulator pass): launched but not "
+        f"in it: {missing}; in it but not launched: {stale}")
+
+
+def _snapshot_cases():
+    """``[(id, kernel, argtypes)]`` of the snapshot's signatures that no hand-written
+    PTX case (:func:`_ptx_cases`) compiles already."""
+    hand = [(kernel, tuple(args)) for _cid, kernel, args in _ptx_cases()]
+    out = []
+    for name, sigs in _kernels.load_snapshot().items():
+        mod, attr = name.rsplit(".", 1)
+        kernel = getattr(importlib.import_module(mod), attr)
+        for sig in sigs:
+            args = tuple(_kernels.key_type(k) for k in sig)
+            if not any(k is kernel and a == args for k, a in hand):
+                out.append((f"{attr}({', '.join(sig)})", kernel, args))
+    return out
+
+
+def test_the_snapshot_reads_back():
+    """The snapshot exists, names kernels of the package, and its keys turn back into
+    the types they were written from."""
+    from numba import types as T
+
+    sigs = _kernels.load_snapshot()
+    assert sum(len(v) for v in sigs.values()) > 50
+    kernels = _all_kernels()
+    assert all(tuple(name.rsplit(".", 1)) in kernels for name in sigs)
+    assert _kernels.key_type("int32[2,C]") == T.int32[:, ::1]
+    assert _kernels.key_type("uint8[1,C,ro]") == T.Array(T.uint8, 1, "C", readonly=True)
+    assert _kernels.key_type("float64") == T.float64 and _kernels.key_type("bool") == T.boolean
+    np = pytest.importorskip("numpy")
+    assert _kernels.arg_key(np.zeros((2, 3), np.int32)) == "int32[2,C]"
+    assert _kernels.arg_key(np.zeros((2, 3))[:, 1]) == "float64[1,A]"
+    assert _kernels.arg_key(np.frombuffer(b"ab", np.uint8)) == "uint8[1,C,ro]"
+    assert [_kernels.arg_key(v) for v in (3, 2.0, True, np.uint64(1))] == [
+        "int64", "float64", "bool", "uint64"]
+
+
+SNAPSHOT_CASES = _snapshot_cases()
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("case", [c[0] for c in SNAPSHOT_CASES])
+def test_launch_signature_assembles_without_spills(compile_ptx, tmp_path, case):
+    """Every launch signature of the snapshot compiles to sm_90 PTX and assembles with
+    no spills and no stack frame over :data:`LOCAL_BYTES` (the hand-written cases
+    above cover the rest)."""
+    _cid, kernel, args = next(c for c in SNAPSHOT_CASES if c[0] == case)
+    ptx = compile_ptx(kernel, args)
+    assert _local_bytes(ptx) <= LOCAL_BYTES
+    for stack, stores, loads in _assembled(ptx, tmp_path):
+        assert stores == 0 and loads == 0, f"{case}: spills {stores} B stored, {loads} B loaded"
+        assert stack <= LOCAL_BYTES, f"{case}: a {stack}-byte stack frame"
