@@ -117,10 +117,12 @@ def launched_signatures() -> dict:
 
 
 def load_snapshot() -> dict:
+    """The committed snapshot (empty when the file is missing)."""
     return json.loads(SNAPSHOT.read_text()) if SNAPSHOT.exists() else {}
 
 
 def write_snapshot(sigs: dict) -> None:
+    """Write ``sigs`` as the snapshot, one signature a line (readable diffs)."""
     lines = ["{"]
     items = list(sigs.items())
     for i, (name, lst) in enumerate(items):
