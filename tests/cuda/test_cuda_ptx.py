@@ -21,8 +21,10 @@
 * ``ptx``, assembled: ``ptxas -v`` for sm_90 turns every kernel's PTX into machine code
   as the driver would, and reports what the PTX does not show: register spills (local
   memory traffic in the hot loop) and the stack frame each function needs. No kernel
-  may spill, and no stack frame may pass :data:`LOCAL_BYTES`. ptxas comes with the
-  CUDA wheels (``nvidia-cuda-nvcc``, in the dev extra) or a CUDA toolkit on the PATH.
+  may spill, and no stack frame may pass :data:`LOCAL_BYTES`; ptxas itself refuses a
+  block of more than 48 KiB of static shared memory, which a launch could not get.
+  ptxas comes with the CUDA wheels (``nvidia-cuda-nvcc``, in the dev extra) or a CUDA
+  toolkit on the PATH.
 """
 
 from __future__ import annotations
@@ -132,20 +134,45 @@ def _assembled(ptx: str, tmp_path) -> list:
     return [tuple(int(x) for x in m) for m in _PROPS.findall(done.stderr)]
 
 
+def _check_assembled(case, ptx, tmp_path):
+    """ptxas assembles ``ptx``, with no spills and small stack frames."""
+    funcs = _assembled(ptx, tmp_path)
+    assert funcs, f"{case}: ptxas reported no function"
+    for stack, stores, loads in funcs:
+        assert stores == 0 and loads == 0, f"{case}: spills {stores} B stored, {loads} B loaded"
+        assert stack <= LOCAL_BYTES, f"{case}: a {stack}-byte stack frame"
+
+
 def test_ptxas_report_pattern():
     line = "    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads"
     assert _PROPS.findall(line) == [("16", "8", "4")]
 
 
 @pytest.mark.ptx
+def test_the_assembly_check_refuses_too_much_shared_memory(compile_ptx, tmp_path):
+    """A block declaring 56 KiB of static shared memory could not be launched: the
+    assembly check fails on it (ptxas refuses it), and passes the same kernel at 8 KiB."""
+    from numba import cuda
+    from numba import types as T
+
+    def make(n):
+        def kernel(out):
+            buf = cuda.shared.array(n, T.float64)
+            buf[cuda.threadIdx.x] = 1.0
+            cuda.syncthreads()
+            out[0] = buf[n - 1 - cuda.threadIdx.x]
+        return kernel
+
+    _check_assembled("8 KiB", compile_ptx(make(1024), (T.float64[::1],)), tmp_path)
+    with pytest.raises(AssertionError, match="too much shared data"):
+        _check_assembled("56 KiB", compile_ptx(make(7168), (T.float64[::1],)), tmp_path)
+
+
+@pytest.mark.ptx
 @pytest.mark.parametrize("case", [c[0] for c in _ptx_cases()])
 def test_kernel_assembles_without_spills(compile_ptx, tmp_path, case):
     _cid, kernel, args = next(c for c in _ptx_cases() if c[0] == case)
-    funcs = _assembled(compile_ptx(kernel, args), tmp_path)
-    assert funcs, f"{case}: ptxas reported no function"
-    for stack, stores, loads in funcs:
-        assert stores == 0 and loads == 0, f"{case}: spills {stores} B stored, {loads} B loaded"
-        assert stack <= LOCAL_BYTES, f"{case}: a {stack}-byte stack frame"
+    _check_assembled(case, compile_ptx(kernel, args), tmp_path)
 
 
 @pytest.mark.simulator_only
@@ -226,12 +253,9 @@ SNAPSHOT_CASES = _snapshot_cases()
 @pytest.mark.ptx
 @pytest.mark.parametrize("case", [c[0] for c in SNAPSHOT_CASES])
 def test_launch_signature_assembles_without_spills(compile_ptx, tmp_path, case):
-    """Every launch signature of the snapshot compiles to sm_90 PTX and assembles with
-    no spills and no stack frame over :data:`LOCAL_BYTES` (the hand-written cases
-    above cover the rest)."""
+    """Every launch signature of the snapshot compiles to sm_90 PTX and assembles as
+    the hand-written cases must (which cover the rest)."""
     _cid, kernel, args = next(c for c in SNAPSHOT_CASES if c[0] == case)
     ptx = compile_ptx(kernel, args)
     assert _local_bytes(ptx) <= LOCAL_BYTES
-    for stack, stores, loads in _assembled(ptx, tmp_path):
-        assert stores == 0 and loads == 0, f"{case}: spills {stores} B stored, {loads} B loaded"
-        assert stack <= LOCAL_BYTES, f"{case}: a {stack}-byte stack frame"
+    _check_assembled(case, ptx, tmp_path)
