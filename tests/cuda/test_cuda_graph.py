@@ -268,7 +268,7 @@ def test_bfs_stop_leaves_the_last_level_complete():
 
 @sim
 @pytest.mark.parametrize("blocks, extra", [(0, 1), (1, -1), (1, 0), (1, 1), (2, 188)],
-                         ids=["one", "block-1", "block", "block+1", "3blocks"])
+                         ids=["one", "block-1", "block", "block+1", "3+blocks"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_device_scan_is_cumsum(blocks, extra, dtype):
     """The prefix sum behind the component numbering, across block boundaries of
