@@ -22,6 +22,10 @@ import os
 import pathlib
 import pkgutil
 
+import numba
+import numpy as np
+from numba.np.numpy_support import from_dtype
+
 import catalytic.kernels.cuda as cuda_pkg
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
@@ -74,10 +78,8 @@ def arg_key(a) -> str:
     """The Numba type a GPU launch gives argument ``a``, as a short string: ``int64``
     (a scalar: Python ints are int64, floats float64, bools bool) or
     ``int32[2,C]`` (an array: dtype, dimensions, layout; ``ro`` when read-only). A
-    simulated device array is typed as a real one: by its layout, always writable."""
-    import numba
-    import numpy as np
-
+    simulated device array is typed as a real one: by its layout, always writable.
+    Called at every simulator launch."""
     ary = getattr(a, "_ary", None)  # the simulator's FakeCUDAArray
     t = numba.typeof(ary if isinstance(ary, np.ndarray) else a)
     if isinstance(t, numba.types.Array):
@@ -88,15 +90,11 @@ def arg_key(a) -> str:
 
 def key_type(key: str):
     """The Numba type :func:`arg_key` wrote."""
-    import numpy as np
-    from numba import types
-    from numba.np.numpy_support import from_dtype
-
     if "[" not in key:
         return from_dtype(np.dtype(key))
     dtype, rest = key[:-1].split("[")
     ndim, layout, *ro = rest.split(",")
-    return types.Array(from_dtype(np.dtype(dtype)), int(ndim), layout, readonly=bool(ro))
+    return numba.types.Array(from_dtype(np.dtype(dtype)), int(ndim), layout, readonly=bool(ro))
 
 
 def record(fn, args) -> None:
