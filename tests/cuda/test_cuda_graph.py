@@ -174,6 +174,54 @@ def test_connected_components_bit_exact(lat):
     np.testing.assert_array_equal(labels, want)
 
 
+class _StaleLoads:
+    """A label array whose plain loads show a fixed old copy, as a multiprocessor's L1
+    line can after another multiprocessor's compare-and-swap changed the value in L2,
+    while the simulator's ``atomic.cas`` (which holds its lock) reads and writes the
+    current values, as the hardware's atomics at L2 do. Counts plain loads, and gives
+    up past ``limit`` of them: a union that never ends."""
+
+    def __init__(self, current, stale, limit=10_000):
+        from numba.cuda.simulator import kernelapi
+
+        self.current, self.stale, self.limit = current, stale, limit
+        self.shape, self.loads, self._cas = current.shape, 0, kernelapi.caslock
+
+    def __getitem__(self, i):
+        if self._cas.locked():
+            return self.current[i]
+        self.loads += 1
+        if self.loads > self.limit:
+            raise RuntimeError(f"union-find link still climbing after {self.limit} loads")
+        return self.stale[i]
+
+    def __setitem__(self, i, v):
+        self.current[i] = v
+
+
+@pytest.mark.simulator_only
+def test_union_find_link_ends_when_plain_loads_are_stale():
+    """Site 3 was hung under 1 by another multiprocessor, but this one's loads still see
+    3 as a root. Linking 2 with 3 swaps at 3, fails, and must climb on from the parent
+    the swap returned (1), not from 3 again, which it would see as a root forever."""
+    from numba import cuda
+
+    g = _graph()
+
+    views = []
+
+    @cuda.jit
+    def link(current, stale, a, b):
+        views.append(_StaleLoads(current, stale))  # the simulator runs Python here
+        g._link(views[0], a, b)
+
+    current = np.array([0, 1, 2, 1], dtype=np.int32)
+    link[1, 1](current, np.arange(4, dtype=np.int32), 2, 3)
+    # one tree {1, 2, 3} under its smallest index; parents never rise
+    assert current.tolist() == [0, 1, 1, 1]
+    assert views[0].loads < 20
+
+
 @sim
 @pytest.mark.parametrize("dedupe", [False, True])
 @pytest.mark.parametrize("lat", CASES)

@@ -237,10 +237,18 @@ def _root(label, x):
 def _link(label, a, b):
     """Join the trees of open sites ``a`` and ``b``: the larger root is hung under the
     smaller one by a compare-and-swap that only succeeds while it is still a root;
-    when another thread got there first, climb to the new roots and try again.
-    Parents only ever decrease, so every root is the smallest index of its tree, and
-    a component's root ends as its smallest flat index (Playne and Hawick, IEEE TPDS
-    2018; Komura 2015)."""
+    when another thread got there first, the swap returns that root's new parent, and
+    the climb goes on from there. Parents only ever decrease, so every root is the
+    smallest index of its tree, and a component's root ends as its smallest flat index
+    (Playne and Hawick, IEEE TPDS 2018; Komura 2015).
+
+    The climb from the swap's answer is what makes the loop end on a GPU. :func:`_root`
+    reads with plain loads, which may be served by this multiprocessor's L1 cache and
+    so may still show ``b`` as a root after another multiprocessor's swap changed it
+    in L2; climbing from ``b`` again could then fail the same swap forever. The swap
+    itself is resolved at L2 and returns the current parent, which is smaller than
+    ``b``: every failure lowers ``a + b``, so the loop ends whatever the loads saw
+    (Allegretti, Bolelli and Grana, IEEE TPDS 2020, use the same step)."""
     while True:
         a = _root(label, a)
         b = _root(label, b)
@@ -250,8 +258,10 @@ def _link(label, a, b):
             t = a
             a = b
             b = t
-        if cuda.atomic.cas(label, b, b, a) == b:
+        old = cuda.atomic.cas(label, b, b, a)
+        if old == b:
             return
+        b = old
 
 
 @cuda.jit
