@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 
 import numpy as np
 import pytest
@@ -646,6 +647,26 @@ def test_kernel_compiles_to_sm90_ptx(compile_ptx, case):
     if name == "_bits_level":
         assert "atom.global.add" in text and "atom.shared.add" in text
         assert "popc.b64" in text
+
+
+@ptx
+def test_near_far_fences_between_a_new_cost_and_the_claim(compile_ptx):
+    """The hardware may reorder what the simulator cannot: in ``_nf_relax`` the 64-bit
+    compare-and-swap that lowers a cost (``atomic.min`` on a float is a swap loop) is
+    followed by a ``membar.gl`` (``fence.sc.gpu``) before the 32-bit swap that claims
+    the vertex; and the vertex being expanded drops its claim, then fences, then reads
+    its cost. A fence on both sides keeps an improvement from being lost."""
+    g = _graph()
+    text = compile_ptx(g._nf_relax, _ptx_cases()["_nf_relax"][1])
+    ops = [m.group(0) for m in re.finditer(
+        r"membar\.gl|atom\.global\.(?:cas\.b64|cas\.b32|exch\.b32)|ld\.volatile\.global\.f64",
+        text)]
+    # the expansion: claim and flag dropped, a fence, then the cost read
+    assert ops[:4] == ["atom.global.exch.b32", "atom.global.exch.b32", "membar.gl",
+                       "ld.volatile.global.f64"], ops
+    # the relaxation: the cost swap, a fence, the claim, with nothing between them
+    lower = ops.index("atom.global.cas.b64")
+    assert ops[lower + 1:lower + 3] == ["membar.gl", "atom.global.cas.b32"], ops
 
 
 @pytest.mark.skipif(SIM, reason="about the real driver's context handles")

@@ -148,7 +148,10 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, d
     ``atomic.add(cnt[j % 3])``, once: ``inq`` is its claim), one improved at or above it
     is flagged ``far``. A vertex's claim and flag are dropped before its cost is read
     (atomically, after a fence), so an improvement that comes later queues it again.
-    Thread 0 zeroes ``cnt[(j + 1) % 3]``, the count the previous step read. The ring
+    The improving thread fences too, between its new cost and its look at the claim:
+    without it the GPU may let both threads read the old values (the claim still held,
+    the cost not yet lowered), and the improvement would reach no near list (the
+    store-buffering pattern; two ``fence.sc`` forbid it). Thread 0 zeroes ``cnt[(j + 1) % 3]``, the count the previous step read. The ring
     of counts works as in :func:`_bfs_level`."""
     i = cuda.grid(1)
     if i == 0:
@@ -168,6 +171,7 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, d
             if v >= 0:
                 c = du + weights[v]
                 if c < dist[v] and c < cuda.atomic.min(dist, v, c):
+                    cuda.threadfence()
                     if c < t:
                         if cuda.atomic.cas(inq, v, 0, 1) == 0:
                             nxt[cuda.atomic.add(cnt, slot, 1)] = v
