@@ -143,10 +143,11 @@ def mulhi64(a, b):
 
 
 def _mul(a, b):
-    """``a * b``. Every product that feeds an addition in the series below goes through
-    this, so the CUDA build can bind it to a multiply with explicit rounding: NVVM
-    otherwise fuses ``a * b + c`` into one FMA (one rounding instead of two) even with
-    fastmath off, and GPU results would differ from the CPU's in the last bits."""
+    """``a * b``. Every product that an addition uses below goes through this, so the
+    CUDA build can bind it to a multiply with explicit rounding
+    (:mod:`catalytic.kernels.cuda._exact`): otherwise the GPU compilers may fuse
+    ``a * b + c`` into one FMA (one rounding instead of two) even with fastmath off,
+    and GPU results would differ from the CPU's in the last bits."""
     return a * b
 
 
@@ -212,7 +213,7 @@ def cos2pi(x):
     m = x >> _S11
     o = m >> _S50
     r = m & _M50
-    t = (r + (o & _ONE) * (_TWO50 - r - r)) * _PI4_2M50
+    t = _mul(r + (o & _ONE) * (_TWO50 - r - r), _PI4_2M50)
     z = t * t
     c = _C8
     c = _mul(c, z) + _C7

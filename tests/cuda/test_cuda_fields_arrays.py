@@ -948,14 +948,6 @@ def test_ptx_matmul_uses_two_shared_tiles(compile_ptx):
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel", ["_lap_kernel", "_lap_dedupe_kernel"])
-def test_ptx_laplacian_kernels_have_no_fma(compile_ptx, kernel):
-    """No contracted multiply-add: the GPU Laplacian is the CPU's bit for bit."""
-    ptx = compile_ptx(getattr(gpu_fields, kernel), LAP_TABLES + (F64_2D, F64_2D, nt.float64, nt.boolean))
-    assert "fma.rn.f64" not in ptx
-
-
-@pytest.mark.ptx
 def test_ptx_random_normal_is_fma_free(compile_ptx):
     """NVVM fuses a * b + c into an FMA even without fastmath; the series of 'normal'
     multiply through ``_mul``, bound to libdevice's dmul_rn on CUDA, which PTX never

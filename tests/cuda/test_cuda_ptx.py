@@ -25,6 +25,11 @@
   block of more than 48 KiB of static shared memory, which a launch could not get.
   ptxas comes with the CUDA wheels (``nvidia-cuda-nvcc``, in the dev extra) or a CUDA
   toolkit on the PATH.
+* ``ptx``: no kernel that promises its CPU twin's bits has a product the GPU may fuse
+  into a multiply-add (:func:`fusable`: an ``fma``, or a multiply and an add written
+  without rounding modifiers, which ptxas fuses although the PTX shows no ``fma``), in
+  any PTX case or launch signature; nvdisasm (``nvidia-cuda-nvdisasm``, dev extra)
+  shows ptxas doing it, and the Laplacian kernels' machine code free of it.
 """
 
 from __future__ import annotations
@@ -111,27 +116,33 @@ _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
                     r"(\d+) bytes spill loads")
 
 
-def _ptxas():
-    """The ptxas of the CUDA wheels (the version that matches their NVVM), else one on
+def _cuda_tool(name):
+    """A CUDA tool of the CUDA wheels (the version that matches their NVVM), else one on
     the PATH; None when there is neither."""
     spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations if spec else []):
-        for exe in sorted(pathlib.Path(root).glob("cu*/bin/ptxas")):
+        for exe in sorted(pathlib.Path(root).glob(f"cu*/bin/{name}")):
             return str(exe)
-    return shutil.which("ptxas")
+    return shutil.which(name)
 
 
-def _assembled(ptx: str, tmp_path) -> list:
-    """``[(stack, spill stores, spill loads)]`` of every function ptxas assembles."""
-    exe = _ptxas()
+def _assemble(ptx: str, tmp_path) -> tuple:
+    """``(path of the sm_90 object, ptxas -v's report)``: ``ptx`` assembled."""
+    exe = _cuda_tool("ptxas")
     if exe is None:
         pytest.skip("ptxas not found: pip install nvidia-cuda-nvcc (or a CUDA toolkit)")
     src = tmp_path / "kernel.ptx"
     src.write_text(ptx)
-    done = subprocess.run([exe, "-arch=sm_90", "-v", str(src), "-o", str(tmp_path / "k.o")],
+    obj = tmp_path / "k.o"
+    done = subprocess.run([exe, "-arch=sm_90", "-v", str(src), "-o", str(obj)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    return [tuple(int(x) for x in m) for m in _PROPS.findall(done.stderr)]
+    return obj, done.stderr
+
+
+def _assembled(ptx: str, tmp_path) -> list:
+    """``[(stack, spill stores, spill loads)]`` of every function ptxas assembles."""
+    return [tuple(int(x) for x in m) for m in _PROPS.findall(_assemble(ptx, tmp_path)[1])]
 
 
 def _check_assembled(case, ptx, tmp_path):
@@ -259,3 +270,128 @@ def test_launch_signature_assembles_without_spills(compile_ptx, tmp_path, case):
     ptx = compile_ptx(kernel, args)
     assert _local_bytes(ptx) <= LOCAL_BYTES
     _check_assembled(case, ptx, tmp_path)
+
+
+# -- fused multiply-adds ---------------------------------------------------------------
+#: a float multiply, add or subtract written without a rounding modifier (``.rn``,
+#: ``.rz``, ... would stand between the operation and the type), optionally predicated
+_LOOSE = re.compile(r"^\s*(?:@!?%\w+\s+)?(mul|add|sub)\.(f32|f64)\s+(%\w+),\s*([^,;]+),\s*([^;]+);",
+                    re.M)
+_FMA = re.compile(r"\bfma\.\w+\.f(?:32|64)\b")
+
+#: kernels whose documented agreement with the CPU allows a fused multiply-add, and why
+MAY_FUSE = {
+    "_matmul_kernel": "sums the products in FMAs: within k eps (|a| @ |b|) of the CPU",
+    "_unary_kernel": "exp, log, sin and cos are libdevice's, built on FMAs: within 4 ulp",
+    "_binary_kernel": "pow is libdevice's, built on FMAs: within 4 ulp (+ - * / max min "
+                      "are single operations)",
+}
+
+
+def _power_of_two(operand: str, kind: str) -> bool:
+    """True for a PTX float immediate (``0d...``, ``0f...``) that is a normal power of
+    two: a product by it is exact, so fusing it with an addition changes nothing."""
+    bits, man = (52, 11) if kind == "f64" else (23, 8)
+    prefix = "0d" if kind == "f64" else "0f"
+    if not operand.startswith(prefix):
+        return False
+    v = int(operand[2:], 16)
+    exp = (v >> bits) & ((1 << man) - 1)
+    return v & ((1 << bits) - 1) == 0 and exp not in (0, (1 << man) - 1)
+
+
+def fusable(ptx: str) -> list:
+    """What of ``ptx`` may run as a fused multiply-add (one rounding where the CPU
+    rounds twice): every ``fma`` instruction, and every multiply without a rounding
+    modifier whose result an add or subtract without one reads, which the PTX ISA lets
+    ptxas fuse (it does: :func:`test_ptxas_fuses_what_fusable_names`). A product by a
+    power of two is exact and not listed. Conservative: a pair is listed whether or not
+    ptxas then fuses it."""
+    ops = [(op, kind, dst, a.strip(), b.strip()) for op, kind, dst, a, b in _LOOSE.findall(ptx)]
+    products = {dst: f"mul.{kind} {dst}, {a}, {b}" for op, kind, dst, a, b in ops
+                if op == "mul" and not (_power_of_two(a, kind) or _power_of_two(b, kind))}
+    found = _FMA.findall(ptx)
+    for op, kind, dst, a, b in ops:
+        if op != "mul":
+            found += [f"{products[r]} -> {op}.{kind} {dst}" for r in (a, b) if r in products]
+    return found
+
+
+def test_fusable_pattern():
+    ptx = ("\tmul.f64 \t%fd3, %fd1, %fd2;\n\tsub.f64 \t%fd4, %fd3, %fd9;\n"
+           "\tmul.rn.f64 \t%fd5, %fd1, %fd2;\n\tadd.f64 \t%fd6, %fd5, %fd9;\n"
+           "\tmul.f64 \t%fd7, %fd1, 0d3CB0000000000000;\n\tadd.f64 \t%fd8, %fd7, %fd9;\n"
+           "\tmul.f64 \t%fd10, %fd1, 0d3CC921FB54442D18;\n\tadd.rn.f64 \t%fd11, %fd10, %fd9;\n"
+           "\t@%p1 mul.f32 \t%f3, %f1, %f2;\n\tadd.f32 \t%f4, %f9, %f3;\n"
+           "\tfma.rn.f64 \t%fd12, %fd1, %fd2, %fd9;\n")
+    assert fusable(ptx) == ["fma.rn.f64",
+                            "mul.f64 %fd3, %fd1, %fd2 -> sub.f64 %fd4",
+                            "mul.f32 %f3, %f1, %f2 -> add.f32 %f4"]
+    assert _power_of_two("0d3FF0000000000000", "f64") and _power_of_two("0f3F000000", "f32")
+    assert not _power_of_two("0d3FF8000000000000", "f64") and not _power_of_two("%fd1", "f64")
+    assert not _power_of_two("0d0000000000000000", "f64")  # zero
+
+
+def _sass(ptx: str, tmp_path) -> str:
+    """The sm_90 machine code ptxas makes of ``ptx``, as nvdisasm prints it."""
+    exe = _cuda_tool("nvdisasm")
+    if exe is None:
+        pytest.skip("nvdisasm not found: pip install nvidia-cuda-nvdisasm (or a CUDA toolkit)")
+    obj, _report = _assemble(ptx, tmp_path)
+    done = subprocess.run([exe, str(obj)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.ptx
+def test_ptxas_fuses_what_fusable_names(compile_ptx, tmp_path):
+    """The hardware's side of :func:`fusable`: ``a * b - c`` written plainly has no
+    ``fma`` in its PTX, yet ptxas makes a DFMA of it; with the product through
+    ``_exact.mul`` it stays a DMUL and a DADD, as on the CPU."""
+    from numba import types as T
+
+    from catalytic.kernels.cuda._exact import mul
+
+    def plain(x, out):
+        out[0] = x[0] * x[1] - x[2]
+
+    def rounded(x, out):
+        out[0] = mul(x[0], x[1]) - x[2]
+
+    args = (T.float64[::1], T.float64[::1])
+    ptx = compile_ptx(plain, args)
+    assert "fma" not in ptx and fusable(ptx)
+    assert "DFMA" in _sass(ptx, tmp_path)
+    ptx = compile_ptx(rounded, args)
+    assert not fusable(ptx)
+    sass = _sass(ptx, tmp_path)
+    assert "DFMA" not in sass and "DMUL" in sass and "DADD" in sass
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel", ["_lap_kernel", "_lap_dedupe_kernel"])
+def test_laplacian_sass_has_no_fma(compile_ptx, tmp_path, kernel):
+    """The Laplacian and Euler step as the GPU runs them: no DFMA (before their products
+    went through ``_exact.mul``, ptxas fused two in each kernel)."""
+    case = next(c for c in _ptx_cases() + SNAPSHOT_CASES
+                if c[1] is getattr(importlib.import_module("catalytic.kernels.cuda.fields"),
+                                   kernel))
+    sass = _sass(compile_ptx(case[1], case[2]), tmp_path)
+    assert "DFMA" not in sass and "DMUL" in sass
+
+
+def _kernel_name(kernel) -> str:
+    return next(n for (_m, n), k in _all_kernels().items() if k is kernel)
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("case", [c[0] for c in _ptx_cases() + SNAPSHOT_CASES])
+def test_no_product_the_gpu_may_fuse(compile_ptx, case):
+    """Every kernel that promises its CPU twin's bits (all but :data:`MAY_FUSE`), in
+    every PTX case and launch signature, has nothing :func:`fusable` names."""
+    _cid, kernel, args = next(c for c in _ptx_cases() + SNAPSHOT_CASES if c[0] == case)
+    name = _kernel_name(kernel)
+    found = fusable(compile_ptx(kernel, args))
+    if name in MAY_FUSE:
+        pytest.skip(f"{name}: {MAY_FUSE[name]}")
+    assert not found, f"{case}: the GPU may fuse {found[:4]} (write the products with _exact.mul)"

@@ -27,12 +27,13 @@ copied to the device once per geometry and reused
 (:func:`catalytic.kernels.cuda.graph._tables`): a call copies over only its field, and
 the mask when the caller has no device copy of it.
 
-Agreement: bit-identical to the CPU twin. The simulator shows it; on a GPU the only
-risk is NVVM's FMA contraction (numba-cuda compiles with NVVM's default ``-fma=1`` even
-without ``fastmath``). With the NVVM shipped for sm_90 today, the PTX of both kernels
-has no ``fma`` instruction; ``test_ptx_laplacian_kernels_have_no_fma`` checks it, so a
-compiler that starts contracting them is caught (the difference would then be within
-``2 eps (deg |f_i| + sum_j |f_j|)`` per Laplacian value).
+Agreement: bit-identical to the CPU twin. The simulator shows it; on a GPU the risk
+is a fused multiply-add, which rounds once where NumPy rounds twice: NVVM writes
+``deg * f_i - sum`` and ``f_i - alpha * L f_i`` with an unrounded multiply that ptxas
+fuses with the subtraction (it did, in both kernels, until their products went through
+:func:`~catalytic.kernels.cuda._exact.mul`, a multiply the GPU never fuses). The PTX
+checks find no fusable product in them, and ``test_laplacian_sass_has_no_fma``
+disassembles what ptxas makes of them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from numba import cuda
 
 from catalytic.kernels.cpu.fields import _prepare
 from catalytic.kernels.cuda import _transfer
+from catalytic.kernels.cuda._exact import mul
 from catalytic.kernels.cuda._lattice import inside, kept, step
 from catalytic.kernels.cuda.arrays import (
     _SIMULATOR,
@@ -92,9 +94,9 @@ def _make_lap_kernel(dedupe):
                                            periodic, offsets, open_):
                             acc += field[b, j]
                             m += 1
-                    lap = m * fi - acc
+                    lap = mul(float(m), fi) - acc
                 if euler:
-                    out[b, i] = fi - alpha * lap
+                    out[b, i] = fi - mul(alpha, lap)
                 else:
                     out[b, i] = lap
 
@@ -248,8 +250,8 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
     -----
     O(n k) work away from edges and seams (d divisions per site), O(n k d) at them;
     memory bound on a GPU (one read of ``f`` per neighbour, mostly from cache, one
-    write). Same per-site summation order as the CPU twin, no FMA contraction in the
-    PTX: bit-identical.
+    write). Same per-site summation order as the CPU twin, and no fused multiply-add:
+    bit-identical.
 
     Examples
     --------

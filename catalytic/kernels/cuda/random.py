@@ -10,11 +10,10 @@ Agreement with ``random_numpy``/``random_numba``:
 
 * ``uniform`` (float64 and float32) and ``integers`` (raw and bounded, any integer
   dtype): integer arithmetic plus one exact scaling: bit-identical everywhere.
-* ``normal``: bit-identical in the simulator. On a real GPU, NVVM contracts the
-  ``q * z + c`` steps of the log and cosine series into FMAs (numba-cuda passes NVVM's
-  default ``-fma=1`` even with ``fastmath`` off), so the last bit or two can differ:
-  within ~4 ulp of the CPU value. The PTX test
-  ``test_ptx_random_normal_is_fma_free`` records this as an expected failure.
+* ``normal``: bit-identical too. Every product of the log and cosine series that an
+  addition uses is written with :func:`~catalytic.kernels.cuda._exact.mul` (``_mul``
+  in the shared source), a multiply that the GPU never fuses into an FMA with the
+  addition (see that module); the PTX checks find no product left that could be.
 
 Integer outputs are written through an unsigned view of the output with the value
 masked to the item width (``& mask``): the same bits as the CPU twin's truncating
@@ -26,9 +25,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import config, cuda
+from numba import cuda
 
 from catalytic.kernels import random as _rnd
+from catalytic.kernels.cuda._exact import mul
 from catalytic.kernels.cuda.arrays import TPB, _blocks, _finish, _flat, _out_buffer
 
 __all__ = ["random_cuda"]
@@ -40,20 +40,8 @@ _uniform53 = cuda.jit(device=True)(_rnd.uniform53)
 _uniform24 = cuda.jit(device=True)(_rnd.uniform24)
 _mulhi64 = cuda.jit(device=True)(_rnd.mulhi64)
 
-def _dmul_rn(a, b):
-    # a multiply with explicit round-to-nearest: PTX never fuses it into an FMA
-    return libdevice.dmul_rn(a, b)
-
-
-if config.ENABLE_CUDASIM:
-    # the simulator runs Python, which never fuses (and its libdevice is a stub)
-    _mul = cuda.jit(device=True)(_rnd._mul)
-else:
-    from numba.cuda import libdevice
-
-    _mul = cuda.jit(device=True)(_dmul_rn)
-_neg2log1m = cuda.jit(device=True)(_rnd.rebind(_rnd.neg2log1m, _mul=_mul))
-_cos2pi = cuda.jit(device=True)(_rnd.rebind(_rnd.cos2pi, _mul=_mul))
+_neg2log1m = cuda.jit(device=True)(_rnd.rebind(_rnd.neg2log1m, _mul=mul))
+_cos2pi = cuda.jit(device=True)(_rnd.rebind(_rnd.cos2pi, _mul=mul))
 
 
 @cuda.jit
