@@ -208,7 +208,6 @@ def test_union_find_link_ends_when_plain_loads_are_stale():
     from numba import cuda
 
     g = _graph()
-
     views = []
 
     @cuda.jit

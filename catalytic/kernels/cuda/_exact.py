@@ -3,9 +3,10 @@ their CPU twin's bits.
 
 PTX arithmetic written without a rounding modifier (``mul.f64``, ``add.f64``) leaves
 ptxas free to fuse a multiply and the add or subtract that uses it into one fused
-multiply-add (``DFMA``: one rounding instead of two), and NVVM writes it that way: numba-cuda
-compiles with NVVM's default ``-fma=1`` even when ``fastmath`` is off. So ``m * f - s``
-can differ from NumPy's in the last bit on a GPU, though its PTX has no ``fma`` at all.
+multiply-add (``DFMA``: one rounding instead of two), and NVVM writes it that way:
+numba-cuda compiles with NVVM's default ``-fma=1`` even when ``fastmath`` is off. So
+``m * f - s`` can differ from NumPy's in the last bit on a GPU, though its PTX has no
+``fma`` at all.
 A product written with :func:`mul` is a ``mul.rn.f64`` (libdevice's ``dmul_rn``), which
 is never fused: an expression built from it rounds every step, as NumPy does.
 

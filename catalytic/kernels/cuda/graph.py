@@ -151,8 +151,9 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, d
     The improving thread fences too, between its new cost and its look at the claim:
     without it the GPU may let both threads read the old values (the claim still held,
     the cost not yet lowered), and the improvement would reach no near list (the
-    store-buffering pattern; two ``fence.sc`` forbid it). Thread 0 zeroes ``cnt[(j + 1) % 3]``, the count the previous step read. The ring
-    of counts works as in :func:`_bfs_level`."""
+    store-buffering pattern; two ``fence.sc`` forbid it). Thread 0 zeroes
+    ``cnt[(j + 1) % 3]``, the count the previous step read. The ring of counts works as
+    in :func:`_bfs_level`."""
     i = cuda.grid(1)
     if i == 0:
         cnt[(j + 1) % 3] = 0
