@@ -273,6 +273,9 @@ def test_launch_signature_assembles_without_spills(compile_ptx, tmp_path, case):
 
 
 # -- fused multiply-adds ---------------------------------------------------------------
+#: every hand-written PTX case and every launch signature they leave out
+ALL_CASES = _ptx_cases() + SNAPSHOT_CASES
+
 #: a float multiply, add or subtract written without a rounding modifier (``.rn``,
 #: ``.rz``, ... would stand between the operation and the type), optionally predicated
 _LOOSE = re.compile(r"^\s*(?:@!?%\w+\s+)?(mul|add|sub)\.(f32|f64)\s+(%\w+),\s*([^,;]+),\s*([^;]+);",
@@ -373,10 +376,11 @@ def test_ptxas_fuses_what_fusable_names(compile_ptx, tmp_path):
 def test_laplacian_sass_has_no_fma(compile_ptx, tmp_path, kernel):
     """The Laplacian and Euler step as the GPU runs them: no DFMA (before their products
     went through ``_exact.mul``, ptxas fused two in each kernel)."""
-    case = next(c for c in _ptx_cases() + SNAPSHOT_CASES
-                if c[1] is getattr(importlib.import_module("catalytic.kernels.cuda.fields"),
-                                   kernel))
-    sass = _sass(compile_ptx(case[1], case[2]), tmp_path)
+    from catalytic.kernels.cuda import fields
+
+    target = getattr(fields, kernel)
+    _cid, _kernel, args = next(c for c in ALL_CASES if c[1] is target)
+    sass = _sass(compile_ptx(target, args), tmp_path)
     assert "DFMA" not in sass and "DMUL" in sass
 
 
@@ -385,11 +389,11 @@ def _kernel_name(kernel) -> str:
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("case", [c[0] for c in _ptx_cases() + SNAPSHOT_CASES])
+@pytest.mark.parametrize("case", [c[0] for c in ALL_CASES])
 def test_no_product_the_gpu_may_fuse(compile_ptx, case):
     """Every kernel that promises its CPU twin's bits (all but :data:`MAY_FUSE`), in
     every PTX case and launch signature, has nothing :func:`fusable` names."""
-    _cid, kernel, args = next(c for c in _ptx_cases() + SNAPSHOT_CASES if c[0] == case)
+    _cid, kernel, args = next(c for c in ALL_CASES if c[0] == case)
     name = _kernel_name(kernel)
     if name in MAY_FUSE:
         pytest.skip(f"{name}: {MAY_FUSE[name]}")
