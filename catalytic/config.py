@@ -21,11 +21,15 @@ variable                               meaning                                  
 =====================================  ==============================================  ========
 
 Booleans take ``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case); anything
-else is a ``ValueError`` naming the variable and its value.
+else is a ``ValueError`` naming the variable and its value, and so is a memory threshold
+that is not a number in (0, 1]. A bad variable is an error even when a keyword argument
+overrides it.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass, field, fields, replace
 
@@ -38,6 +42,33 @@ def _env(name: str) -> str | None:
     empty (the rule for every ``CATALYTIC_*`` variable)."""
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def check_fraction(value, what: str) -> float:
+    """``value`` as a float in (0, 1]; ``what`` names it in the error.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not a real number (a bool, a string, None).
+    ValueError
+        ``value`` is NaN, infinite, or outside (0, 1].
+
+    Examples
+    --------
+    >>> check_fraction(0.5, "margin")
+    0.5
+    >>> check_fraction(1.5, "threshold")
+    Traceback (most recent call last):
+    ...
+    ValueError: threshold must be a fraction in (0, 1], got 1.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number in (0, 1], got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and 0.0 < v <= 1.0):
+        raise ValueError(f"{what} must be a fraction in (0, 1], got {value!r}")
+    return v
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -72,10 +103,7 @@ class Settings:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not 0.0 < self.memory_threshold <= 1.0:
-            raise ValueError(
-                f"memory_threshold must be in (0, 1], got {self.memory_threshold!r}"
-            )
+        check_fraction(self.memory_threshold, "memory_threshold")
 
 
 def load_settings(**overrides) -> Settings:
@@ -88,13 +116,16 @@ def load_settings(**overrides) -> Settings:
     }
     raw = _env("CATALYTIC_MEMORY_THRESHOLD")
     if raw is not None:
+        shown = f"CATALYTIC_MEMORY_THRESHOLD={os.environ['CATALYTIC_MEMORY_THRESHOLD']!r}"
         try:
             env["memory_threshold"] = float(raw)
         except ValueError as err:
+            raise ValueError(f"{shown} is not a number") from err
+        if not 0.0 < env["memory_threshold"] <= 1.0:  # NaN fails too
             raise ValueError(
-                f"CATALYTIC_MEMORY_THRESHOLD={os.environ['CATALYTIC_MEMORY_THRESHOLD']!r} "
-                "is not a number"
-            ) from err
+                f"{shown} is not in (0, 1] (the used fraction of device memory at which "
+                "the monitor cleans up)"
+            )
     known = {f.name for f in fields(Settings)}
     unknown = set(overrides) - known
     if unknown:

@@ -85,6 +85,10 @@ class CalibrationError(CatalyticError, ValueError):
 
 
 def _fmt(n: float) -> str:
+    try:
+        n = float(n)
+    except OverflowError:  # an integer past the float range: only bytes can show it
+        return f"{n} B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"

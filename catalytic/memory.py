@@ -22,9 +22,10 @@ What the monitor does
   cached copies least recently used first until below the threshold, trim the caches
   that can trim (a pool), flush deferred frees, run the callbacks registered with
   :meth:`~DeviceMemoryMonitor.register_cleanup`, and record what each step freed.
-* :meth:`~DeviceMemoryMonitor.can_allocate` answers the router's "does it fit" without
-  side effects (``router.explain()`` never cleans up); :meth:`~DeviceMemoryMonitor.make_room`
-  evicts on the run path.
+* :meth:`~DeviceMemoryMonitor.can_allocate` answers the router's "does it fit" with a
+  bool, without side effects (``router.explain()`` never cleans up);
+  :meth:`~DeviceMemoryMonitor.shortfall` gives the reason when it does not;
+  :meth:`~DeviceMemoryMonitor.make_room` evicts on the run path.
 * Leak detection: when device usage grows across a whole window of GPU calls while the
   engine's own accounting does not, the window's operations are reported
   (``stats()["leaks"]`` and a ``ResourceWarning``).
@@ -52,6 +53,8 @@ Examples
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 import os
 import threading
 import time
@@ -59,6 +62,8 @@ import warnings
 import weakref
 from collections import deque
 from typing import Callable, NamedTuple
+
+from catalytic.config import check_fraction
 
 #: pressure levels: (name, lowest used fraction)
 LEVELS = (("low", 0.0), ("elevated", 0.70), ("high", 0.85), ("critical", 0.95))
@@ -269,23 +274,76 @@ class DeviceMemoryMonitor:
         free, _total, _ = self._read()
         return math.inf if free is None else float(free)
 
-    def can_allocate(self, nbytes: int, *, margin: float = 0.9, keep=None):
-        """None when ``nbytes`` fit in ``margin`` of free memory, counting what the caches
-        could release as free; otherwise a :class:`~catalytic.errors.MemoryShortfall`.
-        Only reads: it never evicts (``router.explain()`` asks it too)."""
+    def can_allocate(self, nbytes: int, *, margin: float = 0.9, keep=None) -> bool:
+        """Whether ``nbytes`` fit in ``margin`` of free memory, counting what the caches
+        could release (all but ``keep``'s entries) as free. Only reads: it never evicts
+        (``router.explain()`` asks it too). :meth:`shortfall` says why not.
+
+        Parameters
+        ----------
+        nbytes : int
+            Bytes wanted: an integer (or a float with a whole value), finite and >= 0.
+        margin : float, default 0.9
+            Fraction of free memory the call may take, in (0, 1].
+        keep : object, optional
+            The owner the call needs (a lattice), whose cached entries do not count as
+            reclaimable.
+
+        Returns
+        -------
+        bool
+            True when they fit.
+
+        Raises
+        ------
+        TypeError
+            ``nbytes`` or ``margin`` is not a number (a bool counts as not a number).
+        ValueError
+            ``nbytes`` is NaN, infinite, negative or fractional; ``margin`` is outside
+            (0, 1].
+
+        Examples
+        --------
+        >>> mon = DeviceMemoryMonitor(provider=lambda: (1000, 4000))
+        >>> mon.can_allocate(900), mon.can_allocate(901)
+        (True, False)
+        >>> if not mon.can_allocate(2000):
+        ...     print(mon.shortfall(2000))
+        device memory needs 2.0 KiB (2000 bytes), only 900 B (900 bytes) available
+        """
+        return self.shortfall(nbytes, margin=margin, keep=keep) is None
+
+    def shortfall(self, nbytes: int, *, margin: float = 0.9, keep=None):
+        """Why ``nbytes`` do not fit (see :meth:`can_allocate`, which takes the same
+        arguments and raises the same errors), or None when they fit.
+
+        Returns
+        -------
+        MemoryShortfall or None
+            A :class:`~catalytic.errors.MemoryShortfall`, a reason string carrying
+            ``needed`` (``nbytes``) and ``available`` (``margin`` of free plus
+            reclaimable bytes) that the router turns into an
+            :class:`~catalytic.errors.InsufficientMemoryError` when memory is why
+            nothing can run a call; None when the bytes fit.
+        """
         from catalytic.errors import MemoryShortfall
 
+        nbytes = _check_nbytes(nbytes)
+        margin = check_fraction(margin, "margin")
         free = self.free_bytes()
         if nbytes <= margin * free:
             return None
         avail = margin * (free + self.reclaimable(keep))
         if nbytes > avail:
-            return MemoryShortfall("device memory", int(nbytes), int(avail))
+            return MemoryShortfall("device memory", nbytes, int(avail))
         return None
 
     def make_room(self, nbytes: int, *, margin: float = 0.9, keep=None) -> int:
         """Evict cached copies, least recently used first, until ``nbytes`` fit in
-        ``margin`` of free memory (run path only). Returns the bytes released."""
+        ``margin`` of free memory (run path only). Returns the bytes released.
+        ``nbytes`` and ``margin`` are checked as :meth:`can_allocate` checks them."""
+        nbytes = _check_nbytes(nbytes)
+        margin = check_fraction(margin, "margin")
         released = 0
         while nbytes > margin * self.free_bytes():
             got = self._evict_one(keep)
@@ -299,8 +357,11 @@ class DeviceMemoryMonitor:
     def check(self, op: str | None = None, *, threshold: float | None = None) -> Snapshot:
         """Snapshot after a call; fire pressure listeners on a level change, clean up at
         the threshold (``threshold``, e.g. the calling engine's setting, or the
-        monitor's own), and look for leaks. Returns the snapshot (before any cleanup)."""
-        threshold = self.threshold if threshold is None else threshold
+        monitor's own), and look for leaks. Returns the snapshot (before any cleanup).
+        A ``threshold`` outside (0, 1] is a ``ValueError`` (a ``TypeError`` when it is
+        not a number), raised before the reading."""
+        threshold = self.threshold if threshold is None else check_fraction(threshold,
+                                                                             "threshold")
         snap = self._take(op)
         with self._lock:
             self._record(snap)
@@ -423,8 +484,10 @@ class DeviceMemoryMonitor:
         used first until below target; trim the caches that can trim (a pool); flush
         Numba's deferred frees; run the registered callbacks. A cleanup started while
         one is running (from a callback, or another thread) returns at once.
+        A ``target`` outside (0, 1] is a ``ValueError`` (a ``TypeError`` when it is not
+        a number), raised before anything is evicted.
         """
-        target = self.threshold if target is None else target
+        target = self.threshold if target is None else check_fraction(target, "target")
         with self._lock:
             if self._cleaning:
                 return {"reason": reason, "skipped": "a cleanup is already running"}
@@ -532,10 +595,26 @@ class DeviceMemoryMonitor:
 
 
 def _check_threshold(value) -> float:
-    v = float(value)
-    if not 0.0 < v <= 1.0:
-        raise ValueError(f"memory threshold must be in (0, 1], got {value!r}")
-    return v
+    return check_fraction(value, "memory threshold")
+
+
+def _check_nbytes(nbytes) -> int:
+    """``nbytes`` as an int: an integer, or a float with a whole value; finite, >= 0."""
+    if isinstance(nbytes, bool):
+        raise TypeError(f"nbytes must be a number of bytes, got {nbytes!r}")
+    try:
+        n = operator.index(nbytes)
+    except TypeError:
+        if not isinstance(nbytes, numbers.Real):
+            raise TypeError(f"nbytes must be a number of bytes, got {nbytes!r}") from None
+        x = float(nbytes)
+        if not math.isfinite(x) or not x.is_integer():
+            raise ValueError(f"nbytes must be a whole, finite number of bytes, "
+                             f"got {nbytes!r}") from None
+        n = int(x)
+    if n < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes!r}")
+    return n
 
 
 _monitor: DeviceMemoryMonitor | None = None

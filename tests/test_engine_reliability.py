@@ -5,6 +5,7 @@ record, calibration-file validation, and the ``CATALYTIC_*`` whitespace rule."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -541,6 +542,28 @@ def test_bad_values_name_the_variable_and_the_raw_value(clean_env, monkeypatch):
     monkeypatch.setenv("CATALYTIC_MEMORY_THRESHOLD", "lots")
     with pytest.raises(ValueError, match="CATALYTIC_MEMORY_THRESHOLD='lots' is not a number"):
         load_settings()
+
+
+@pytest.mark.parametrize("raw", ["1.5", " 0", "-0.2", "nan", "inf", "1e309"])
+def test_a_memory_threshold_outside_zero_one_names_the_variable(clean_env, monkeypatch, raw):
+    monkeypatch.setenv("CATALYTIC_MEMORY_THRESHOLD", raw)
+    shown = f"CATALYTIC_MEMORY_THRESHOLD={raw!r} is not in (0, 1]"
+    with pytest.raises(ValueError, match=re.escape(shown)):
+        load_settings()
+    with pytest.raises(ValueError, match=re.escape(shown)):
+        cat.Engine()
+    monkeypatch.setenv("CATALYTIC_MEMORY_THRESHOLD", "1")  # the upper edge is a threshold
+    assert load_settings().memory_threshold == 1.0
+
+
+@pytest.mark.parametrize("value, error", [
+    (1.5, ValueError), (0.0, ValueError), (float("nan"), ValueError), ("0.5", TypeError),
+    (None, TypeError), (True, TypeError),
+])
+def test_a_memory_threshold_keyword_outside_zero_one_names_the_setting(clean_env, value,
+                                                                        error):
+    with pytest.raises(error, match=rf"memory_threshold .*{re.escape(repr(value))}"):
+        load_settings(memory_threshold=value)
 
 
 def test_stripped_backend_variable_reaches_the_router(clean_env, monkeypatch):

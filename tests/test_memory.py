@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import types
@@ -158,14 +159,100 @@ def test_can_allocate_only_reads_and_make_room_evicts():
     mon = monitor(dev)
     dev.use("a", 200)
     dev.use("b", 200)
-    assert mon.can_allocate(50) is None
-    short = mon.can_allocate(600)  # 100 free + 400 reclaimable, 90% margin: no
-    assert short is not None and short.needed == 600 and "device memory" in short
-    assert mon.can_allocate(400, keep="b") is not None  # b kept: only a reclaimable
-    assert mon.can_allocate(300) is None  # fits once the caches are emptied
+    assert mon.can_allocate(50) is True and mon.shortfall(50) is None
+    assert mon.can_allocate(600) is False  # 100 free + 400 reclaimable, 90% margin: no
+    short = mon.shortfall(600)
+    assert short.needed == 600 and short.available == 450 and "device memory" in short
+    assert mon.can_allocate(400, keep="b") is False  # b kept: only a reclaimable
+    assert mon.shortfall(400, keep="b").available == 270
+    assert mon.can_allocate(300) is True  # fits once the caches are emptied
     assert dev.evicted == []  # asking never evicts
     mon.make_room(250, keep="a")
     assert dev.evicted == ["b"]
+
+
+@pytest.mark.parametrize("margin", [1.0, 0.5, 0.25])
+def test_can_allocate_is_a_bool_that_says_whether_the_bytes_fit(margin):
+    dev = FakeDevice(total=1000, other=600)
+    mon = monitor(dev)
+    dev.use("a", 200)  # 200 free, 200 reclaimable
+    free, reclaimable = 200, 200
+    # margins that are powers of two keep the products exact: the oracle is exact
+    limit = int(margin * (free + reclaimable))
+    for n in [0, 1, limit - 1, limit, limit + 1, 10 * limit, 10**30, 10**400]:
+        got = mon.can_allocate(n, margin=margin)
+        assert type(got) is bool and got == (n <= limit), n
+        short = mon.shortfall(n, margin=margin)
+        assert (short is None) == got
+        if short is not None:
+            assert short.needed == n and short.available == limit
+    assert dev.evicted == []
+
+
+@pytest.mark.parametrize("nbytes, error, shown", [
+    (float("nan"), ValueError, "nan"),
+    (float("inf"), ValueError, "inf"),
+    (-1, ValueError, "-1"),
+    (-0.5, ValueError, "-0.5"),
+    (1.5, ValueError, "1.5"),
+    (np.float64("nan"), ValueError, "nan"),
+    ("10", TypeError, "'10'"),
+    (None, TypeError, "None"),
+    (True, TypeError, "True"),
+    (1j, TypeError, "1j"),
+])
+def test_bad_byte_counts_are_refused_naming_the_value(nbytes, error, shown):
+    dev = FakeDevice(total=1000, other=900)
+    mon = monitor(dev)
+    dev.use("a", 50)
+    for ask in (mon.can_allocate, mon.shortfall, mon.make_room):
+        with pytest.raises(error, match=rf"nbytes .*{re.escape(shown)}"):
+            ask(nbytes)
+    assert dev.evicted == []
+
+
+@pytest.mark.parametrize("margin, error", [
+    (0, ValueError), (-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+    (float("inf"), ValueError), ("0.9", TypeError), (None, TypeError), (True, TypeError),
+])
+def test_bad_margins_are_refused_naming_the_value(margin, error):
+    dev = FakeDevice(total=1000, other=900)
+    mon = monitor(dev)
+    dev.use("a", 50)
+    for ask in (mon.can_allocate, mon.shortfall, mon.make_room):
+        with pytest.raises(error, match=rf"margin .*{re.escape(repr(margin))}"):
+            ask(10, margin=margin)
+    assert dev.evicted == []
+
+
+def test_whole_floats_and_numpy_integers_are_byte_counts():
+    mon = DeviceMemoryMonitor(provider=lambda: (1000, 1000))
+    assert mon.can_allocate(np.int64(900)) is True and mon.can_allocate(900.0) is True
+    assert mon.can_allocate(np.uint8(255)) is True and mon.can_allocate(np.float32(901)) is False
+    assert mon.shortfall(2.0**20).needed == 2**20
+
+
+@pytest.mark.parametrize("bad, error", [
+    (0, ValueError), (-0.5, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+    (float("inf"), ValueError), ("0.5", TypeError), (False, TypeError),
+])
+def test_thresholds_outside_zero_one_are_refused_before_anything_is_evicted(bad, error):
+    dev = FakeDevice(total=1000, other=100)
+    mon = monitor(dev)
+    for name in "abcd":
+        dev.use(name, 150)  # 70% used
+    with pytest.raises(error, match=rf"threshold .*{re.escape(repr(bad))}"):
+        mon.check("op", threshold=bad)
+    with pytest.raises(error, match=rf"target .*{re.escape(repr(bad))}"):
+        mon.cleanup("asked", target=bad)
+    with pytest.raises(error, match=rf"threshold .*{re.escape(repr(bad))}"):
+        DeviceMemoryMonitor(bad)
+    s = mon.stats()
+    assert dev.evicted == [] and s["checks"] == 0 and s["snapshots"] == 0
+    assert s["cleanups"] == 0
+    # the edges of (0, 1] are accepted: at 1.0 nothing below 100% is cleaned up
+    mon.check("op", threshold=1.0)
+    assert mon.stats()["cleanups"] == 0 and dev.evicted == []
 
 
 def test_threshold_must_be_a_fraction():

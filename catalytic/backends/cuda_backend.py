@@ -340,7 +340,7 @@ def _room(needed: int, lattice=None):
     from catalytic.memory import get_monitor
 
     try:
-        return get_monitor().can_allocate(needed, margin=DEVICE_MEMORY_MARGIN, keep=lattice)
+        return get_monitor().shortfall(needed, margin=DEVICE_MEMORY_MARGIN, keep=lattice)
     except Exception as err:
         return f"cannot read free device memory: {err}"
 
