@@ -364,8 +364,22 @@ class Engine:
         return result
 
     def _memory_pressure(self, level: str, snapshot) -> None:
-        """The monitor saw the pressure level change: tell the plugins."""
-        self.pm.hook.catalytic_memory_pressure(level=level, snapshot=snapshot)
+        """The monitor saw the pressure level change: tell the plugins, each on its own
+        (pluggy's order, last registered first), so that one that raises is reported by
+        name as a ``RuntimeWarning`` and the others still hear of it."""
+        given = {"level": level, "snapshot": snapshot}
+        for impl in reversed(self.pm.hook.catalytic_memory_pressure.get_hookimpls()):
+            if impl.wrapper or impl.hookwrapper:  # nothing to wrap: each call is its own
+                warnings.warn(f"plugin {impl.plugin_name!r}: a wrapper on hook "
+                              "catalytic_memory_pressure is not run (each implementation "
+                              "is called on its own)", RuntimeWarning)
+                continue
+            try:
+                impl.function(*(given[name] for name in impl.argnames))
+            except Exception as err:
+                warnings.warn(f"plugin {impl.plugin_name!r} failed in hook "
+                              f"catalytic_memory_pressure: {type(err).__name__}: {err}",
+                              RuntimeWarning)
 
     def _plugin_of(self, name: str):
         backend = self.registry.backends.get(name)

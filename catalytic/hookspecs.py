@@ -46,6 +46,9 @@ def catalytic_memory_pressure(level: str, snapshot) -> None:
     (85-95%), ``"critical"`` (>= 95%) or ``"unknown"``; ``snapshot`` is the
     :class:`catalytic.memory.Snapshot` that showed the change. Called on the thread
     that made the call, with no engine or monitor lock held, so an implementation may
-    free memory or call the monitor. Exceptions are reported as warnings, never
-    raised into the call. Returns nothing.
+    free memory or call the monitor. Each plugin's implementation is called on its own
+    (last registered first): an exception is reported as a ``RuntimeWarning`` naming
+    the plugin and this hook, never raised into the call, and the other plugins are
+    still called. A wrapper (``wrapper=True`` or ``hookwrapper=True``) on this hook is
+    not run, with a warning naming its plugin. Returns nothing.
     """

@@ -320,6 +320,80 @@ def test_pressure_hook_reaches_plugins(monkeypatch):
     assert levels == [("low", 100), ("high", 900)]
 
 
+def test_a_pressure_hook_that_raises_is_named_and_the_other_plugins_still_hear(monkeypatch):
+    dev = FakeDevice(total=1000, other=100)
+    mon = get_monitor()
+    monkeypatch.setattr(mon, "_provider", dev.read)
+    monkeypatch.setattr(mon, "_device", "fake")
+    monkeypatch.setattr(mon, "_level", None)
+    eng = cat.Engine(disable_plugin_autoload=True)
+    heard = {"before": [], "after": [], "level-only": []}
+
+    class Listener:
+        def __init__(self, name):
+            self.name = name
+
+        @cat.hookimpl
+        def catalytic_memory_pressure(self, level, snapshot):
+            heard[self.name].append((level, snapshot.used))
+
+    class Broken:
+        @cat.hookimpl
+        def catalytic_memory_pressure(self, level, snapshot):
+            raise RuntimeError(f"cannot free at {level}")
+
+    class LevelOnly:  # pluggy lets an implementation take a subset of the arguments
+        @cat.hookimpl
+        def catalytic_memory_pressure(self, level):
+            heard["level-only"].append(level)
+
+    eng.register_plugin(_gpu_plugin(lambda x: x * 2), "fake-gpu")
+    eng.register_plugin(Listener("before"), "listener-before")
+    eng.register_plugin(Broken(), "broken-listener")
+    eng.register_plugin(Listener("after"), "listener-after")
+    eng.register_plugin(LevelOnly(), "level-only")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert eng.run("gpu_op", 3) == 6
+        dev.other = 900
+        assert eng.run("gpu_op", 3) == 6
+    assert heard == {"before": [("low", 100), ("high", 900)],
+                     "after": [("low", 100), ("high", 900)], "level-only": ["low", "high"]}
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert messages == [
+        f"plugin 'broken-listener' failed in hook catalytic_memory_pressure: "
+        f"RuntimeError: cannot free at {level}" for level in ("low", "high")]
+
+
+def test_a_wrapper_on_the_pressure_hook_is_named_and_not_run(monkeypatch):
+    dev = FakeDevice(total=1000, other=100)
+    mon = get_monitor()
+    monkeypatch.setattr(mon, "_provider", dev.read)
+    monkeypatch.setattr(mon, "_device", "fake")
+    monkeypatch.setattr(mon, "_level", None)
+    eng = cat.Engine(disable_plugin_autoload=True)
+    ran, heard = [], []
+
+    class Wrapper:
+        @cat.hookimpl(wrapper=True)
+        def catalytic_memory_pressure(self, level, snapshot):
+            ran.append(level)
+            return (yield)
+
+    class Listener:
+        @cat.hookimpl
+        def catalytic_memory_pressure(self, level, snapshot):
+            heard.append(level)
+
+    eng.register_plugin(_gpu_plugin(lambda x: x * 2), "fake-gpu")
+    eng.register_plugin(Listener(), "listener")
+    eng.register_plugin(Wrapper(), "wrapping-plugin")
+    with pytest.warns(RuntimeWarning, match="plugin 'wrapping-plugin': a wrapper on hook "
+                                            "catalytic_memory_pressure is not run"):
+        assert eng.run("gpu_op", 3) == 6
+    assert ran == [] and heard == ["low"]
+
+
 def test_gpu_time_is_recorded_after_synchronising():
     eng = cat.Engine(disable_plugin_autoload=True)
     eng.register_plugin(_gpu_plugin(lambda x: x, sync=lambda: time.sleep(0.05)), "fake-gpu")
