@@ -23,13 +23,15 @@ A plugin adding an operation with two backends:
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from catalytic.errors import PluginError
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 @dataclass
@@ -73,7 +75,9 @@ class Operation:
     name : str
     work : callable(*args, **kwargs) -> float
         Work units of a call (sites x stencil size, elements, ...); the cost model's
-        ``overhead + work / throughput`` uses it. Must be cheap.
+        ``overhead + work / throughput`` uses it. Must be cheap, and return a finite
+        number >= 0: the router makes no prediction from anything else (see
+        :mod:`catalytic.router`).
     memory : callable(*args, **kwargs) -> int, optional
         Host bytes the call will allocate; checked against free memory before running.
     validate : callable(*args, **kwargs) -> (args, kwargs), optional
@@ -98,7 +102,8 @@ class Implementation:
 
     ``supports(*args, **kwargs)`` returns ``None`` when this implementation can run the
     call, or a reason string when it cannot (dtype, option, size). ``cost`` optionally
-    gives a default ``(overhead_s, throughput)`` used until calibration measures one.
+    gives a default ``(overhead_s, throughput)`` used until calibration measures one
+    (finite numbers, ``overhead_s >= 0`` and ``throughput > 0``).
     ``terms(params, *args, **kwargs)`` optionally adds costs the work count cannot see,
     as ``{name: seconds}`` (a GPU's kernel launches per BFS level, its PCIe copies);
     ``params`` is the backend's ``terms`` object of the calibration file (empty until
@@ -166,6 +171,8 @@ class Registry:
                            terms=None):
         """Give ``backend``'s implementation of ``op`` (the op may be declared later); see
         :class:`Implementation` for ``supports``, ``cost`` and ``terms``."""
+        _check_name(op, "operation")
+        _check_name(backend, "backend")
         if not callable(func):
             raise TypeError(f"implementation of {op!r} on {backend!r} must be callable")
         if terms is not None and not callable(terms):
@@ -177,9 +184,7 @@ class Registry:
                 f"{impls[backend].plugin!r}"
             )
         if cost is not None:
-            overhead, throughput = cost
-            if overhead < 0 or throughput <= 0:
-                raise ValueError(f"cost must be (overhead >= 0, throughput > 0), got {cost!r}")
+            cost = _check_cost(cost, op, backend)
         impls[backend] = Implementation(op, backend, func, supports, cost, self._current_plugin,
                                         terms)
         self.version += 1
@@ -242,5 +247,20 @@ class Registry:
 
 
 def _check_name(name, kind):
-    if not isinstance(name, str) or not _NAME.match(name):
+    # fullmatch: with match and "$", a name ending in a newline would pass
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"{kind} name must be an identifier-like string, got {name!r}")
+
+
+def _check_cost(cost, op, backend) -> tuple[float, float]:
+    """``cost`` as ``(overhead_s, throughput)`` floats: finite, ``>= 0`` and ``> 0``."""
+    if (not isinstance(cost, (tuple, list)) or len(cost) != 2
+            or any(isinstance(c, bool) or not isinstance(c, numbers.Real) for c in cost)):
+        raise TypeError(f"cost of {op!r} on {backend!r} must be a pair of numbers "
+                        f"(overhead_s, throughput), got {cost!r}")
+    overhead, throughput = float(cost[0]), float(cost[1])
+    if not (math.isfinite(overhead) and overhead >= 0
+            and math.isfinite(throughput) and throughput > 0):
+        raise ValueError(f"cost of {op!r} on {backend!r} must be (overhead >= 0, "
+                         f"throughput > 0), both finite, got {cost!r}")
+    return overhead, throughput

@@ -22,11 +22,14 @@ the exception (:class:`~catalytic.errors.HookFailure`). Only when no backend can
 the call, and at least one was ruled out that way, is
 :class:`~catalytic.errors.PluginError` raised, chained from the plugin's exception; a
 backend forced with ``backend=`` or ``CATALYTIC_BACKEND`` whose ``supports()`` raises
-gets that ``PluginError`` at once. An operation's ``work()`` that raises leaves no cost
-to compare: the call goes to the first backend in preference order (numpy, numba-cpu,
-cuda, then the others in registration order; :func:`preference_order`) that can run
-it, ``Decision.predictions`` is empty, ``Decision.work`` is NaN, and
-``Decision.reason`` names the plugin and the exception. Exceptions from ``validate``
+gets that ``PluginError`` at once. An operation's ``work()`` that raises, or that
+returns anything but a finite number >= 0 (NaN, an infinity, a negative count), leaves
+no cost to compare: the call goes to the first backend in preference order (numpy,
+numba-cpu, cuda, then the others in registration order; :func:`preference_order`) that
+can run it, ``Decision.predictions`` is empty, ``Decision.work`` is NaN, and
+``Decision.reason`` names the plugin and the exception (for a bad value, a
+``ValueError`` that shows it). No prediction is ever made from such a count, so none
+reaches ``router.stats()`` or the profiler's exports. Exceptions from ``validate``
 (the user's bad arguments) are not caught: they reach the caller unchanged.
 
 Calibration files are validated when they are read (:func:`read_calibration`); a file
@@ -500,9 +503,13 @@ class Router:
 
     @staticmethod
     def _work(spec, args, kwargs) -> tuple[float, HookFailure | None]:
-        """``(work, None)``, or ``(nan, failure)`` when the operation's ``work()`` raised."""
+        """``(work, None)``, or ``(nan, failure)`` when the operation's ``work()`` raised
+        or gave no finite count >= 0."""
         try:
-            return float(spec.work(*args, **kwargs)), None
+            work = float(spec.work(*args, **kwargs))
+            if not (math.isfinite(work) and work >= 0):  # NaN fails both
+                raise ValueError(f"work() must return a finite number >= 0, got {work!r}")
+            return work, None
         except Exception as err:
             return math.nan, HookFailure(spec.plugin, "work()", err, f"operation {spec.name!r}")
 

@@ -308,6 +308,68 @@ def test_invalid_names_and_costs_are_rejected():
     assert "t_bad_cost" not in eng.operations()
 
 
+@pytest.mark.parametrize("bad", ["t_trailing\n", "t-trailing\n", "\nt_leading", "t_mid\ndle",
+                                 "t_tab\t", "", "1t", "t space", 42])
+@pytest.mark.parametrize("where", ["operation", "backend", "implementation op",
+                                   "implementation backend"])
+def test_names_with_a_newline_or_other_junk_are_refused(bad, where):
+    eng = cat.get_engine()
+    good_op = f"t_good_{next(_ids)}"
+
+    class Named:
+        @cat.hookimpl
+        def catalytic_add_backends(self, registry):
+            if where == "backend":
+                registry.add_backend(bad)
+
+        @cat.hookimpl
+        def catalytic_add_operations(self, registry):
+            op = bad if where in ("operation", "implementation op") else good_op
+            backend = bad if where == "implementation backend" else "numpy"
+            if where != "implementation op":
+                registry.add_operation(op, work=lambda: 1.0)
+            registry.add_implementation(op, backend, lambda: 1)
+
+    before = (set(eng.operations()), set(eng.backends()))
+    try:
+        with pytest.raises(cat.PluginError, match="name must be an identifier-like string") \
+                as info:
+            eng.register_plugin(Named(), "named-plugin")
+    finally:  # a name let through must not stay registered for the next tests
+        if "named-plugin" in eng.plugin_names():
+            eng.unregister_plugin("named-plugin")
+    assert repr(bad) in str(info.value) and "named-plugin" in str(info.value)
+    assert (set(eng.operations()), set(eng.backends())) == before
+    assert "named-plugin" not in eng.plugin_names()
+
+
+@pytest.mark.parametrize("cost, error", [
+    ((float("nan"), 1e6), "finite"), ((1e-6, float("nan")), "finite"),
+    ((float("inf"), 1e6), "finite"), ((1e-6, float("inf")), "finite"),
+    ((-1e-6, 1e6), "finite"), ((1e-6, -1e6), "finite"),
+    (("1e-6", 1e6), "pair of numbers"), ((1e-6,), "pair of numbers"),
+    ((True, 1e6), "pair of numbers"),
+])
+def test_default_costs_must_be_finite(cost, error):
+    eng = cat.get_engine()
+    op = f"t_cost_{next(_ids)}"
+
+    class Costed:
+        @cat.hookimpl
+        def catalytic_add_operations(self, registry):
+            registry.add_operation(op, work=lambda: 1.0)
+            registry.add_implementation(op, "numpy", lambda: 1, cost=cost)
+
+    try:
+        with pytest.raises(cat.PluginError, match=error) as info:
+            eng.register_plugin(Costed(), "costed-plugin")
+    finally:  # a cost let through must not stay registered for the next tests
+        if "costed-plugin" in eng.plugin_names():
+            eng.unregister_plugin("costed-plugin")
+    assert f"cost of {op!r} on 'numpy'" in str(info.value) and repr(cost) in str(info.value)
+    assert op not in eng.operations()
+
+
 # -- backends from plugins, availability, fallback -------------------------------------------------
 def test_unavailable_backend_is_rejected_with_reason():
     eng = cat.get_engine()

@@ -144,6 +144,41 @@ def test_work_that_raises_routes_by_preference_without_predictions():
     assert eng.router.stats()["t_op"]["t-slow"]["calls"] == 1
 
 
+@pytest.mark.parametrize("count, shown", [
+    (float("nan"), "nan"), (np.float64("nan"), "nan"), (float("inf"), "inf"),
+    (-float("inf"), "-inf"), (-1.0, "-1.0"), (-3, "-3.0"),
+])
+def test_work_that_is_not_a_finite_count_routes_without_predictions(prof, count, shown):
+    eng = _engine()
+    p = Hooks(work=lambda x: count)
+    eng.register_plugin(p, "hooks-plugin")
+    dec = eng.explain("t_op", np.arange(3))
+    # as for a work() that raises: no prediction, the first backend in preference order
+    assert dec.backend == "t-slow" and dec.predictions == {} and np.isnan(dec.work)
+    assert "'hooks-plugin'" in dec.reason and "work()" in dec.reason
+    assert f"finite number >= 0, got {shown}" in dec.reason and "nan s" not in dec.reason
+    for _ in range(3):
+        np.testing.assert_array_equal(eng.run("t_op", np.arange(3)), [1, 2, 3])
+    assert p.calls == ["t-slow"] * 3
+    forced = eng.explain("t_op", np.arange(3), backend="t-fast")
+    assert forced.predictions == {} and f"got {shown}" in forced.reason
+    # nothing that is not a number reaches the statistics or the profile's JSON
+    stats = eng.router.stats()["t_op"]["t-slow"]
+    assert stats["calls"] == 3 and stats["timed_calls"] == 0 and stats["predicted_s"] == 0
+    json.dumps(stats, allow_nan=False)
+    recs = [r for r in prof.as_dict()["records"] if r["name"] == "t_op"]
+    assert len(recs) == 3 and all("'hooks-plugin'" in r["reason"] for r in recs)
+    assert not any("predicted_s" in r or "work" in r for r in recs)
+    json.dumps(prof.as_dict(), allow_nan=False)
+
+
+def test_a_finite_count_of_zero_is_routed_by_the_overheads():
+    eng = _engine()
+    eng.register_plugin(Hooks(work=lambda x: 0), "hooks-plugin")
+    dec = eng.explain("t_op", np.arange(3))
+    assert dec.predictions == {"t-fast": 0.0, "t-slow": 1.0} and dec.backend == "t-fast"
+
+
 def test_validate_errors_reach_the_caller_unchanged():
     eng = _engine()
 
