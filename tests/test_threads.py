@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import catalytic as cat
+from catalytic.batch import BatchProcessor, batch_xor_transform
 from lattice_oracles import available_backends
 
 SHAPE = (30, 30)
@@ -26,6 +27,37 @@ def _lattice():
     mask = rng.random(SHAPE) >= 0.25
     mask[0, :] = mask[:, -1] = True  # 0 and 899 are open and joined along the border
     return cat.Lattice(shape=SHAPE, mask=mask, seed=11)
+
+
+def _batch_answer(res):
+    """A batch result as something comparable with ==: every value's bytes and dtype,
+    and the failing indices (a wrong key shows in the bytes, a refusal in the errors)."""
+    return ([None if v is None else (v.dtype.str, v.tobytes()) for v in res],
+            sorted(res.errors))
+
+
+def _batch_calls(L, backends):
+    """The batch paths over arrays with ``lattice=L``: each reads the lattice's key
+    through ``batched.xor_transform`` (a twin call over the stack of arrays)."""
+    arrays = [np.arange(300, dtype=np.int64) * (7 + i) for i in range(4)]
+    keyed = [np.arange(50, dtype=np.int16) + i for i in range(3)]
+    calls = []
+    for executor in ("serial", "threads"):
+        calls += [
+            (f"batch-map/{executor}", lambda e=executor: _batch_answer(
+                BatchProcessor(arrays, lattice=L, executor=e, max_workers=2,
+                               progress=False).map("xor_transform"))),
+            (f"batch_xor_transform/{executor}", lambda e=executor: _batch_answer(
+                batch_xor_transform(L, arrays, executor=e, max_workers=2))),
+            (f"batch_xor_transform-key/{executor}", lambda e=executor: _batch_answer(
+                batch_xor_transform(L, keyed, np.array([3, 5], np.int16), executor=e,
+                                    max_workers=2))),
+        ]
+    for b in backends:
+        calls.append((f"batch-map/{b}", lambda b=b: _batch_answer(
+            BatchProcessor(arrays, lattice=L, progress=False).map("xor_transform",
+                                                                  backend=b))))
+    return calls
 
 
 def _calls(L, lent, backends):
@@ -50,7 +82,7 @@ def _calls(L, lent, backends):
         ]
     calls.append(("xor/routed", lambda: L.xor_transform(data).tobytes()))
     calls.append(("path-own/routed", lambda: L.find_path_catalytic(0, end).path.tolist()))
-    return calls
+    return calls + _batch_calls(L, backends)
 
 
 def test_threads_sharing_a_lattice_get_serial_answers():

@@ -636,6 +636,8 @@ def _xor_work(lat, data, key=None):
 
 
 def _xor_borrows(lat, data, key=None):
+    """The lattice's own buffer when the key is read from it (single and batched XOR):
+    the engine then holds it (``catalysis.lend``) so no search has it on loan."""
     return lat._aux if key is None else None
 
 
@@ -682,7 +684,7 @@ OPERATIONS = [
     ("batched.laplacian", batched_laplacian, O.v_field_stack, O.stack_work,
      O.mem_stack(O.mem_sites(16), per_site=16), {}),
     ("batched.xor_transform", batched_xor_transform, O.v_xor_stack, O.data_stack_work,
-     lambda lat, data, key=None: 2 * data.nbytes, {}),
+     lambda lat, data, key=None: 2 * data.nbytes, {"borrows": _xor_borrows}),
     ("spanning_thresholds", spanning_thresholds, O.v_thresholds,
      lambda lat, samples, **_: float(samples) * O.sites_work(lat) * 4,
      lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {}),
