@@ -178,8 +178,9 @@ def _stack(items, lattice=None) -> np.ndarray:
     = open)."""
     if lattice is not None:
         arrays = [np.asarray(x) for x in items]
-        # (np.stack would make a non-native byte order native: keep the items' dtype)
-        return np.stack(arrays, dtype=arrays[0].dtype)
+        # keep a shared dtype as it is (np.stack would make a non-native byte order native)
+        shared = arrays[0].dtype if len({a.dtype for a in arrays}) == 1 else None
+        return np.stack(arrays, dtype=shared)
     n = items[0].geometry.n_points
     stack = np.ones((len(items), n), dtype=np.bool_)
     for b, lat in enumerate(items):
