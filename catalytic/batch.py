@@ -177,7 +177,10 @@ def _stack(items, lattice=None) -> np.ndarray:
     ``lattice=``), or the masks of same-geometry lattices as a (B, n) bool stack (True
     = open)."""
     if lattice is not None:
-        return np.stack([np.asarray(x) for x in items])
+        arrays = [np.asarray(x) for x in items]
+        # keep a shared dtype as it is (np.stack would make a non-native byte order native)
+        shared = arrays[0].dtype if len({a.dtype for a in arrays}) == 1 else None
+        return np.stack(arrays, dtype=shared)
     n = items[0].geometry.n_points
     stack = np.ones((len(items), n), dtype=np.bool_)
     for b, lat in enumerate(items):

@@ -33,13 +33,17 @@ so no other thread may read or borrow those bytes meanwhile. :func:`lend` holds 
 buffer's byte range for the whole call (digest before, work, restore, digest after):
 a thread asking for an overlapping range waits until it is free. The lock is by
 address, so two views of the same memory (``buf`` and ``buf[10:]``) exclude each
-other; the holding thread may take its own range again. The engine takes it for every
-operation that borrows a buffer, including ``xor_transform(key=None)``, which reads its
-key from the lattice's own buffer: a key is never read from bytes that are on loan.
+other; the holding thread may take its own range again. Waiting threads are served in
+order of arrival, so a thread that borrows a buffer in a loop cannot keep another one
+waiting for it. The engine takes the lock for every operation that declares a buffer
+it borrows or reads (the operation's ``borrows``), including ``xor_transform`` and
+``batched.xor_transform`` with the lattice's key, which they read from the lattice's
+own buffer: a key is never read from bytes that are on loan.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import os
@@ -73,22 +77,49 @@ def _bytes_of(buf: np.ndarray) -> np.ndarray:
 
 class _RangeLocks:
     """Exclusive, re-entrant locks on byte ranges ``[lo, hi)`` of this process's
-    address space; a request waits while another thread holds an overlapping range."""
+    address space, served in order of arrival.
+
+    A request waits while another thread holds an overlapping range, or while an
+    earlier request for an overlapping range is still waiting (first come, first
+    served: a thread that takes a range again and again cannot starve one that waits
+    for it). A thread that already holds a range is not queued behind waiters, which
+    may be waiting for it; only other threads' held ranges stop it.
+    """
 
     def __init__(self):
         self._cond = threading.Condition()
         self._held: list[tuple[int, int, int]] = []  # (lo, hi, thread ident)
+        self._waiting: list[tuple[int, int, int, int]] = []  # (ticket, lo, hi, ident)
+        self._tickets = itertools.count()
 
-    def _blocked(self, lo: int, hi: int, me: int) -> bool:
-        return any(owner != me and a < hi and lo < b for a, b, owner in self._held)
+    def _blocked(self, lo: int, hi: int, me: int, ticket: int | None) -> bool:
+        if any(owner != me and a < hi and lo < b for a, b, owner in self._held):
+            return True
+        return ticket is not None and any(
+            t < ticket and a < hi and lo < b for t, a, b, _ in self._waiting)
+
+    def waiting(self) -> int:
+        """How many requests are waiting now."""
+        with self._cond:
+            return len(self._waiting)
 
     @contextmanager
     def hold(self, lo: int, hi: int):
         me = threading.get_ident()
         entry = (lo, hi, me)
         with self._cond:
-            while self._blocked(lo, hi, me):
-                self._cond.wait()
+            holding = any(owner == me for _, _, owner in self._held)
+            ticket = None if holding else next(self._tickets)
+            if self._blocked(lo, hi, me, ticket):
+                queued = (ticket, lo, hi, me)
+                self._waiting.append(queued)
+                try:
+                    while self._blocked(lo, hi, me, ticket):
+                        self._cond.wait()
+                finally:
+                    self._waiting.remove(queued)
+                    # (interrupted: the requests queued behind this one may go now)
+                    self._cond.notify_all()
             self._held.append(entry)
         try:
             yield

@@ -564,12 +564,60 @@ class UnifiedCatalyticLattice:
     def xor_transform(self, data, key=None, *, backend=None) -> np.ndarray:
         """XOR integer ``data`` with a key; applying it twice returns the input.
 
-        ``key=None`` uses the lattice's catalytic key (its aux buffer, derived from
-        ``seed``) on the raw bytes of ``data``, repeated; an integer array ``key`` is
-        applied elementwise, repeated. Returns a new array; ``data`` is not modified.
-        Non-integer data (bool, float, complex, object, strings, structured,
-        datetimes) raises ``TypeError`` saying what to do instead (for bool,
-        ``.astype(np.uint8)``). GPU ``data`` gives a GPU result (cuda backend).
+        XOR acts on the data's values, not on their bytes in memory: data in either
+        byte order (``'>i4'`` or ``'<i4'``) holding the same values gives the same
+        values, on every backend, single or batched (``BatchProcessor`` with
+        ``lattice=``, ``batch_xor_transform``), and either copy decrypts the other's
+        result.
+
+        Parameters
+        ----------
+        data : array_like of integers, or a GPU array
+            Any integer dtype and byte order. Bool, float, complex, object, string,
+            structured and datetime data raise ``TypeError`` saying what to do instead
+            (for bool, ``.astype(np.uint8)``).
+        key : None or array_like of integers, optional
+            None: the lattice's catalytic key (its aux buffer, derived from ``seed``),
+            its bytes repeated over the bytes of the data's values in the machine's
+            (native) byte order; its period is ``aux_memory_size`` bytes. An integer
+            array (or scalar): applied elementwise to the flattened data, repeated; its
+            values must fit the data's dtype.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        ndarray
+            A new array of the data's shape and dtype, byte order included; ``data``
+            is not modified. GPU ``data`` gives a GPU result (cuda backend).
+
+        Raises
+        ------
+        TypeError
+            Non-integer data or key.
+        ValueError
+            An empty key, or key values that do not fit the data's dtype.
+
+        Notes
+        -----
+        O(n) in the data's bytes. With ``key=None`` the call reads the lattice's own
+        buffer, so it waits while another thread has that buffer on loan
+        (``find_path_catalytic``; see :mod:`catalytic.catalysis`).
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> L = cat.Lattice(shape=(4, 4), seed=1)
+        >>> x = np.arange(5, dtype=np.int32)
+        >>> L.xor_transform(x, np.array([1, 2]))
+        array([1, 3, 3, 1, 5], dtype=int32)
+        >>> y = L.xor_transform(x)
+        >>> bool((L.xor_transform(y) == x).all())
+        True
+        >>> big = x.astype(">i4")   # the same values, big-endian
+        >>> out = L.xor_transform(big)
+        >>> out.dtype.str, bool((out == y).all())
+        ('>i4', True)
         """
         return self._run("xor_transform", data, key, backend=backend)
 

@@ -8,6 +8,7 @@ hook a third-party plugin uses.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import NamedTuple
 
@@ -438,9 +439,39 @@ def v_xor(lat, data, key=None):
                     f"key values in [{lo}, {hi}] do not fit data dtype {dt} "
                     f"([{info.min}, {info.max}])"
                 )
-            k = k.astype(dt)
-        key = np.ascontiguousarray(k.reshape(-1))
+        # key values in native order: XOR acts on values (see xor_values)
+        key = np.ascontiguousarray(k.reshape(-1), dtype=dt.newbyteorder("="))
     return (lat, arr, key), {}
+
+
+def xor_values(xor):
+    """An ``xor_transform`` implementation ``xor(lat, data, key=None)`` (or a batched
+    twin's, over a stack) made to follow the operation's one rule: XOR acts on the
+    data's values, not on their bytes in memory.
+
+    Data in non-native byte order (``'>i4'`` on a little-endian machine) runs as its
+    native copy, and the result (each row's, for a twin returning a list) comes back in
+    the data's own dtype, byte order included; native data passes straight through. So
+    a byte-swapped copy gives the same values, and decrypts the same, on every path.
+    GPU data passes through unchanged (a backend may decline it by byte order).
+    """
+    @functools.wraps(xor)
+    def by_value(lat, data, key=None):
+        dt = np.dtype(data.dtype)
+        if dt.isnative or on_device(data):
+            return xor(lat, data, key)
+        out = xor(lat, data.astype(dt.newbyteorder("=")), key)
+        if isinstance(out, list):
+            return [row.astype(dt) for row in out]
+        return out.astype(dt)
+
+    return by_value
+
+
+def mem_xor(lat, data, key=None):
+    """Host bytes of ``xor_transform`` (and its twin): the result and a contiguous copy,
+    plus the native copies in and out for data in non-native byte order."""
+    return data.nbytes * (2 if np.dtype(data.dtype).isnative else 4)
 
 
 def v_field(lat, field):
@@ -675,8 +706,9 @@ def v_field_stack(lat, fields):
 
 
 def v_xor_stack(lat, data, key=None):
-    """``batched.xor_transform``: rows of integer data of one shape and dtype, each
-    XORed from the start of the key (as a single call does)."""
+    """``batched.xor_transform``: rows of integer data of one shape and dtype (any byte
+    order, kept in the results), each XORed from the start of the key (as a single call
+    does)."""
     a = _rows(data, "data")
     row = a[0] if a.shape[0] else np.empty(a.shape[1:], dtype=a.dtype)
     (lat, _, key), _ = v_xor(lat, row, key)

@@ -329,6 +329,86 @@ def test_xor_big_endian_data():
     np.testing.assert_array_equal(L.xor_transform(routed), data)
 
 
+# byte order: XOR acts on values, so a byte-swapped copy gives the same values in its
+# own dtype on every backend, single or batched, and decrypts as the native copy does
+WIDE_INT_DTYPES = [np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+def _swapped(a):
+    """The same values in the other byte order (a non-native dtype)."""
+    return a.astype(a.dtype.newbyteorder("S"))
+
+
+def _key_values(L, native_dtype, n):
+    """Oracle of ``xor_transform(key=None)``: the lattice's key bytes repeated over the
+    data's bytes in native order, read as n integers of the data's width."""
+    key = L.xor_transform(np.zeros(L._aux.size, np.uint8), backend="numpy")
+    width = np.dtype(native_dtype).itemsize
+    return np.resize(key, n * width).view(native_dtype)
+
+
+@pytest.mark.parametrize("dtype", WIDE_INT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("keyed", [False, True], ids=["lattice-key", "explicit-key"])
+def test_xor_of_byte_swapped_data_is_xor_of_its_values(dtype, keyed, backend):
+    """Every backend runs it (none declines a byte order) and gives the values' XOR."""
+    def run(*args):
+        out = L.xor_transform(*args, backend=backend)
+        assert cat.get_engine().last_decision.backend == backend
+        return out
+
+    L = cat.Lattice(shape=(4, 4), seed=321, aux_memory_size=100)
+    native = sample(dtype, (3, 41), seed=7)
+    data = _swapped(native)
+    assert not data.dtype.isnative and np.array_equal(data, native)
+    keep = data.copy()
+    key = sample(dtype, (5,), seed=8) if keyed else None
+    stream = np.resize(key, native.size) if keyed else _key_values(L, dtype, native.size)
+    want = native ^ stream.reshape(native.shape)  # values XOR key, exact
+    out = run(data, key)
+    assert out.dtype == data.dtype and out.shape == data.shape  # the input's byte order
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(out, L.xor_transform(native, key, backend=backend))
+    np.testing.assert_array_equal(data, keep)
+    # decrypts in either byte order, on this backend and on the reference
+    np.testing.assert_array_equal(run(out, key), native)
+    np.testing.assert_array_equal(L.xor_transform(out.astype(dtype), key, backend="numpy"),
+                                  native)
+    np.testing.assert_array_equal(run(_swapped(want), key), native)
+
+
+@pytest.mark.parametrize("dtype", WIDE_INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_batched_xor_of_byte_swapped_rows_equals_single_calls(dtype, backend):
+    L = cat.Lattice(shape=(4, 4), seed=321, aux_memory_size=100)
+    rows = _swapped(sample(dtype, (3, 2, 9), seed=9))
+    eng = cat.get_engine()
+    for key in (None, np.array([3, 1, 4], dtype=dtype)):
+        args = () if key is None else (key,)
+        try:
+            got = eng.run("batched.xor_transform", L, rows, *args, backend=backend)
+        except cat.NoBackendError as err:
+            assert backend != "numpy" and "key" in str(err), err  # cuda: lattice key only
+            continue
+        for g, r in zip(got, rows):
+            single = L.xor_transform(r, key, backend=backend)
+            assert g.dtype == r.dtype == single.dtype and g.shape == r.shape
+            np.testing.assert_array_equal(g, single)
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_batch_processor_xor_keeps_byte_order_and_equals_single_calls(order):
+    L = cat.Lattice(shape=(4, 4), seed=5, aux_memory_size=100)
+    arrays = [sample(np.int32, (11,), seed=i).astype(order + "i4") for i in range(3)]
+    bp = cat.BatchProcessor(arrays, lattice=L, progress=False)
+    res = bp.map("xor_transform")
+    assert res.errors == {} and bp.stats()["mode"] == "batched"
+    for got, a in zip(res, arrays):
+        single = L.xor_transform(a)
+        assert got.dtype == a.dtype == single.dtype
+        np.testing.assert_array_equal(got, single)
+        np.testing.assert_array_equal(got, L.xor_transform(a.astype(np.int32)))
+        np.testing.assert_array_equal(L.xor_transform(got), a)  # decrypts
+
+
 @pytest.mark.parametrize("bad", [np.ones(4), np.ones(3, np.float32), np.ones(2, bool), [0.5, 1.5],
                                  np.ones(2, complex)])
 def test_xor_non_integer_data_raises_type_error(bad, backend):

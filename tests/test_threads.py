@@ -13,8 +13,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 import catalytic as cat
+from catalytic.batch import BatchProcessor, batch_xor_transform
 from lattice_oracles import available_backends
 
 SHAPE = (30, 30)
@@ -26,6 +28,37 @@ def _lattice():
     mask = rng.random(SHAPE) >= 0.25
     mask[0, :] = mask[:, -1] = True  # 0 and 899 are open and joined along the border
     return cat.Lattice(shape=SHAPE, mask=mask, seed=11)
+
+
+def _batch_answer(res):
+    """A batch result as something comparable with ==: every value's bytes and dtype,
+    and the failing indices (a wrong key shows in the bytes, a refusal in the errors)."""
+    return ([None if v is None else (v.dtype.str, v.tobytes()) for v in res],
+            sorted(res.errors))
+
+
+def _batch_calls(L, backends):
+    """The batch paths over arrays with ``lattice=L``: each reads the lattice's key
+    through ``batched.xor_transform`` (a twin call over the stack of arrays)."""
+    arrays = [np.arange(300, dtype=np.int64) * (7 + i) for i in range(4)]
+    keyed = [np.arange(50, dtype=np.int16) + i for i in range(3)]
+    calls = []
+    for executor in ("serial", "threads"):
+        calls += [
+            (f"batch-map/{executor}", lambda e=executor: _batch_answer(
+                BatchProcessor(arrays, lattice=L, executor=e, max_workers=2,
+                               progress=False).map("xor_transform"))),
+            (f"batch_xor_transform/{executor}", lambda e=executor: _batch_answer(
+                batch_xor_transform(L, arrays, executor=e, max_workers=2))),
+            (f"batch_xor_transform-key/{executor}", lambda e=executor: _batch_answer(
+                batch_xor_transform(L, keyed, np.array([3, 5], np.int16), executor=e,
+                                    max_workers=2))),
+        ]
+    for b in backends:
+        calls.append((f"batch-map/{b}", lambda b=b: _batch_answer(
+            BatchProcessor(arrays, lattice=L, progress=False).map("xor_transform",
+                                                                  backend=b))))
+    return calls
 
 
 def _calls(L, lent, backends):
@@ -50,7 +83,7 @@ def _calls(L, lent, backends):
         ]
     calls.append(("xor/routed", lambda: L.xor_transform(data).tobytes()))
     calls.append(("path-own/routed", lambda: L.find_path_catalytic(0, end).path.tolist()))
-    return calls
+    return calls + _batch_calls(L, backends)
 
 
 def test_threads_sharing_a_lattice_get_serial_answers():
@@ -131,7 +164,9 @@ def test_overlapping_views_of_a_buffer_exclude_each_other():
             events.append(tag)
 
     t1 = threading.Thread(target=holder)
-    t2 = threading.Thread(target=other, args=(buf[100:], "overlapping"))
+    # (disjoint from the overlapping view too: a request overlapping a queued one waits
+    # its turn, see test_range_lock_fifo_keeps_reentrancy_and_disjoint_ranges)
+    t2 = threading.Thread(target=other, args=(buf[100:128], "overlapping"))
     t3 = threading.Thread(target=other, args=(buf[128:], "disjoint"))
     for t in (t1, t2, t3):
         t.start()
@@ -173,3 +208,181 @@ def test_numba_cpu_calls_are_serialised_until_the_threading_layer_is_known(monke
     assert peak[0] == 1
     monkeypatch.setattr(numba, "threading_layer", lambda: "omp")
     assert nc._threading_layer_is_safe()
+
+
+def _wait_until(pred, what):
+    """Spin (yielding the GIL) until ``pred()``; a bound on spins, not on time, so a
+    broken lock fails the test instead of hanging it."""
+    for _ in range(2_000_000):
+        if pred():
+            return
+        time.sleep(0)
+    raise AssertionError(f"never saw {what}")
+
+
+def _acquisitions_while_waiting(locks, loop_body, waiter_body, cap):
+    """Run ``loop_body`` in a thread (it counts its own acquisitions in ``count``) and,
+    once it is looping, ``waiter_body`` in another; return how many acquisitions the
+    looper completed between the waiter being queued and the waiter getting the lock.
+    The looper stops after ``cap`` acquisitions, so an unfair lock ends too."""
+    count = [0]
+    stop = threading.Event()
+    got = []
+
+    def looper():
+        while count[0] < cap and not stop.is_set():
+            loop_body(count)
+
+    def waiter():
+        got.append(waiter_body(count))
+
+    t_loop = threading.Thread(target=looper)
+    t_loop.start()
+    _wait_until(lambda: count[0] >= 3, "the looping thread start")
+    t_wait = threading.Thread(target=waiter)
+    t_wait.start()
+    _wait_until(lambda: locks.waiting() >= 1 or got, "the waiter queued")
+    queued_at = count[0]  # read after the waiter is queued: later grants are behind it
+    t_wait.join()
+    stop.set()
+    t_loop.join()
+    return got[0] - queued_at, count[0]
+
+
+def test_range_lock_serves_a_waiter_before_a_thread_that_loops():
+    """A thread that takes a range again and again gets it at most once more after
+    another thread has queued for an overlapping range (first come, first served)."""
+    from catalytic.catalysis import _RangeLocks
+
+    locks = _RangeLocks()
+    cap = 2_000
+
+    def take(count):
+        with locks.hold(0, 100):
+            count[0] += 1
+            sum(range(20_000))  # hold it most of the time, as a search does
+
+    def wait(count):
+        with locks.hold(50, 150):
+            return count[0]
+
+    extra, total = _acquisitions_while_waiting(locks, take, wait, cap)
+    assert extra <= 1, f"the looping thread took the range {extra} more times ({total} in all)"
+
+
+def test_range_lock_fifo_keeps_reentrancy_and_disjoint_ranges():
+    """Fairness does not queue a thread behind waiters while it holds a range (they may
+    be waiting for it), nor behind waiters for a disjoint range; a free range that
+    overlaps a queued request waits its turn behind it."""
+    from catalytic.catalysis import _RangeLocks
+
+    locks = _RangeLocks()
+    holding, release, events = threading.Event(), threading.Event(), []
+
+    def holder():
+        with locks.hold(0, 100):
+            holding.set()
+            release.wait()
+            with locks.hold(50, 150):  # a waiter for [90, 110) is queued by now
+                events.append("holder again")
+            events.append("holder done")
+
+    def waiter():
+        with locks.hold(90, 110):
+            events.append("waiter")
+
+    t1 = threading.Thread(target=holder, daemon=True)
+    t1.start()
+    holding.wait()
+    t2 = threading.Thread(target=waiter, daemon=True)
+    t2.start()
+    _wait_until(lambda: locks.waiting() == 1, "the waiter queued")
+    with locks.hold(120, 200):  # disjoint from what the waiter wants: not queued
+        events.append("disjoint")
+
+    def late():
+        with locks.hold(105, 115):  # free now, but overlaps the queued [90, 110)
+            events.append("late")
+
+    t3 = threading.Thread(target=late, daemon=True)
+    t3.start()
+    _wait_until(lambda: locks.waiting() == 2, "the late request queued")
+    release.set()
+    for t in (t1, t2, t3):
+        t.join()
+    assert events == ["disjoint", "holder again", "holder done", "waiter", "late"]
+    assert locks.waiting() == 0
+
+
+def test_buffer_lock_is_fair_to_a_reader_of_the_lattice_key():
+    """A thread looping ``find_path_catalytic`` (which lends the lattice's buffer) lets
+    a thread that asks for the buffer, as ``xor_transform`` does, have it after at most
+    the search that was running; the XOR then gives the serial answer."""
+    from catalytic.catalysis import _ranges, lend
+
+    L = _lattice()
+    end = L.n_points - 1
+    data = np.arange(500, dtype=np.int64) * 7919
+    want = L.xor_transform(data, backend="numpy")
+
+    def search(count):
+        L.find_path_catalytic(0, end, backend="numpy")
+        count[0] += 1
+
+    def reader(count):
+        with lend(L._aux):
+            return count[0]
+
+    extra, total = _acquisitions_while_waiting(_ranges, search, reader, cap=300)
+    assert extra <= 1, f"{extra} searches ran while the reader waited ({total} in all)"
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            L.find_path_catalytic(0, end, backend="numpy")
+
+    t = threading.Thread(target=loop)
+    t.start()
+    try:
+        got = [L.xor_transform(data, backend="numpy") for _ in range(5)]
+    finally:
+        stop.set()
+        t.join()
+    assert all(np.array_equal(g, want) for g in got)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+@pytest.mark.parametrize("entry", ["map", "batch_xor_transform"])
+def test_batched_xor_waits_while_the_key_buffer_is_on_loan(entry, executor):
+    """While another thread has the lattice's buffer on loan (its bytes are search
+    state), a batched XOR with the lattice's key waits for it instead of reading them."""
+    from catalytic.catalysis import _ranges, lend
+
+    L = _lattice()
+    arrays = [np.arange(300, dtype=np.int64) * (7 + i) for i in range(4)]
+    want = [L.xor_transform(a, backend="numpy") for a in arrays]
+    on_loan = threading.Event()
+
+    def borrower():
+        with lend(L._aux):
+            saved = L._aux.copy()
+            L._aux[:] = 0xA5  # what a search leaves there while it runs
+            on_loan.set()
+            for _ in range(200_000):  # until the batch waits (bounded, not timed)
+                if _ranges.waiting():
+                    break
+                time.sleep(0)
+            L._aux[:] = saved
+
+    t = threading.Thread(target=borrower)
+    t.start()
+    on_loan.wait()
+    if entry == "map":
+        bp = BatchProcessor(arrays, lattice=L, executor=executor, progress=False)
+        res = bp.map("xor_transform")
+        assert bp.stats()["mode"] == "batched"  # the twin ran, not a loop of single calls
+    else:
+        res = batch_xor_transform(L, arrays, executor=executor)
+    t.join()
+    assert res.errors == {}
+    assert all(np.array_equal(g, w) for g, w in zip(res, want))

@@ -587,6 +587,7 @@ def _flat(x):
     return x.reshape(x.size)
 
 
+@O.xor_values
 def xor_transform(lat, data, key=None):
     """XOR on the device; the lattice's key is cached there after the first call."""
     A = _arrays()
@@ -600,6 +601,7 @@ def xor_transform(lat, data, key=None):
     return out
 
 
+@O.xor_values
 def batched_xor_transform(lat, data, key=None):
     """Every row XORed with the lattice's key (cached on the device) in one launch."""
     B = data.shape[0]
@@ -616,8 +618,9 @@ def _lattice_key_only(lat, data, key=None):
 
 
 def _xor_supported(lat, data, key=None):
-    if not np.dtype(data.dtype).isnative:
-        return f"non-native byte order {np.dtype(data.dtype).str}"
+    # (host data of any byte order runs as its native copy: O.xor_values)
+    if O.on_device(data) and not np.dtype(data.dtype).isnative:
+        return f"GPU data in non-native byte order {np.dtype(data.dtype).str}"
     return None
 
 

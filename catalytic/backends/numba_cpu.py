@@ -317,6 +317,7 @@ def batched_laplacian(lat, fields):
 
 
 # -- transforms and array ops -----------------------------------------------------------------
+@O.xor_values
 def xor_transform(lat, data, key=None):
     return C.xor_with(_arrays(), lat, data, key)
 
@@ -324,12 +325,6 @@ def xor_transform(lat, data, key=None):
 def batched_xor_transform(lat, data, key=None):
     """The single XOR kernel row by row (one routed call for all rows)."""
     return [xor_transform(lat, row, key) for row in data]
-
-
-def _native_int(lat, data, key=None):
-    if not data.dtype.isnative:
-        return f"non-native byte order {data.dtype.str}"
-    return None
 
 
 def normalize(data):
@@ -370,7 +365,7 @@ IMPLEMENTATIONS = {
     "centrality": (centrality, _centrality_supported),
     "laplacian": (laplacian, None),
     "diffuse": (diffuse, None),
-    "xor_transform": (xor_transform, _native_int),
+    "xor_transform": (xor_transform, None),
     "normalize": (normalize, None),
     "scale": (scale, None),
     "matmul": (matmul, None),
@@ -380,7 +375,7 @@ IMPLEMENTATIONS = {
     **{twin: (func, None) for twin, func in C.stack_twins(_label_stack).items()},
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
-    "batched.xor_transform": (batched_xor_transform, _native_int),
+    "batched.xor_transform": (batched_xor_transform, None),
     "spanning_thresholds": (spanning_thresholds, None),
 }
 

@@ -474,7 +474,10 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
 
 
 # -- transforms and array ops ---------------------------------------------------------------
+@O.xor_values
 def xor_transform(lat, data, key=None):
+    """The reference: the lattice's key bytes repeated over the data's bytes (native
+    order, so its values: ``O.xor_values``), or an integer key elementwise, repeated."""
     src = np.ascontiguousarray(data)
     if key is None:
         raw = src.reshape(-1).view(np.uint8)
@@ -636,6 +639,8 @@ def _xor_work(lat, data, key=None):
 
 
 def _xor_borrows(lat, data, key=None):
+    """The lattice's own buffer when the key is read from it (single and batched XOR):
+    the engine then holds it (``catalysis.lend``) so no search has it on loan."""
     return lat._aux if key is None else None
 
 
@@ -657,8 +662,7 @@ OPERATIONS = [
     ("communities", communities, O.v_communities, O.sites_work, O.mem_graph, {}),
     ("laplacian", laplacian, O.v_field, O.sites_work, O.mem_sites(16), {}),
     ("diffuse", diffuse, O.v_diffuse, O.sites_work, O.mem_sites(24), {}),
-    ("xor_transform", xor_transform, O.v_xor, _xor_work, lambda lat, data, key=None: 2 * data.nbytes,
-     {"borrows": _xor_borrows}),
+    ("xor_transform", xor_transform, O.v_xor, _xor_work, O.mem_xor, {"borrows": _xor_borrows}),
     ("normalize", normalize, O.v_data, _data_work, O.mem_data, {}),
     ("scale", scale, O.v_scale, _data_work, O.mem_data, {}),
     ("matmul", matmul, O.v_matmul, lambda a, b: float(a.shape[0]) * a.shape[1] * b.shape[1],
@@ -682,7 +686,7 @@ OPERATIONS = [
     ("batched.laplacian", batched_laplacian, O.v_field_stack, O.stack_work,
      O.mem_stack(O.mem_sites(16), per_site=16), {}),
     ("batched.xor_transform", batched_xor_transform, O.v_xor_stack, O.data_stack_work,
-     lambda lat, data, key=None: 2 * data.nbytes, {}),
+     O.mem_xor, {"borrows": _xor_borrows}),
     ("spanning_thresholds", spanning_thresholds, O.v_thresholds,
      lambda lat, samples, **_: float(samples) * O.sites_work(lat) * 4,
      lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {}),

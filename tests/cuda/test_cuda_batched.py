@@ -80,6 +80,15 @@ def test_distance_laplacian_and_xor_twins_on_cuda_equal_numba_cpu():
     data = np.arange(3 * 7, dtype=np.int32).reshape(3, 7)
     got = eng.run("batched.xor_transform", base, data, backend="cuda")
     assert all(np.array_equal(g, base.xor_transform(d)) for g, d in zip(got, data))
+    # XOR acts on values: a byte-swapped stack gives the same values in its own dtype
+    swapped = (data * 1013).astype(data.dtype.newbyteorder("S"))
+    assert not swapped.dtype.isnative
+    got = eng.run("batched.xor_transform", base, swapped, backend="cuda")
+    assert eng.last_decision.backend == "cuda"
+    for g, d in zip(got, swapped):
+        assert g.dtype == d.dtype
+        np.testing.assert_array_equal(g, base.xor_transform(d.astype(np.int32), backend="numpy"))
+        np.testing.assert_array_equal(base.xor_transform(g, backend="cuda"), d)
 
 
 CUDA_OPS = [
