@@ -44,6 +44,9 @@ Errors
 An item whose call raises does not sink the batch: the exception is kept with the item's
 index (``result.errors``) and its result is None, unless ``fail_fast=True``, which
 raises :class:`BatchError` naming the first failing index (chained from its exception).
+A batched twin that raises, or returns other than one result per row as the single call
+would (checked for a plugin's backend against the built-in operation's result type,
+shapes and dtypes), has failed: its items run one by one, said in ``stats()``.
 
 Examples
 --------
@@ -60,9 +63,11 @@ True
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import os
 import sys
 import time
+import types
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -70,7 +75,7 @@ import numpy as np
 
 from catalytic import engine as _engine
 from catalytic.errors import CatalyticError, InsufficientMemoryError
-from catalytic.operations import BATCHED_PREFIX
+from catalytic.operations import BATCHED_PREFIX, Components, SpanningClusters
 from catalytic.profiler import get_profiler
 
 EXECUTORS = ("serial", "threads", "dask")
@@ -186,6 +191,96 @@ def _stack(items, lattice=None) -> np.ndarray:
     return stack
 
 
+# -- what a batched twin must return ------------------------------------------------------
+def _array_problem(v, shape, dtype, what="result") -> str | None:
+    """Why ``v`` is not an ndarray of ``shape`` and ``dtype`` (byte order aside), or None."""
+    if not isinstance(v, np.ndarray):
+        return f"its {what} is a {type(v).__name__}, not an ndarray"
+    if v.shape != tuple(shape):
+        return f"its {what} has shape {v.shape}, not {tuple(shape)}"
+    if v.dtype != dtype and v.dtype.newbyteorder("=") != np.dtype(dtype).newbyteorder("="):
+        return f"its {what} has dtype {v.dtype}, not {np.dtype(dtype)}"
+    return None
+
+
+def _components_problem(lat, v) -> str | None:
+    """:class:`Components` as ``connected_components`` on ``lat`` returns it: labels in
+    the lattice's shape (int32, int64 past 2**31 sites), an int count, int64 sizes."""
+    if not isinstance(v, Components):
+        return f"it is a {type(v).__name__}, not Components"
+    g = lat.geometry
+    labels = np.int32 if g.n_points < 2**31 else np.int64
+    problem = _array_problem(v.labels, g.shape, labels, "labels")
+    if problem is not None:
+        return problem
+    if type(v.count) is not int and (not isinstance(v.count, numbers.Integral)
+                                     or isinstance(v.count, bool)) or v.count < 0:
+        return f"its count is {v.count!r}, not a non-negative int"
+    return _array_problem(v.sizes, (v.count,), np.int64, "sizes")
+
+
+def _spanning_problem(lat, v, axes) -> str | None:
+    if not isinstance(v, SpanningClusters):
+        return f"it is a {type(v).__name__}, not SpanningClusters"
+    if not isinstance(v.clusters, dict) or sorted(v.clusters) != sorted(axes):
+        keys = sorted(v.clusters) if isinstance(v.clusters, dict) else v.clusters
+        return f"its clusters are keyed by {keys!r}, not the axes {sorted(axes)}"
+    for axis, labels in v.clusters.items():
+        if not isinstance(labels, np.ndarray) or labels.ndim != 1 or labels.dtype != np.int64:
+            return f"its clusters[{axis}] is not a 1-D int64 array"
+    return _components_problem(lat, v.components)
+
+
+def _row_contract(engine, op, template, args, kwargs):
+    """``check(item, value) -> problem or None``: what a row of ``op``'s twin must be, by
+    the contract of the single built-in ``op`` (the result type, and the shape and dtype
+    of its arrays); None for operations without one here (their rows are only counted)."""
+    shape = template.geometry.shape
+    if op == "connected_components":
+        return lambda item, v: _components_problem(template, v)
+    if op == "percolates":
+        return lambda item, v: (None if isinstance(v, (bool, np.bool_))
+                                else f"it is a {type(v).__name__}, not a bool")
+    if op == "spanning_clusters":
+        call = {k: v for k, v in kwargs.items() if k != "backend"}
+        axes = engine.registry.operation(op).validate(template, *args, **call)[1]["axes"]
+        return lambda item, v: _spanning_problem(template, v, axes)
+    if op == "distance_field":
+        dist = np.int64 if template.geometry.weights is None else np.float64
+        return lambda item, v: _array_problem(v, shape, dist)
+    if op == "laplacian":
+        return lambda item, v: _array_problem(v, shape, np.float64)
+    if op == "xor_transform":
+        return lambda item, v: _array_problem(v, np.shape(item), np.asarray(item).dtype)
+    return None
+
+
+def _twin_rows(engine, op, template, items, got, args, kwargs, rows=True):
+    """``(rows, problem)``: the results ``got`` of ``op``'s twin for ``items`` as a list
+    of one per row, and why they break the twin's contract (one result per row, each as
+    the single call's: checked with ``rows``), or None."""
+    if got is None or isinstance(got, (str, bytes, dict)) or not hasattr(got, "__iter__"):
+        return None, f"returned {type(got).__name__}, not a sequence of one result per row"
+    got = list(got)
+    if len(got) != len(items):
+        return None, f"returned {len(got)} results for {len(items)} rows"
+    check = _row_contract(engine, op, template, args, kwargs) if rows else None
+    if check is None:
+        return got, None
+    for b, (item, v) in enumerate(zip(items, got)):
+        problem = check(item, v)
+        if problem is not None:
+            return None, f"row {b} breaks the contract of {op!r}: {problem}"
+    return got, None
+
+
+def _own_plugin(engine, name) -> bool:
+    """True for the plugins the engine registers itself in every process: the modules of
+    the ``catalytic`` package (its built-in backends)."""
+    plugin = engine.pm.get_plugin(name) if name else None
+    return isinstance(plugin, types.ModuleType) and plugin.__name__.startswith("catalytic.")
+
+
 def _gpu_may_run(engine, template, kwargs) -> bool:
     if not template.enable_gpu:
         return False
@@ -228,10 +323,12 @@ def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, valu
     """One routed call of ``op``'s twin over the items (their masks, or with
     ``lattice=`` the items themselves). A memory shortfall halves the call (a single
     item then runs, and fails, as its single call); any other failure of the twin reruns
-    its items one by one, said in ``info``."""
+    its items one by one, said in ``info``. A twin that returns other than one result
+    per row, each as the single call returns it (:func:`_twin_rows`), has failed:
+    its rows cannot be matched to items, so none of them is kept."""
+    twin = BATCHED_PREFIX + op
     try:
-        got = template.engine.run(BATCHED_PREFIX + op, template, _stack(items, lattice),
-                                  *args, **kwargs)
+        got = template.engine.run(twin, template, _stack(items, lattice), *args, **kwargs)
     except InsufficientMemoryError as err:
         if len(items) > 1:
             info["splits"] += 1
@@ -245,14 +342,25 @@ def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, valu
     except Exception as err:
         info.setdefault("fallback", f"the batched call failed: {type(err).__name__}: {err}")
     else:
-        info["calls"] += 1
-        info["batched_items"] += len(items)
         decision = template.engine.last_decision
-        if decision is not None:
-            info["backends"][decision.backend] = info["backends"].get(decision.backend, 0) + 1
-        for i, v in zip(indices, got):
-            values[i] = v
-        return
+        impl = (None if decision is None else
+                template.engine.registry.implementations[twin].get(decision.backend))
+        # rows from the project's own backends are tested against single calls; a
+        # plugin's are checked here, and every twin's count
+        rows = impl is None or not _own_plugin(template.engine, impl.plugin)
+        got, problem = _twin_rows(template.engine, op, template, items, got, args, kwargs,
+                                  rows)
+        if problem is None:
+            info["calls"] += 1
+            info["batched_items"] += len(items)
+            if decision is not None:
+                info["backends"][decision.backend] = info["backends"].get(decision.backend,
+                                                                          0) + 1
+            for i, v in zip(indices, got):
+                values[i] = v
+            return
+        where = "" if impl is None else f" on backend {impl.backend!r} (plugin {impl.plugin!r})"
+        info.setdefault("fallback", f"the batched call{where} {problem}")
     _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors, lattice)
     info["calls"] += len(items)
 
