@@ -32,18 +32,26 @@ Executors
 ``"threads"``
     A thread pool; every public call gives the serial answer when threads share a
     lattice or a lent buffer (see :mod:`catalytic.catalysis`), so results equal the
-    serial executor's.
+    serial executor's. A ``fail_fast`` failure or a ``KeyboardInterrupt`` cancels the
+    work not yet started and reaches the caller without waiting for it.
 ``"dask"``
     Groups run as tasks on a ``dask.distributed`` cluster: the ``client=`` you pass, or
     a ``LocalCluster`` started for the call and closed after it. Lattices travel by
     their definition (geometry, seed, engine settings; see ``Lattice.__reduce__``), not
-    their caches. Needs ``pip install "catalytic[dask]"``.
+    their caches, and workers build their own engines: an operation or backend from a
+    plugin registered at run time (``engine.register_plugin``) is refused before
+    anything is submitted; install such a plugin with an entry point in the
+    ``"catalytic"`` group. Needs ``pip install "catalytic[dask]"``.
 
 Errors
 ------
 An item whose call raises does not sink the batch: the exception is kept with the item's
 index (``result.errors``) and its result is None, unless ``fail_fast=True``, which
-raises :class:`BatchError` naming the first failing index (chained from its exception).
+raises :class:`BatchError` naming the lowest failing index (chained from its exception)
+on every executor: items below a failure still run, items above it are not started.
+A batched twin that raises, or returns other than one result per row as the single call
+would (checked for a plugin's backend against the built-in operation's result type,
+shapes and dtypes), has failed: its items run one by one, said in ``stats()``.
 
 Examples
 --------
@@ -60,17 +68,22 @@ True
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import os
+import queue
 import sys
+import threading
 import time
+import types
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 
 import numpy as np
 
 from catalytic import engine as _engine
-from catalytic.errors import CatalyticError, InsufficientMemoryError
-from catalytic.operations import BATCHED_PREFIX
+from catalytic.errors import CatalyticError, InsufficientMemoryError, PluginError
+from catalytic.operations import BATCHED_PREFIX, Components, SpanningClusters
 from catalytic.profiler import get_profiler
 
 EXECUTORS = ("serial", "threads", "dask")
@@ -189,6 +202,96 @@ def _stack(items, lattice=None) -> np.ndarray:
     return stack
 
 
+# -- what a batched twin must return ------------------------------------------------------
+def _array_problem(v, shape, dtype, what="result") -> str | None:
+    """Why ``v`` is not an ndarray of ``shape`` and ``dtype`` (byte order aside), or None."""
+    if not isinstance(v, np.ndarray):
+        return f"its {what} is a {type(v).__name__}, not an ndarray"
+    if v.shape != tuple(shape):
+        return f"its {what} has shape {v.shape}, not {tuple(shape)}"
+    if v.dtype != dtype and v.dtype.newbyteorder("=") != np.dtype(dtype).newbyteorder("="):
+        return f"its {what} has dtype {v.dtype}, not {np.dtype(dtype)}"
+    return None
+
+
+def _components_problem(lat, v) -> str | None:
+    """:class:`Components` as ``connected_components`` on ``lat`` returns it: labels in
+    the lattice's shape (int32, int64 past 2**31 sites), an int count, int64 sizes."""
+    if not isinstance(v, Components):
+        return f"it is a {type(v).__name__}, not Components"
+    g = lat.geometry
+    labels = np.int32 if g.n_points < 2**31 else np.int64
+    problem = _array_problem(v.labels, g.shape, labels, "labels")
+    if problem is not None:
+        return problem
+    if type(v.count) is not int and (not isinstance(v.count, numbers.Integral)
+                                     or isinstance(v.count, bool)) or v.count < 0:
+        return f"its count is {v.count!r}, not a non-negative int"
+    return _array_problem(v.sizes, (v.count,), np.int64, "sizes")
+
+
+def _spanning_problem(lat, v, axes) -> str | None:
+    if not isinstance(v, SpanningClusters):
+        return f"it is a {type(v).__name__}, not SpanningClusters"
+    if not isinstance(v.clusters, dict) or sorted(v.clusters) != sorted(axes):
+        keys = sorted(v.clusters) if isinstance(v.clusters, dict) else v.clusters
+        return f"its clusters are keyed by {keys!r}, not the axes {sorted(axes)}"
+    for axis, labels in v.clusters.items():
+        if not isinstance(labels, np.ndarray) or labels.ndim != 1 or labels.dtype != np.int64:
+            return f"its clusters[{axis}] is not a 1-D int64 array"
+    return _components_problem(lat, v.components)
+
+
+def _row_contract(engine, op, template, args, kwargs):
+    """``check(item, value) -> problem or None``: what a row of ``op``'s twin must be, by
+    the contract of the single built-in ``op`` (the result type, and the shape and dtype
+    of its arrays); None for operations without one here (their rows are only counted)."""
+    shape = template.geometry.shape
+    if op == "connected_components":
+        return lambda item, v: _components_problem(template, v)
+    if op == "percolates":
+        return lambda item, v: (None if isinstance(v, (bool, np.bool_))
+                                else f"it is a {type(v).__name__}, not a bool")
+    if op == "spanning_clusters":
+        call = {k: v for k, v in kwargs.items() if k != "backend"}
+        axes = engine.registry.operation(op).validate(template, *args, **call)[1]["axes"]
+        return lambda item, v: _spanning_problem(template, v, axes)
+    if op == "distance_field":
+        dist = np.int64 if template.geometry.weights is None else np.float64
+        return lambda item, v: _array_problem(v, shape, dist)
+    if op == "laplacian":
+        return lambda item, v: _array_problem(v, shape, np.float64)
+    if op == "xor_transform":
+        return lambda item, v: _array_problem(v, np.shape(item), np.asarray(item).dtype)
+    return None
+
+
+def _twin_rows(engine, op, template, items, got, args, kwargs, rows=True):
+    """``(rows, problem)``: the results ``got`` of ``op``'s twin for ``items`` as a list
+    of one per row, and why they break the twin's contract (one result per row, each as
+    the single call's: checked with ``rows``), or None."""
+    if got is None or isinstance(got, (str, bytes, dict)) or not hasattr(got, "__iter__"):
+        return None, f"returned {type(got).__name__}, not a sequence of one result per row"
+    got = list(got)
+    if len(got) != len(items):
+        return None, f"returned {len(got)} results for {len(items)} rows"
+    check = _row_contract(engine, op, template, args, kwargs) if rows else None
+    if check is None:
+        return got, None
+    for b, (item, v) in enumerate(zip(items, got)):
+        problem = check(item, v)
+        if problem is not None:
+            return None, f"row {b} breaks the contract of {op!r}: {problem}"
+    return got, None
+
+
+def _own_plugin(engine, name) -> bool:
+    """True for the plugins the engine registers itself in every process: the modules of
+    the ``catalytic`` package (its built-in backends)."""
+    plugin = engine.pm.get_plugin(name) if name else None
+    return isinstance(plugin, types.ModuleType) and plugin.__name__.startswith("catalytic.")
+
+
 def _gpu_may_run(engine, template, kwargs) -> bool:
     if not template.enable_gpu:
         return False
@@ -231,10 +334,12 @@ def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, valu
     """One routed call of ``op``'s twin over the items (their masks, or with
     ``lattice=`` the items themselves). A memory shortfall halves the call (a single
     item then runs, and fails, as its single call); any other failure of the twin reruns
-    its items one by one, said in ``info``."""
+    its items one by one, said in ``info``. A twin that returns other than one result
+    per row, each as the single call returns it (:func:`_twin_rows`), has failed:
+    its rows cannot be matched to items, so none of them is kept."""
+    twin = BATCHED_PREFIX + op
     try:
-        got = template.engine.run(BATCHED_PREFIX + op, template, _stack(items, lattice),
-                                  *args, **kwargs)
+        got = template.engine.run(twin, template, _stack(items, lattice), *args, **kwargs)
     except InsufficientMemoryError as err:
         if len(items) > 1:
             info["splits"] += 1
@@ -248,14 +353,25 @@ def _batched(engine, op, template, items, indices, args, kwargs, fail_fast, valu
     except Exception as err:
         info.setdefault("fallback", f"the batched call failed: {type(err).__name__}: {err}")
     else:
-        info["calls"] += 1
-        info["batched_items"] += len(items)
         decision = template.engine.last_decision
-        if decision is not None:
-            info["backends"][decision.backend] = info["backends"].get(decision.backend, 0) + 1
-        for i, v in zip(indices, got):
-            values[i] = v
-        return
+        impl = (None if decision is None else
+                template.engine.registry.implementations[twin].get(decision.backend))
+        # rows from the project's own backends are tested against single calls; a
+        # plugin's are checked here, and every twin's count
+        rows = impl is None or not _own_plugin(template.engine, impl.plugin)
+        got, problem = _twin_rows(template.engine, op, template, items, got, args, kwargs,
+                                  rows)
+        if problem is None:
+            info["calls"] += 1
+            info["batched_items"] += len(items)
+            if decision is not None:
+                info["backends"][decision.backend] = info["backends"].get(decision.backend,
+                                                                          0) + 1
+            for i, v in zip(indices, got):
+                values[i] = v
+            return
+        where = "" if impl is None else f" on backend {impl.backend!r} (plugin {impl.plugin!r})"
+        info.setdefault("fallback", f"the batched call{where} {problem}")
     _loop(engine, op, items, indices, args, kwargs, fail_fast, values, errors, lattice)
     info["calls"] += len(items)
 
@@ -362,6 +478,140 @@ def _merge(parts, reason):
     return values, errors, seconds, info
 
 
+def _loaded_on_workers(engine, name) -> bool:
+    """Whether a Dask worker's engine with ``engine``'s settings has plugin ``name``:
+    the engine's own plugins always, a plugin of the ``"catalytic"`` entry-point group
+    unless plugin autoload is off; not one registered by ``register_plugin``."""
+    if _own_plugin(engine, name):
+        return True
+    plugin = engine.pm.get_plugin(name) if name else None
+    if plugin is None or engine.settings.disable_plugin_autoload:
+        return False
+    if any(p is plugin for p, _ in engine.pm.list_plugin_distinfo()):
+        return True
+    for ep in metadata.entry_points(group="catalytic"):
+        if ep.name == name:
+            try:
+                return ep.load() is plugin
+            except Exception:  # a broken entry point is not this plugin
+                return False
+    return False
+
+
+def _worker_problem(engines, op, backend=None) -> str | None:
+    """Why Dask workers cannot run ``op`` (on ``backend``) as the ``engines`` here do, or
+    None: workers build their engines afresh (the process engine, or one per unpickled
+    lattice's settings) and so lack what was registered at run time."""
+    for engine in engines:
+        spec = engine.registry.operations.get(op)
+        named = engine.registry.backends.get(backend) if backend is not None else None
+        for what, plugin in ((f"operation {op!r}", spec and spec.plugin),
+                             (f"backend {backend!r}", named and named.plugin)):
+            if plugin is None or _loaded_on_workers(engine, plugin):
+                continue
+            how = ("plugin autoload is off, so workers load no entry points" if
+                   engine.settings.disable_plugin_autoload else
+                   "workers load only the built-in backends and the plugins installed "
+                   "under the 'catalytic' entry-point group")
+            return (f"{what} comes from plugin {plugin or '(none)'!r}, registered in this "
+                    f"process and not installed for Dask workers ({how}), where every "
+                    "item would fail; install the plugin as a package with an entry point "
+                    "in group 'catalytic' on the workers too, or use executor='serial' or "
+                    "'threads'")
+    return None
+
+
+class _Halt:
+    """What the jobs of one threaded run share: the lowest failing index seen (a
+    ``fail_fast`` :class:`BatchError`) and whether the run was interrupted."""
+
+    def __init__(self):
+        self.index = None
+        self.interrupted = False
+        self._lock = threading.Lock()
+
+    def failed(self, index: int) -> None:
+        with self._lock:
+            if self.index is None or index < self.index:
+                self.index = index
+
+    def skip(self, first: int) -> bool:
+        """True for a job (its lowest index ``first``) that can no longer change the
+        outcome."""
+        return self.interrupted or (self.index is not None and first > self.index)
+
+
+_SKIPPED = object()
+
+
+def _threaded(jobs, workers, done=None) -> list:
+    """Run ``jobs``, ``[(first, fn, args)]`` with ``first`` the lowest input index a job
+    covers, on ``workers`` threads; their results in the order given. ``done(result)`` is
+    called on this thread as each finishes.
+
+    A job raising :class:`BatchError` (``fail_fast``) stops the jobs whose indices are all
+    above the failing one: those not started never start, those running are not waited
+    for. Jobs covering a lower index still run, so the error raised names the lowest
+    failing index, as the serial executor does. Any other exception, from a job or while
+    waiting (``KeyboardInterrupt``), stops every job not started and is raised at once,
+    without waiting for the running ones (Python cannot stop a running thread)."""
+    halt = _Halt()
+
+    def run(first, fn, args):
+        if halt.skip(first):
+            return _SKIPPED
+        try:
+            return fn(*args)
+        except BatchError as err:
+            halt.failed(err.index)
+            raise
+        except BaseException:
+            halt.interrupted = True
+            raise
+
+    pool = ThreadPoolExecutor(workers)
+    finished = queue.SimpleQueue()  # futures as they finish (one wait for all of them)
+    ok = False
+    try:
+        # in input order, so that a failure leaves few lower indices to run
+        pending = {}
+        for k in sorted(range(len(jobs)), key=lambda k: jobs[k][0]):
+            f = pool.submit(run, *jobs[k])
+            pending[f] = k
+            f.add_done_callback(finished.put)
+        results = [None] * len(jobs)
+        failure, cut = None, None
+        while pending:
+            f = finished.get()
+            k = pending.pop(f, None)
+            if k is None:  # cancelled or given up below
+                continue
+            err = f.exception()
+            if isinstance(err, BatchError):
+                if failure is None or err.index < failure.index:
+                    failure = err
+            elif err is not None:
+                raise err
+            elif failure is None:
+                results[k] = f.result()
+                if done is not None:
+                    done(results[k])
+            if halt.index is not None and halt.index != cut:
+                cut = halt.index
+                for g in [g for g, j in pending.items() if jobs[j][0] > cut]:
+                    g.cancel()  # a running job cannot be: it is given up
+                    del pending[g]
+        if failure is not None:
+            raise failure
+        ok = True
+        return results
+    except BaseException:
+        halt.interrupted = True
+        raise
+    finally:
+        pool.shutdown(wait=ok, cancel_futures=True)
+
+
 class BatchProcessor:
     """Run registered operations over many lattices or arrays (module docstring).
 
@@ -443,15 +693,45 @@ class BatchProcessor:
             return False
         return importlib.util.find_spec("tqdm") is not None
 
+    def _engines(self, engine) -> list:
+        """The engines whose registries the items' calls use: the lattices' own (with
+        ``lattice=``, its), and ``engine`` for array items."""
+        if self.lattice is not None:
+            return [self.lattice.engine]
+        out = {}
+        for item in self.items:
+            e = item.engine if _is_lattice(item) else engine
+            out.setdefault(id(e), e)
+        return list(out.values())
+
     # -- running ---------------------------------------------------------------------
     def map(self, op: str, *args, **kwargs) -> BatchResult:
         """Run ``op`` on every item (the item is its first argument, then ``args`` and
         ``kwargs``; ``backend=`` names a backend as in a single call); results in input
-        order. See the module docstring for batched calls and errors."""
+        order. See the module docstring for batched calls and errors.
+
+        Raises
+        ------
+        TypeError
+            ``op`` is not a str.
+        ValueError
+            ``op`` is not a registered operation.
+        PluginError
+            With ``executor="dask"``: ``op`` (or the backend named by ``backend=``)
+            comes from a plugin registered at run time, which the workers do not have.
+        BatchError
+            With ``fail_fast=True``: for the lowest failing index.
+        """
         from catalytic.engine import get_engine
 
+        if not isinstance(op, str):
+            raise TypeError(f"op must be the name of an operation (a str), got {op!r}")
         engine = self.engine or get_engine()
         engine.registry.operation(op)  # an unknown name fails before any work
+        if self.executor == "dask" and self.items:
+            problem = _worker_problem(self._engines(engine), op, kwargs.get("backend"))
+            if problem is not None:
+                raise PluginError(problem)
         groups = self.groups()
         t0 = time.perf_counter()
         bar = None
@@ -460,7 +740,9 @@ class BatchProcessor:
 
             bar = tqdm(total=len(self.items), desc=op, file=sys.stderr)
         try:
-            if self.executor == "dask":
+            if not groups:
+                done = []
+            elif self.executor == "dask":
                 done = self._map_dask(op, groups, args, kwargs)
             else:
                 done = self._map_local(engine, op, groups, args, kwargs, bar)
@@ -483,7 +765,7 @@ class BatchProcessor:
             "items": len(self.items),
             "groups": len(groups),
             "group_sizes": [len(g) for g in groups],
-            "mode": modes.pop() if len(modes) == 1 else "mixed",
+            "mode": "empty" if not modes else modes.pop() if len(modes) == 1 else "mixed",
             "launches": sum(g["calls"] for g in per_group),
             "batched_items": sum(g["batched_items"] for g in per_group),
             "splits": sum(g["splits"] for g in per_group),
@@ -497,36 +779,45 @@ class BatchProcessor:
 
     def _map_local(self, engine, op, groups, args, kwargs, bar):
         limit = self.max_batch_size
+        update = None if bar is None else (lambda out: bar.update(len(out[0])))
         if self.executor == "serial":
-            done = []
+            done, failure = [], None
             for idx in groups:
-                done.append(_run_group(op, [self.items[i] for i in idx], idx, args, kwargs,
-                                       self.fail_fast, engine, limit, self.lattice))
-                if bar is not None:
-                    bar.update(len(idx))
+                if failure is not None:
+                    # only a lower index can still change which failure is reported
+                    idx = [i for i in idx if i < failure.index]
+                    if not idx:
+                        continue
+                try:
+                    done.append(_run_group(op, [self.items[i] for i in idx], idx, args,
+                                           kwargs, self.fail_fast, engine, limit,
+                                           self.lattice))
+                except BatchError as err:
+                    if failure is None or err.index < failure.index:
+                        failure = err
+                    continue
+                if update is not None:
+                    update(done[-1])
+            if failure is not None:
+                raise failure
             return done
         workers = self.max_workers or os.cpu_count() or 1
         prof = get_profiler()
         region = prof.current_region() if prof.enabled else None
-        # a batched group is one task (its kernels use the threads); a loop, one per item
-        with ThreadPoolExecutor(workers) as pool:
-            tasks, reasons = [], []
-            for idx in groups:
-                reasons.append(loop_reason(op, [self.items[i] for i in idx], self.lattice))
-                parts = [idx] if reasons[-1] is None else [[i] for i in idx]
-                tasks.append([pool.submit(_run_group, op, [self.items[i] for i in part], part,
-                                          args, kwargs, self.fail_fast, engine, limit,
-                                          self.lattice, region)
-                              for part in parts])
-            done = []
-            for futures, reason in zip(tasks, reasons):
-                parts = []
-                for f in futures:
-                    parts.append(f.result())
-                    if bar is not None:
-                        bar.update(len(parts[-1][0]))
-                done.append(_merge(parts, reason))
-            return done
+        # a batched group is one job (its kernels use the threads); a loop, one per item
+        jobs, owner, reasons = [], [], []
+        for g, idx in enumerate(groups):
+            reasons.append(loop_reason(op, [self.items[i] for i in idx], self.lattice))
+            for part in ([idx] if reasons[-1] is None else [[i] for i in idx]):
+                jobs.append((part[0], _run_group,
+                             (op, [self.items[i] for i in part], part, args, kwargs,
+                              self.fail_fast, engine, limit, self.lattice, region)))
+                owner.append(g)
+        results = _threaded(jobs, workers, update)
+        parts = [[] for _ in groups]
+        for g, out in zip(owner, results):
+            parts[g].append(out)
+        return [_merge(p, reason) for p, reason in zip(parts, reasons)]
 
     def _map_dask(self, op, groups, args, kwargs):
         try:
@@ -548,30 +839,57 @@ class BatchProcessor:
             tasks = []
             for idx in groups:
                 k = -(-len(idx) // workers)
-                tasks.append([client.submit(_run_group, op, [self.items[i] for i in part],
-                                            part, args, kwargs, self.fail_fast, None,
-                                            self.max_batch_size, self.lattice, None,
-                                            prof.enabled, pure=False)
+                tasks.append([(part[0], client.submit(
+                                   _run_group, op, [self.items[i] for i in part], part, args,
+                                   kwargs, self.fail_fast, None, self.max_batch_size,
+                                   self.lattice, None, prof.enabled, pure=False))
                               for part in (idx[lo:lo + k] for lo in range(0, len(idx), k))])
+            parts = self._gather_dask(client, tasks)
             done = []
-            for futures, idx in zip(tasks, groups):
-                parts = client.gather(futures)
-                for n, part in enumerate(parts):  # the workers' records, under our region
+            for g, idx in enumerate(groups):
+                for n, part in enumerate(parts[g]):  # the workers' records, under our region
                     records = part[3].pop("profile", None)
                     if records:
-                        prof.merge(records, worker=f"dask-task-{len(done)}.{n}",
+                        prof.merge(records, worker=f"dask-task-{g}.{n}",
                                    parent=prof.current_region())
-                done.append(_merge(parts, loop_reason(op, [self.items[i] for i in idx],
-                                                      self.lattice)))
+                done.append(_merge(parts[g], loop_reason(op, [self.items[i] for i in idx],
+                                                         self.lattice)))
             return done
         finally:
             if own is not None:
                 own[0].close()
                 own[1].close()
 
+    def _gather_dask(self, client, tasks):
+        """The results of ``tasks`` (per group, its parts as ``(first index, future)``),
+        gathered in input order of the parts' first items: after a ``fail_fast`` failure,
+        only the parts that hold a lower index are still waited for, so the
+        :class:`BatchError` raised names the lowest failing index; the others are
+        cancelled."""
+        flat = sorted((first, g, n, f) for g, futures in enumerate(tasks)
+                      for n, (first, f) in enumerate(futures))
+        parts = [[None] * len(futures) for futures in tasks]
+        failure = None
+        try:
+            for first, g, n, f in flat:
+                if failure is not None and first > failure.index:
+                    break
+                try:
+                    parts[g][n] = f.result()
+                except BatchError as err:
+                    if failure is None or err.index < failure.index:
+                        failure = err
+            if failure is not None:
+                raise failure
+        except BaseException:
+            client.cancel([f for *_, f in flat if not f.done()])
+            raise
+        return parts
+
     def stats(self) -> dict:
         """The last :meth:`map`, all measured: items, groups (and sizes), ``mode``
-        (``"batched"``, ``"loop"`` or ``"mixed"``), ``launches`` (routed calls: one per
+        (``"batched"``, ``"loop"`` or ``"mixed"``; ``"empty"`` for a batch of no items,
+        which runs nothing and starts no cluster), ``launches`` (routed calls: one per
         batched call, one per item of a loop), ``batched_items``, ``splits`` (batched
         calls halved for memory), errors, seconds per group, and ``per_group``: how each
         group ran, why a loop was a loop (``reason``), the backends of its batched calls
@@ -612,7 +930,11 @@ def batch_matrix_multiply(pairs, **options) -> BatchResult:
 def execute_parallel(callables, *, executor="threads", max_workers=None,
                      fail_fast=False) -> BatchResult:
     """Call every callable with no arguments (``"serial"`` or ``"threads"``); results in
-    order, failures collected in ``errors`` unless ``fail_fast``."""
+    order, failures collected in ``errors`` unless ``fail_fast``, which raises
+    :class:`BatchError` for the lowest failing index. With ``"threads"``, a
+    ``fail_fast`` failure or an exception that is not an ``Exception``
+    (``KeyboardInterrupt``) cancels the calls not yet started and is raised without
+    waiting for the running ones."""
     if executor not in ("serial", "threads"):
         raise ValueError(f"execute_parallel runs 'serial' or 'threads', got {executor!r}")
     callables = list(callables)
@@ -631,6 +953,6 @@ def execute_parallel(callables, *, executor="threads", max_workers=None,
     if executor == "serial":
         done = [one(i, f) for i, f in enumerate(callables)]
     else:
-        with ThreadPoolExecutor(max_workers or os.cpu_count() or 1) as pool:
-            done = list(pool.map(lambda p: one(*p), enumerate(callables)))
+        done = _threaded([(i, one, (i, f)) for i, f in enumerate(callables)],
+                         max_workers or os.cpu_count() or 1)
     return BatchResult([v for v, _ in done], {i: e for i, (_, e) in enumerate(done) if e})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -123,6 +125,11 @@ def test_dask_local_cluster_gives_the_serial_results():
         perc = bp.map("spanning_clusters", axes=(0, 1))
         group = bp.stats()["per_group"][0]
         assert group["mode"] == "batched" and group["tasks"] == 2 and group["calls"] == 2
+        # fail_fast names the lowest failing index, not the first group's failure
+        with pytest.raises(cat.BatchError, match="item 1 failed") as info:
+            cat.BatchProcessor(_two_failures(), executor="dask", client=client,
+                               fail_fast=True, progress=False).map("distance_field", 0)
+        assert info.value.index == 1
     want = cat.BatchProcessor(ens, progress=False).map("spanning_clusters", axes=(0, 1))
     for g, w in zip(perc, want):
         assert all(np.array_equal(g.clusters[a], w.clusters[a]) for a in (0, 1))
@@ -274,3 +281,191 @@ def test_dask_cuda_cluster_where_installed():
     lats = _ensemble_of(n=4)
     got = cat.BatchProcessor(lats, executor="dask", progress=False).map("percolates", axis=0)
     assert list(got) == [L.percolates(0) for L in lats]
+
+
+# -- stopping: fail_fast and KeyboardInterrupt on the threads executor ----------------------
+class _Counted:
+    """A plugin op ``counted_test(data)`` on arrays whose first value is the item's index:
+    item 0 raises ``first``; every other item waits until item 0 is about to raise, then
+    counts itself and sleeps briefly (so that item 0's thread runs meanwhile)."""
+
+    def __init__(self, first):
+        import threading
+
+        self.first = first
+        self.gate = threading.Event()
+        self.lock = threading.Lock()
+        self.ran = []
+
+    def call(self, data):
+        import time
+
+        i = int(data[0])
+        if i == 0:
+            self.gate.set()
+            raise self.first("item 0 fails")
+        self.gate.wait(10)
+        with self.lock:
+            self.ran.append(i)
+        time.sleep(0.03)
+        return i
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        registry.add_operation("counted_test", work=lambda data: float(data.size))
+        registry.add_implementation("counted_test", "numpy", self.call)
+
+
+WORKERS = 2
+QUEUED = 200
+
+
+@pytest.mark.parametrize("first", [ValueError, KeyboardInterrupt])
+def test_threads_stop_queued_items_after_item_0_fails(first):
+    """fail_fast (a BatchError for item 0) or a KeyboardInterrupt from item 0: the items
+    queued behind it are never started."""
+    eng = cat.Engine(disable_plugin_autoload=True)
+    plugin = _Counted(first)
+    eng.register_plugin(plugin, "counted-test")
+    items = [np.array([i]) for i in range(QUEUED)]
+    bp = cat.BatchProcessor(items, executor="threads", max_workers=WORKERS, fail_fast=True,
+                            engine=eng, progress=False)
+    expected = cat.BatchError if first is ValueError else KeyboardInterrupt
+    with pytest.raises(expected) as info:
+        bp.map("counted_test")
+    if first is ValueError:
+        assert info.value.index == 0 and isinstance(info.value.__cause__, ValueError)
+    assert len(plugin.ran) <= WORKERS + 2, plugin.ran
+
+
+@pytest.mark.parametrize("first", [ValueError, KeyboardInterrupt])
+def test_execute_parallel_threads_stop_queued_calls(first):
+    from catalytic.batch import execute_parallel
+
+    plugin = _Counted(first)
+    calls = [lambda i=i: plugin.call(np.array([i])) for i in range(QUEUED)]
+    expected = cat.BatchError if first is ValueError else KeyboardInterrupt
+    with pytest.raises(expected):
+        execute_parallel(calls, executor="threads", max_workers=WORKERS, fail_fast=True)
+    assert len(plugin.ran) <= WORKERS + 2, plugin.ran
+
+
+# -- which failure fail_fast reports ----------------------------------------------------------
+def _blocked_at_0(shape, periodic=(False, False)):
+    mask = np.ones(shape, bool)
+    mask.flat[0] = False
+    return cat.Lattice(shape=shape, mask=mask, periodic=periodic)
+
+
+def _two_failures():
+    """Items 1 and 2 fail (site 0 blocked); item 2 shares a group with item 0, which runs
+    first, so a run in group order meets item 2 before item 1."""
+    return [cat.Lattice(shape=(4, 5)), _blocked_at_0((3, 3)), _blocked_at_0((4, 5)),
+            cat.Lattice(shape=(3, 3)), cat.Lattice(shape=(4, 5))]
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_fail_fast_reports_the_lowest_failing_index(executor):
+    lats = _two_failures()
+    bp = cat.BatchProcessor(lats, executor=executor, max_workers=2, progress=False)
+    assert bp.groups() == [[0, 2, 4], [1, 3]]
+    assert list(bp.map("distance_field", 0).errors) == [1, 2]
+    with pytest.raises(cat.BatchError, match="item 1 failed: IndexError") as info:
+        cat.BatchProcessor(lats, executor=executor, max_workers=2, fail_fast=True,
+                           progress=False).map("distance_field", 0)
+    assert info.value.index == 1 and isinstance(info.value.__cause__, IndexError)
+
+
+def test_execute_parallel_fail_fast_reports_the_lowest_failing_index():
+    from catalytic.batch import execute_parallel
+
+    for executor in ("serial", "threads"):
+        with pytest.raises(cat.BatchError) as info:
+            execute_parallel([lambda: 1, lambda: 1 / 0, lambda: [][0]], executor=executor,
+                             fail_fast=True)
+        assert info.value.index == 1 and isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+# -- clear errors ------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", [123, None, ["degree"]])
+def test_op_must_be_a_name(op):
+    with pytest.raises(TypeError, match=r"op must be the name of an operation \(a str\), "
+                                        r"got " + re.escape(repr(op))):
+        cat.BatchProcessor(_lattices(2), progress=False).map(op)
+
+
+@pytest.mark.parametrize("executor", ["serial", "threads", "dask"])
+def test_an_empty_batch_says_so(executor):
+    bp = cat.BatchProcessor([], executor=executor, progress=False)
+    res = bp.map("degree")
+    s = bp.stats()
+    assert list(res) == [] and res.ok
+    assert s["mode"] == "empty" and s["items"] == 0 and s["groups"] == 0
+    assert s["launches"] == 0 and s["per_group"] == []
+
+
+class _RuntimeOp:
+    """A plugin registered at run time: an operation and a backend of its own."""
+
+    @cat.hookimpl
+    def catalytic_add_backends(self, registry):
+        registry.add_backend("runtime-test", available=True)
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        from catalytic import operations as O
+
+        registry.add_operation("runtime_open_test", work=O.sites_work, validate=O.v_none)
+        registry.add_implementation("runtime_open_test", "numpy",
+                                    lambda lat: int(lat.geometry.n_open))
+        registry.add_implementation("degree", "runtime-test",
+                                    lambda lat: np.zeros(lat.shape, np.int64))
+
+
+def test_dask_refuses_a_plugin_registered_at_run_time_before_submitting():
+    """Workers build their own engines without it: said at once, no cluster started."""
+    eng = cat.Engine(disable_plugin_autoload=True)
+    eng.register_plugin(_RuntimeOp(), "runtime-test")
+    lats = [cat.Lattice(shape=(3, 4), engine=eng) for _ in range(3)]
+    bp = cat.BatchProcessor(lats, executor="dask", engine=eng, progress=False)
+    with pytest.raises(cat.PluginError,
+                       match=r"operation 'runtime_open_test' comes from plugin 'runtime-test'"
+                             r".*entry point in group 'catalytic'"):
+        bp.map("runtime_open_test")
+    with pytest.raises(cat.PluginError, match="backend 'runtime-test' comes from plugin"):
+        bp.map("degree", backend="runtime-test")
+    # the same engine on the serial executor runs it
+    assert list(cat.BatchProcessor(lats, engine=eng, progress=False).map(
+        "runtime_open_test")) == [12, 12, 12]
+
+
+def test_plugins_from_entry_points_and_built_ins_reach_dask_workers(tmp_path, monkeypatch):
+    """A real entry point (a distribution's metadata on sys.path) passes the check that a
+    plugin registered at run time fails."""
+    from catalytic.batch import _worker_problem
+
+    (tmp_path / "catalytic_ep_test_plugin.py").write_text(
+        "import catalytic as cat\n"
+        "from catalytic import operations as O\n"
+        "@cat.hookimpl\n"
+        "def catalytic_add_operations(registry):\n"
+        "    registry.add_operation('ep_open_test', work=O.sites_work, validate=O.v_none)\n"
+        "    registry.add_implementation('ep_open_test', 'numpy',\n"
+        "                                lambda lat: int(lat.geometry.n_open))\n")
+    info = tmp_path / "catalytic_ep_test_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: catalytic-ep-test-plugin\n"
+                                   "Version: 0.1\n")
+    (info / "entry_points.txt").write_text("[catalytic]\nep-test = catalytic_ep_test_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("CATALYTIC_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    loaded = cat.Engine()
+    assert "ep-test" in loaded.plugin_names()
+    assert _worker_problem([loaded], "ep_open_test") is None
+    assert _worker_problem([loaded], "connected_components", "numba-cpu") is None
+    # the same module registered by hand on an engine that loads no entry points
+    import catalytic_ep_test_plugin
+
+    by_hand = cat.Engine(disable_plugin_autoload=True)
+    by_hand.register_plugin(catalytic_ep_test_plugin, "ep-test")
+    assert "plugin autoload is off" in _worker_problem([by_hand], "ep_open_test")

@@ -226,3 +226,112 @@ def test_threads_sharing_a_lattice_get_the_serial_answer(backend):
         threaded = list(pool.map(run, stacks))
     for a, b in zip(serial, threaded):
         assert all(_same_spanning(x, y) for x, y in zip(a, b))
+
+
+# -- a plugin's twin that breaks its contract ------------------------------------------------
+class _OpenSitesTwin:
+    """A plugin op counting open sites, whose twin's list of per-row results goes through
+    ``returns`` first (to drop a row, or return None)."""
+
+    def __init__(self, returns):
+        self.returns = returns
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        from catalytic import operations as O
+
+        registry.add_operation("open_sites_test", work=O.sites_work, validate=O.v_none)
+        registry.add_implementation("open_sites_test", "numpy",
+                                    lambda lat: int(lat.geometry.n_open))
+        registry.add_operation("batched.open_sites_test", work=O.stack_work,
+                               validate=O.batched(O.v_none))
+        registry.add_implementation("batched.open_sites_test", "numpy",
+                                    lambda lat, stack: self.returns([int(r.sum()) for r in stack]))
+
+
+@pytest.mark.parametrize("returns, says", [
+    (lambda rows: rows[:-1], "returned 3 results for 4 rows"),
+    (lambda rows: None, "returned NoneType, not a sequence"),
+    (lambda rows: iter(rows[:-1]), "returned 3 results for 4 rows"),
+], ids=["one-too-few", "none", "iterator"])
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_a_twin_returning_the_wrong_count_falls_back_to_single_calls(returns, says, executor):
+    """The rows of a short (or missing) result cannot be matched to items: the whole call
+    runs as single calls, said in stats; no item is left None without an error."""
+    eng = cat.Engine(disable_plugin_autoload=True)
+    eng.register_plugin(_OpenSitesTwin(returns), "open-sites-test")
+    lats = _ensemble(4, shape=(5, 6), seed=7, engine=eng)
+    bp = cat.BatchProcessor(lats, executor=executor, engine=eng, progress=False)
+    res = bp.map("open_sites_test")
+    assert res.ok and list(res) == [int(L.geometry.mask.sum()) for L in lats]
+    group = bp.stats()["per_group"][0]
+    assert group["mode"] == "loop" and group["batched_items"] == 0 and group["calls"] == 4
+    assert says in group["fallback"] and "plugin 'open-sites-test'" in group["fallback"]
+    assert group["reason"] == group["fallback"]
+
+
+def _scipy_components(lat, row):
+    """Components of one row of a stack, from ``scipy.ndimage.label`` (a von Neumann
+    cross: the open 2-D lattices below)."""
+    labels, count = ndimage.label(row.reshape(lat.shape).astype(bool))
+    return cat.Components(labels.astype(np.int32), count,
+                          np.bincount(labels.reshape(-1), minlength=count + 1)[1:])
+
+
+class _ComponentsBackend:
+    """A plugin backend 'rows-test' giving the built-in ``batched.connected_components``
+    (cheaper than any other by its declared cost, so the router picks it): SciPy's
+    labelling passed through ``spoil`` row by row."""
+
+    def __init__(self, spoil):
+        self.spoil = spoil
+
+    @cat.hookimpl
+    def catalytic_add_backends(self, registry):
+        registry.add_backend("rows-test", available=True)
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        def twin(lat, stack):
+            return [self.spoil(_scipy_components(lat, row)) for row in stack]
+
+        registry.add_implementation("batched.connected_components", "rows-test", twin,
+                                    cost=(0.0, 1e12))
+
+
+SPOILED = [
+    (lambda c: c._replace(labels=c.labels.astype(np.int64)), "labels has dtype int64, not int32"),
+    (lambda c: c._replace(labels=c.labels.reshape(-1)), "labels has shape (30,), not (5, 6)"),
+    (lambda c: c._replace(count=float(c.count)), "count is"),
+    (lambda c: c._replace(sizes=c.sizes[:-1]), "sizes has shape"),
+    (lambda c: tuple(c), "it is a tuple, not Components"),
+]
+
+
+@pytest.mark.parametrize("spoil, says", SPOILED,
+                         ids=["labels-dtype", "labels-shape", "count", "sizes", "type"])
+def test_a_plugin_backends_rows_are_held_to_the_single_calls_contract(spoil, says):
+    eng = cat.Engine(disable_plugin_autoload=True)
+    eng.register_plugin(_ComponentsBackend(spoil), "rows-test")
+    lats = _ensemble(3, shape=(5, 6), seed=8, engine=eng)
+    bp = cat.BatchProcessor(lats, engine=eng, progress=False)
+    res = bp.map("connected_components")
+    assert res.ok
+    for got, L in zip(res, lats):  # the single calls' answers, on the built-in backends
+        want = _scipy_components(L, L.geometry.mask)
+        assert got.labels.dtype == np.int32 and _same_components(got, want)
+    group = bp.stats()["per_group"][0]
+    assert group["mode"] == "loop" and "on backend 'rows-test'" in group["fallback"]
+    assert "row 0 breaks the contract of 'connected_components'" in group["fallback"]
+    assert says in group["fallback"]
+
+
+def test_a_plugin_backends_rows_that_keep_the_contract_are_used():
+    eng = cat.Engine(disable_plugin_autoload=True)
+    eng.register_plugin(_ComponentsBackend(lambda c: c), "rows-test")
+    lats = _ensemble(3, shape=(5, 6), seed=8, engine=eng)
+    bp = cat.BatchProcessor(lats, engine=eng, progress=False)
+    res = bp.map("connected_components")
+    assert res.ok and all(_same_components(g, L.connected_components()) for g, L in zip(res, lats))
+    group = bp.stats()["per_group"][0]
+    assert group["mode"] == "batched" and group["backends"] == {"rows-test": 1}
