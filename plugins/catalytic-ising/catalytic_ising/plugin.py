@@ -44,11 +44,17 @@ def spins_of(lat, spins) -> np.ndarray:
         raise ValueError(f"spins have shape {a.shape}; the lattice has {g.shape}")
     if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
         raise TypeError(f"spins must be integers +1/-1, got dtype {a.dtype}")
-    flat = a.reshape(-1).astype(np.int8)
-    open_ = np.ones(g.n_points, bool) if g.mask is None else g.mask.reshape(-1)
-    if not (np.abs(flat[open_]) == 1).all():
-        raise ValueError("spins on open sites must be +1 or -1")
-    flat[~open_] = 0
+    flat = a.reshape(-1)
+    bad = (flat != 1) & (flat != -1)  # in the caller's dtype: a cast to int8 would wrap
+    if g.mask is not None:
+        bad &= g.mask.reshape(-1)
+    if bad.any():
+        site = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"spins on open sites must be +1 or -1, got {flat[site].item()!r} "
+                         f"at site {site}")
+    flat = flat.astype(np.int8)
+    if g.mask is not None:
+        flat[~g.mask.reshape(-1)] = 0
     return flat
 
 
@@ -156,6 +162,26 @@ def _args(lat, beta, method, field, coupling):
     return colour, ncol, shape, c_strides(shape), periodic, offsets, open_, bool(dedupe), table
 
 
+def row_geometry(lat):
+    """The arguments that describe ``lat`` to ``kernels.sweeps_rows``, ``(lead,
+    row_strides, periodic_lead, width, wrap)``, or None where that kernel does not
+    apply: it takes the von Neumann stencil (the 2d unit steps, in any order) on one to
+    three axes, with or without a mask (a blocked site's spin is 0, which adds nothing
+    to a neighbour sum). A periodic axis of length 1 or 2 reaches no other site, or one
+    site twice (counted once), as an open axis does, so it is passed as open."""
+    g = lat.geometry
+    d = g.dimensions
+    units = {tuple(int(x) for x in s * e) for s in (-1, 1) for e in np.eye(d, dtype=np.int64)}
+    if d > 3 or len(g.offsets) != 2 * d or {tuple(o) for o in g.offsets.tolist()} != units:
+        return None
+    from catalytic.kernels.lattice import c_strides
+
+    wraps = [bool(p) and n > 2 for p, n in zip(g.periodic, g.shape)]
+    lead = np.asarray(g.shape[:-1], dtype=np.uint64)
+    return (lead, c_strides(g.shape[:-1]).astype(np.uint64), np.asarray(wraps[:-1], np.uint8),
+            g.shape[-1], wraps[-1])
+
+
 def neighbour_table(lat, *, all_sites=False) -> np.ndarray:
     """(n, k) flat neighbour indices in stencil order, -1 where there is none or for a
     repeat of an earlier one or the site itself (catalytic's neighbour set), vectorised
@@ -189,15 +215,38 @@ def _finish(lat, flat):
     return flat.reshape(lat.geometry.shape)
 
 
+def _padded(spins, width):
+    """The spins, then a row of ``width`` zeros (``kernels.sweeps_rows``' layout)."""
+    out = np.zeros(spins.shape[0] + width, dtype=np.int8)
+    out[:spins.shape[0]] = spins
+    return out
+
+
 def sweep_numba(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    rows = row_geometry(lat)
+    if rows is not None:
+        k = len(lat.geometry.offsets)
+        thr = kernels.thresholds(acceptance(beta, k, method, field, coupling))
+        out = _padded(spins, rows[3])
+        kernels.sweeps_rows(out, *rows, thr, k, method == "heatbath", np.uint64(seed), start,
+                            sweeps)
+        return _finish(lat, out[:spins.shape[0]])
     colour, ncol, *geo, table = _args(lat, beta, method, field, coupling)
     out = spins.copy()
-    kernels.sweeps_cpu(out, colour, ncol, *geo, table, method == "heatbath", seed, start,
-                       sweeps)
+    # a seed is a uint64 (a Python int from 2**63 up does not convert to the kernel's int64)
+    kernels.sweeps_cpu(out, colour, ncol, *geo, table, method == "heatbath", np.uint64(seed),
+                       start, sweeps)
     return _finish(lat, out)
 
 
 def sweep_cuda(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    rows = row_geometry(lat)
+    if rows is not None:
+        k = len(lat.geometry.offsets)
+        thr = kernels.thresholds(acceptance(beta, k, method, field, coupling))
+        out = kernels.sweeps_rows_cuda(_padded(spins, rows[3]), *rows, thr, k,
+                                       method == "heatbath", seed, start, sweeps)
+        return _finish(lat, out[:spins.shape[0]])
     colour, ncol, *geo, table = _args(lat, beta, method, field, coupling)
     out = kernels.sweeps_cuda(spins, colour, ncol, *geo, table, method == "heatbath", seed,
                               start, sweeps)
