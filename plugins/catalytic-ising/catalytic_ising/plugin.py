@@ -8,6 +8,7 @@ batches these operations like its own.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import weakref
@@ -92,9 +93,10 @@ def v_observables(lat, series, *, beta=None, coupling=1.0, field=0.0):
 
 
 # -- what the kernels need, built once per lattice -------------------------------------
-#: lattice -> (colour, ncolours); a lattice's geometry never changes, and the entry goes
-#: when the lattice does
-_colourings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: lattice -> {"colouring": colouring(lat), "rows": row_geometry(lat)}, filled as they
+#: are asked for; a lattice's geometry never changes, and the entry goes when the
+#: lattice does
+_per_lattice: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def colouring(lat) -> tuple[np.ndarray, int]:
@@ -106,9 +108,9 @@ def colouring(lat) -> tuple[np.ndarray, int]:
     mask ignored, so the colouring holds for every mask on the geometry), and refused
     with the reason when a periodic axis's length breaks it (a periodic axis of odd
     length for nearest neighbours)."""
-    cache = _colourings.get(lat)
-    if cache is not None:
-        return cache
+    cache = _per_lattice.setdefault(lat, {})
+    if "colouring" in cache:
+        return cache["colouring"]
     g = lat.geometry
     off = np.asarray(g.offsets, dtype=np.int64)
     coords = np.indices(g.shape).reshape(g.dimensions, -1)
@@ -134,7 +136,7 @@ def colouring(lat) -> tuple[np.ndarray, int]:
             f"no checkerboard for this lattice: site {int(site)} and its neighbour "
             f"{int(nbr[site, k])} share a colour (a periodic axis whose length is not a "
             "multiple of the stencil's reach + 1, e.g. odd with nearest neighbours)")
-    _colourings[lat] = (colour, ncol)
+    cache["colouring"] = (colour, ncol)
     return colour, ncol
 
 
@@ -148,6 +150,15 @@ def acceptance(beta, k, method, field, coupling) -> np.ndarray:
     down = np.minimum(1.0, np.exp(-2.0 * beta * (coupling * m - field)))  # s = -1
     up = np.minimum(1.0, np.exp(-2.0 * beta * (coupling * m + field)))    # s = +1
     return np.stack([down, up])
+
+
+@functools.lru_cache(maxsize=64)
+def _thresholds(beta, k, method, field, coupling) -> np.ndarray:
+    """``kernels.thresholds`` of :func:`acceptance`, read-only, kept for repeated calls
+    (a chain run one sweep a call)."""
+    thr = kernels.thresholds(acceptance(beta, k, method, field, coupling))
+    thr.setflags(write=False)
+    return thr
 
 
 def _args(lat, beta, method, field, coupling):
@@ -169,7 +180,13 @@ def row_geometry(lat):
     three axes, with or without a mask (a blocked site's spin is 0, which adds nothing
     to a neighbour sum). A periodic axis of length 1 or 2 reaches no other site, or one
     site twice (counted once), as an open axis does, so it is passed as open."""
-    g = lat.geometry
+    cache = _per_lattice.setdefault(lat, {})
+    if "rows" not in cache:
+        cache["rows"] = _row_geometry(lat.geometry)
+    return cache["rows"]
+
+
+def _row_geometry(g):
     d = g.dimensions
     units = {tuple(int(x) for x in s * e) for s in (-1, 1) for e in np.eye(d, dtype=np.int64)}
     if d > 3 or len(g.offsets) != 2 * d or {tuple(o) for o in g.offsets.tolist()} != units:
@@ -226,7 +243,7 @@ def sweep_numba(lat, spins, *, beta, sweeps, seed, start, method, field, couplin
     rows = row_geometry(lat)
     if rows is not None:
         k = len(lat.geometry.offsets)
-        thr = kernels.thresholds(acceptance(beta, k, method, field, coupling))
+        thr = _thresholds(beta, k, method, field, coupling)
         out = _padded(spins, rows[3])
         kernels.sweeps_rows(out, *rows, thr, k, method == "heatbath", np.uint64(seed), start,
                             sweeps)
@@ -243,7 +260,7 @@ def sweep_cuda(lat, spins, *, beta, sweeps, seed, start, method, field, coupling
     rows = row_geometry(lat)
     if rows is not None:
         k = len(lat.geometry.offsets)
-        thr = kernels.thresholds(acceptance(beta, k, method, field, coupling))
+        thr = _thresholds(beta, k, method, field, coupling)
         out = kernels.sweeps_rows_cuda(_padded(spins, rows[3]), *rows, thr, k,
                                        method == "heatbath", seed, start, sweeps)
         return _finish(lat, out[:spins.shape[0]])
