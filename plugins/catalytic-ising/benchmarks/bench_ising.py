@@ -23,7 +23,10 @@ Timing: after the checks (which compile everything), the two codes are run one a
 the other, alternating which goes first, ``--repeats`` times; the table gives each
 one's best run and the ratio of the bests, and the median of the per-round ratios,
 which holds up better when other processes share the cores. ``--threads`` lists the
-Numba thread counts to measure ("all": Numba's default).
+Numba thread counts to measure ("all": Numba's default). On cores that other processes
+share, OpenMP threads that spin at each colour pass's barrier slow both codes down,
+most on short passes (1024^2); the one-thread rows, or ``OMP_WAIT_POLICY=passive``,
+show the kernels' own speed there.
 """
 
 from __future__ import annotations
