@@ -8,6 +8,7 @@ batches these operations like its own.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import weakref
@@ -44,11 +45,17 @@ def spins_of(lat, spins) -> np.ndarray:
         raise ValueError(f"spins have shape {a.shape}; the lattice has {g.shape}")
     if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
         raise TypeError(f"spins must be integers +1/-1, got dtype {a.dtype}")
-    flat = a.reshape(-1).astype(np.int8)
-    open_ = np.ones(g.n_points, bool) if g.mask is None else g.mask.reshape(-1)
-    if not (np.abs(flat[open_]) == 1).all():
-        raise ValueError("spins on open sites must be +1 or -1")
-    flat[~open_] = 0
+    flat = a.reshape(-1)
+    bad = (flat != 1) & (flat != -1)  # in the caller's dtype: a cast to int8 would wrap
+    if g.mask is not None:
+        bad &= g.mask.reshape(-1)
+    if bad.any():
+        site = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"spins on open sites must be +1 or -1, got {flat[site].item()!r} "
+                         f"at site {site}")
+    flat = flat.astype(np.int8)
+    if g.mask is not None:
+        flat[~g.mask.reshape(-1)] = 0
     return flat
 
 
@@ -86,9 +93,10 @@ def v_observables(lat, series, *, beta=None, coupling=1.0, field=0.0):
 
 
 # -- what the kernels need, built once per lattice -------------------------------------
-#: lattice -> (colour, ncolours); a lattice's geometry never changes, and the entry goes
-#: when the lattice does
-_colourings: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: lattice -> {"colouring": colouring(lat), "rows": row_geometry(lat)}, filled as they
+#: are asked for; a lattice's geometry never changes, and the entry goes when the
+#: lattice does
+_per_lattice: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def colouring(lat) -> tuple[np.ndarray, int]:
@@ -100,9 +108,9 @@ def colouring(lat) -> tuple[np.ndarray, int]:
     mask ignored, so the colouring holds for every mask on the geometry), and refused
     with the reason when a periodic axis's length breaks it (a periodic axis of odd
     length for nearest neighbours)."""
-    cache = _colourings.get(lat)
-    if cache is not None:
-        return cache
+    cache = _per_lattice.setdefault(lat, {})
+    if "colouring" in cache:
+        return cache["colouring"]
     g = lat.geometry
     off = np.asarray(g.offsets, dtype=np.int64)
     coords = np.indices(g.shape).reshape(g.dimensions, -1)
@@ -128,7 +136,7 @@ def colouring(lat) -> tuple[np.ndarray, int]:
             f"no checkerboard for this lattice: site {int(site)} and its neighbour "
             f"{int(nbr[site, k])} share a colour (a periodic axis whose length is not a "
             "multiple of the stencil's reach + 1, e.g. odd with nearest neighbours)")
-    _colourings[lat] = (colour, ncol)
+    cache["colouring"] = (colour, ncol)
     return colour, ncol
 
 
@@ -144,6 +152,15 @@ def acceptance(beta, k, method, field, coupling) -> np.ndarray:
     return np.stack([down, up])
 
 
+@functools.lru_cache(maxsize=64)
+def _thresholds(beta, k, method, field, coupling) -> np.ndarray:
+    """``kernels.thresholds`` of :func:`acceptance`, read-only, kept for repeated calls
+    (a chain run one sweep a call)."""
+    thr = kernels.thresholds(acceptance(beta, k, method, field, coupling))
+    thr.setflags(write=False)
+    return thr
+
+
 def _args(lat, beta, method, field, coupling):
     g = lat.geometry
     shape, periodic, offsets, open_, dedupe = g.kernel_args()
@@ -154,6 +171,32 @@ def _args(lat, beta, method, field, coupling):
 
     table = acceptance(beta, len(offsets), method, field, coupling)
     return colour, ncol, shape, c_strides(shape), periodic, offsets, open_, bool(dedupe), table
+
+
+def row_geometry(lat):
+    """The arguments that describe ``lat`` to ``kernels.sweeps_rows``, ``(lead,
+    row_strides, periodic_lead, width, wrap)``, or None where that kernel does not
+    apply: it takes the von Neumann stencil (the 2d unit steps, in any order) on one to
+    three axes, with or without a mask (a blocked site's spin is 0, which adds nothing
+    to a neighbour sum). A periodic axis of length 1 or 2 reaches no other site, or one
+    site twice (counted once), as an open axis does, so it is passed as open."""
+    cache = _per_lattice.setdefault(lat, {})
+    if "rows" not in cache:
+        cache["rows"] = _row_geometry(lat.geometry)
+    return cache["rows"]
+
+
+def _row_geometry(g):
+    d = g.dimensions
+    units = {tuple(int(x) for x in s * e) for s in (-1, 1) for e in np.eye(d, dtype=np.int64)}
+    if d > 3 or len(g.offsets) != 2 * d or {tuple(o) for o in g.offsets.tolist()} != units:
+        return None
+    from catalytic.kernels.lattice import c_strides
+
+    wraps = [bool(p) and n > 2 for p, n in zip(g.periodic, g.shape)]
+    lead = np.asarray(g.shape[:-1], dtype=np.uint64)
+    return (lead, c_strides(g.shape[:-1]).astype(np.uint64), np.asarray(wraps[:-1], np.uint8),
+            g.shape[-1], wraps[-1])
 
 
 def neighbour_table(lat, *, all_sites=False) -> np.ndarray:
@@ -189,15 +232,38 @@ def _finish(lat, flat):
     return flat.reshape(lat.geometry.shape)
 
 
+def _padded(spins, width):
+    """The spins, then a row of ``width`` zeros (``kernels.sweeps_rows``' layout)."""
+    out = np.zeros(spins.shape[0] + width, dtype=np.int8)
+    out[:spins.shape[0]] = spins
+    return out
+
+
 def sweep_numba(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    rows = row_geometry(lat)
+    if rows is not None:
+        k = len(lat.geometry.offsets)
+        thr = _thresholds(beta, k, method, field, coupling)
+        out = _padded(spins, rows[3])
+        kernels.sweeps_rows(out, *rows, thr, k, method == "heatbath", np.uint64(seed), start,
+                            sweeps)
+        return _finish(lat, out[:spins.shape[0]])
     colour, ncol, *geo, table = _args(lat, beta, method, field, coupling)
     out = spins.copy()
-    kernels.sweeps_cpu(out, colour, ncol, *geo, table, method == "heatbath", seed, start,
-                       sweeps)
+    # a seed is a uint64 (a Python int from 2**63 up does not convert to the kernel's int64)
+    kernels.sweeps_cpu(out, colour, ncol, *geo, table, method == "heatbath", np.uint64(seed),
+                       start, sweeps)
     return _finish(lat, out)
 
 
 def sweep_cuda(lat, spins, *, beta, sweeps, seed, start, method, field, coupling):
+    rows = row_geometry(lat)
+    if rows is not None:
+        k = len(lat.geometry.offsets)
+        thr = _thresholds(beta, k, method, field, coupling)
+        out = kernels.sweeps_rows_cuda(_padded(spins, rows[3]), *rows, thr, k,
+                                       method == "heatbath", seed, start, sweeps)
+        return _finish(lat, out[:spins.shape[0]])
     colour, ncol, *geo, table = _args(lat, beta, method, field, coupling)
     out = kernels.sweeps_cuda(spins, colour, ncol, *geo, table, method == "heatbath", seed,
                               start, sweeps)
