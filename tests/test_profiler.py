@@ -401,3 +401,104 @@ def test_records_are_bounded(prof, monkeypatch):
     assert prof.as_dict()["dropped"] == 2
     prof.reset()
     assert prof.dropped == 0
+
+
+# -- hostile profile files (a profile from elsewhere is untrusted input) ---------------------
+HOSTILE = ('</title></style><script id="injected">alert(1)</script>'
+           '<img src=x onerror="alert(2)">"\' & <!-- ]]>')
+#: elements the report page is built from (and the tbody a browser adds); anything else
+#: in the page was injected
+PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "svg", "g",
+             "rect", "text", "table", "tbody", "tr", "th", "td"}
+
+
+def _hostile_doc(s=HOSTILE):
+    """A valid profile with ``s`` in every field of the schema that holds a string."""
+    return {
+        "schema": P.SCHEMA, "version": P.SCHEMA_VERSION, "created": s,
+        "machine": {"platform": s, "python": s, "numba": s, "cpu_count": 2, s: s},
+        "dropped": 0,
+        "records": [
+            {"kind": "region", "name": s, "id": 1, "parent": None, "thread": 0,
+             "start_s": 0.0, "wall_s": 0.5, "error": s},
+            {"kind": "op", "name": s, "id": 2, "parent": 1, "thread": 0, "start_s": 0.1,
+             "wall_s": 0.2, "backend": s, "reason": s, "forced": False, "work": 64.0,
+             "predicted_s": 0.1, "rss_peak_growth_bytes": 0, "error": s,
+             "fallback_from": s, "device_s": 0.1, "h2d_bytes": 8, "d2h_bytes": 8,
+             "memory_before": {s: s}, "memory_after": {s: s}},
+            {"kind": "op", "name": "percolates", "id": 3, "parent": 1, "thread": s,
+             "start_s": 0.3, "wall_s": 0.1, "backend": "numpy", "reason": s,
+             "forced": True},
+        ]}
+
+
+class _Page:
+    """What html.parser finds in a page: start tags, attribute names, text."""
+
+    def __init__(self, text):
+        from html.parser import HTMLParser
+
+        self.tags, self.attrs, self.text = [], [], []
+        page = self
+
+        class Parser(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                page.tags.append(tag)
+                page.attrs += [name for name, _ in attrs]
+
+            handle_startendtag = handle_starttag
+
+            def handle_data(self, data):
+                page.text.append(data)
+
+        p = Parser(convert_charrefs=True)
+        p.feed(text)
+        p.close()
+
+    def assert_nothing_injected(self, hostile=HOSTILE):
+        assert set(self.tags) <= PAGE_TAGS, set(self.tags) - PAGE_TAGS
+        assert not [a for a in self.attrs if a.lower().startswith("on")]
+        assert any(hostile in t for t in self.text)  # shown to the reader, as text
+
+
+def test_report_of_a_hostile_profile_injects_nothing(tmp_path):
+    from catalytic.cli import main
+
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(_hostile_doc()))
+    assert main(["report", str(path), "-o", str(tmp_path / "h.html")]) == 0
+    _Page((tmp_path / "h.html").read_text()).assert_nothing_injected()
+
+
+@pytest.mark.parametrize("where", ["created", "machine", "name", "thread", "backend",
+                                   "reason", "error"])
+def test_each_string_field_alone_is_shown_as_text(tmp_path, where):
+    from catalytic._report import html_report
+
+    doc = _hostile_doc("plain")
+    if where in ("created",):
+        doc[where] = HOSTILE
+    elif where == "machine":
+        doc["machine"] = {HOSTILE: HOSTILE}
+    else:
+        for r in doc["records"]:
+            r[where] = HOSTILE
+    P.check_document(doc)
+    _Page(html_report(doc)).assert_nothing_injected()
+
+
+def test_hostile_report_opened_in_headless_chromium(tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no Chromium here: apt-get install chromium (the CI script does)")
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(_hostile_doc()))
+    res = _cli("report", str(path), "-o", str(tmp_path / "h.html"))
+    assert res.returncode == 0, res.stderr
+    dom = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+         (tmp_path / "h.html").as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = _Page(dom.stdout)  # the document as the browser built it
+    assert "script" not in page.tags and "img" not in page.tags
+    page.assert_nothing_injected()
