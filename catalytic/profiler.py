@@ -521,36 +521,128 @@ def load(path) -> dict:
     Raises
     ------
     ValueError
-        Not a catalytic profile, or a version this catalytic cannot read.
+        Not a catalytic profile, a version this catalytic cannot read, or a record that
+        departs from the schema (see :func:`check_document`).
     """
-    with open(path) as fh:
+    with open(path, encoding="utf-8") as fh:
         try:
             doc = json.load(fh)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not JSON ({err})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+            raise ValueError(f"{path}: not JSON ({type(err).__name__}: "
+                             f"{_short(str(err), 120)})") from None
     check_document(doc, str(path))
     return doc
 
 
+def _short(value, n=60) -> str:
+    """``repr(value)`` cut to ``n`` characters: messages name a bad value on one line."""
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+#: what each field of a record must hold: (test, words for the message); the first
+#: seven are in every record, ``backend`` in every operation record
+_FIELDS = {
+    "kind": (lambda v: v in ("op", "region"), '"op" or "region"'),
+    "name": (lambda v: isinstance(v, str), "a string"),
+    "id": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "parent": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+               "an integer or null"),
+    "thread": (lambda v: isinstance(v, str) or (isinstance(v, int)
+                                                 and not isinstance(v, bool)),
+               "an integer or a string"),
+    "start_s": (_is_number, "a finite number"),
+    "wall_s": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
+    "backend": (lambda v: isinstance(v, str), "a string"),
+    "reason": (lambda v: isinstance(v, str), "a string"),
+    "forced": (lambda v: isinstance(v, bool), "true or false"),
+    "work": (_is_number, "a finite number"),
+    "predicted_s": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
+    "device_s": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
+    "h2d_bytes": (_is_count, "an integer >= 0"),
+    "d2h_bytes": (_is_count, "an integer >= 0"),
+    "rss_peak_growth_bytes": (_is_count, "an integer >= 0"),
+    "error": (lambda v: isinstance(v, str), "a string"),
+    "fallback_from": (lambda v: isinstance(v, str), "a string"),
+    "memory_before": (lambda v: isinstance(v, dict), "an object"),
+    "memory_after": (lambda v: isinstance(v, dict), "an object"),
+}
+_REQUIRED = ("kind", "name", "id", "parent", "thread", "start_s", "wall_s")
+
+
 def check_document(doc, where="profile") -> None:
-    """ValueError naming the first way ``doc`` departs from the schema."""
+    """Check a profile document against the schema (module docstring), fully: every
+    field of every record, unique ids, parents that are regions and no cycle of parents.
+
+    Raises
+    ------
+    ValueError
+        One line naming the first departure: the record (its position in ``records``)
+        and the field, with the value found.
+    """
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"{where}: not a catalytic profile (no \"schema\": \"{SCHEMA}\")")
     if doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{where}: profile version {doc.get('version')!r}; this catalytic "
-                         f"reads version {SCHEMA_VERSION}")
+        raise ValueError(f"{where}: profile version {_short(doc.get('version'))}; this "
+                         f"catalytic reads version {SCHEMA_VERSION}")
+    if "created" in doc and not isinstance(doc["created"], str):
+        raise ValueError(f"{where}: \"created\" must be a string, got {_short(doc['created'])}")
+    machine = doc.get("machine", {})
+    if not isinstance(machine, dict) or not all(
+            v is None or isinstance(v, (str, int, float)) for v in machine.values()):
+        raise ValueError(f"{where}: \"machine\" must be an object of plain values, got "
+                         f"{_short(machine)}")
+    if "dropped" in doc and not _is_count(doc["dropped"]):
+        raise ValueError(f"{where}: \"dropped\" must be an integer >= 0, got "
+                         f"{_short(doc['dropped'])}")
     recs = doc.get("records")
     if not isinstance(recs, list):
         raise ValueError(f"{where}: \"records\" must be a list")
+    position = {}  # id -> index of its record
     for i, r in enumerate(recs):
-        for key, kind in (("kind", str), ("name", str), ("id", int), ("start_s", (int, float)),
-                          ("wall_s", (int, float))):
-            if not isinstance(r.get(key), kind) or isinstance(r.get(key), bool):
-                raise ValueError(f"{where}: record {i} has no valid {key!r}")
-        if r["kind"] not in ("op", "region"):
-            raise ValueError(f"{where}: record {i} has kind {r['kind']!r}")
-        if r["kind"] == "op" and not isinstance(r.get("backend"), str):
-            raise ValueError(f"{where}: operation record {i} has no backend")
+        if not isinstance(r, dict):
+            raise ValueError(f"{where}: record {i} is {type(r).__name__} "
+                             f"{_short(r)}, not an object")
+        for key in _REQUIRED + (("backend",) if r.get("kind") == "op" else ()):
+            if key not in r:
+                raise ValueError(f"{where}: record {i}: field {key!r} is missing")
+        for key, value in r.items():
+            rule = _FIELDS.get(key)
+            if rule is not None and not rule[0](value):
+                raise ValueError(f"{where}: record {i}: field {key!r} must be {rule[1]}, "
+                                 f"got {_short(value)}")
+        if r["id"] in position:
+            raise ValueError(f"{where}: record {i}: field 'id' {r['id']} is also record "
+                             f"{position[r['id']]}'s")
+        position[r["id"]] = i
+    acyclic: set = set()  # ids whose chain of parents is known to end
+    for i, r in enumerate(recs):
+        parent = r["parent"]
+        if parent is None or parent not in position:
+            continue  # top level, or a region not kept (past max_records)
+        if recs[position[parent]]["kind"] != "region":
+            raise ValueError(f"{where}: record {i}: field 'parent' {parent} is an operation "
+                             "record, not a region")
+        if parent == r["id"]:
+            raise ValueError(f"{where}: record {i}: field 'parent' {parent} is the "
+                             "record's own id")
+        chain, rid = [r["id"]], parent
+        while rid is not None and rid in position and rid not in acyclic:
+            if rid in chain:
+                loop = " -> ".join(str(x) for x in chain[chain.index(rid):] + [rid])
+                raise ValueError(f"{where}: record {i}: field 'parent' makes a cycle of "
+                                 f"regions ({loop})")
+            chain.append(rid)
+            rid = recs[position[rid]]["parent"]
+        acyclic.update(chain)
 
 
 def _records_of(run) -> list:
@@ -661,8 +753,9 @@ def compare(a, b, *, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     --------
     >>> def run(times):
     ...     return {"schema": "catalytic-profile", "version": 1, "records": [
-    ...         {"kind": "op", "name": "percolates", "id": i, "start_s": 0.0,
-    ...          "wall_s": t, "backend": "numba-cpu"} for i, t in enumerate(times)]}
+    ...         {"kind": "op", "name": "percolates", "id": i, "parent": None, "thread": 0,
+    ...          "start_s": 0.0, "wall_s": t, "backend": "numba-cpu"}
+    ...         for i, t in enumerate(times)]}
     >>> c = compare(run([1.0, 1.1, 0.9]), run([2.0, 2.1, 1.9]))
     >>> [r["regression"] for r in c.rows], round(c.rows[0]["ratio"], 2)
     ([True], 2.0)

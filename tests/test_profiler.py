@@ -245,8 +245,8 @@ def test_compare_flags_a_planted_regression_and_not_noise(tmp_path):
 def test_compare_noise_within_the_spread_is_not_a_regression():
     def run(times):
         return {"schema": P.SCHEMA, "version": P.SCHEMA_VERSION, "records": [
-            {"kind": "op", "name": "x", "id": i, "start_s": 0.0, "wall_s": t,
-             "backend": "numpy"} for i, t in enumerate(times)]}
+            {"kind": "op", "name": "x", "id": i, "parent": None, "thread": 0,
+             "start_s": 0.0, "wall_s": t, "backend": "numpy"} for i, t in enumerate(times)]}
 
     spread = [-0.4, 0.4, -0.3, 0.3, 0.0, 0.0]
     a = run([1.0 + x for x in spread])
@@ -502,3 +502,148 @@ def test_hostile_report_opened_in_headless_chromium(tmp_path):
     page = _Page(dom.stdout)  # the document as the browser built it
     assert "script" not in page.tags and "img" not in page.tags
     page.assert_nothing_injected()
+
+
+# -- malformed profile files: one clear line, exit 1 ------------------------------------------
+def _valid_doc():
+    doc = _hostile_doc("plain")
+    doc["records"].append({"kind": "region", "name": "inner", "id": 4, "parent": 1,
+                           "thread": 0, "start_s": 0.05, "wall_s": 0.01})
+    return doc
+
+
+#: values each field must not hold (wrong type, or out of range)
+WRONG = {
+    "kind": ["ops", 1, None, ["op"]], "name": [1, None, ["x"], {"a": 1}],
+    "id": ["1", 1.5, True, None], "parent": ["1", 1.5, True, [1]],
+    "thread": [1.5, None, True, [0], {}],
+    "start_s": ["0", None, True, float("nan"), float("inf"), [0.0]],
+    "wall_s": [-1.0, "0.1", None, float("nan"), False],
+    "backend": [None, 3, ["numpy"]], "reason": [3, None, ["r"]], "forced": ["no", 0, None],
+    "work": ["64", float("inf"), None], "predicted_s": [-0.1, "x", float("nan")],
+    "device_s": [-1, "x"], "h2d_bytes": [-8, 1.5, "8", True], "d2h_bytes": [-1, None],
+    "rss_peak_growth_bytes": [-1, 0.5], "error": [1, None], "fallback_from": [1, None],
+    "memory_before": [[1], "x", None], "memory_after": [1, "x"],
+}
+
+
+def _corruptions():
+    from hypothesis import strategies as st
+
+    n = len(_valid_doc()["records"])
+    index = st.integers(0, n - 1)
+
+    def missing(i, data):
+        rec = _valid_doc()["records"][i]
+        required = list(P._REQUIRED) + (["backend"] if rec["kind"] == "op" else [])
+        key = data.draw(st.sampled_from(required))
+        return ("missing", i, key)
+
+    def wrong(i, data):
+        rec = _valid_doc()["records"][i]
+        key = data.draw(st.sampled_from(sorted(k for k in rec if k in WRONG)))
+        return ("wrong", i, key, data.draw(st.sampled_from(WRONG[key])))
+
+    json_values = st.one_of(st.none(), st.integers(), st.text(max_size=5),
+                            st.lists(st.integers(), max_size=3))
+    return st.one_of(
+        st.builds(lambda i, d: missing(i, d), index, st.data()),
+        st.builds(lambda i, d: wrong(i, d), index, st.data()),
+        st.tuples(st.just("not an object"), index, json_values),
+        st.tuples(st.just("own parent"), index),
+        st.tuples(st.just("cycle")),
+        st.tuples(st.just("repeated id"), index, index).filter(lambda t: t[1] != t[2]),
+    )
+
+
+def _corrupt(c):
+    """The valid document with corruption ``c``; the record index and the field the
+    message must name."""
+    doc = _valid_doc()
+    recs = doc["records"]
+    kind, *rest = c
+    if kind == "missing":
+        i, key = rest
+        del recs[i][key]
+    elif kind == "wrong":
+        i, key, value = rest
+        recs[i][key] = value
+    elif kind == "not an object":
+        i, value = rest
+        recs[i] = value
+        key = "not an object"
+    elif kind == "own parent":
+        (i,) = rest
+        recs[i]["parent"] = recs[i]["id"]
+        key = "parent"
+    elif kind == "cycle":  # region 1 under region 4, which is under region 1
+        recs[0]["parent"] = 4
+        i, key = 0, "parent"
+    else:
+        a, b = rest
+        recs[max(a, b)]["id"] = recs[min(a, b)]["id"]
+        i, key = max(a, b), "id"
+    return doc, i, key
+
+
+def _report_exit(doc):
+    """``catalytic report`` on ``doc`` written to a file: (exit status, stderr)."""
+    import contextlib
+    import io
+    import tempfile
+
+    from catalytic.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "p.json")
+        with open(path, "w") as fh:
+            json.dump(doc, fh)
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            status = main(["report", path, "-o", os.path.join(tmp, "p.html")])
+        wrote = os.path.exists(os.path.join(tmp, "p.html"))
+    return status, err.getvalue(), wrote
+
+
+def test_the_valid_documents_of_these_tests_pass():
+    P.check_document(_valid_doc())
+    assert _report_exit(_valid_doc())[0] == 0
+
+
+def test_a_corrupted_profile_is_refused_in_one_line_naming_record_and_field():
+    from hypothesis import given
+
+    @given(_corruptions())
+    def check(c):
+        doc, i, key = _corrupt(c)
+        with pytest.raises(ValueError) as info:
+            P.check_document(doc, "p.json")
+        msg = str(info.value)
+        assert "\n" not in msg and f"record {i}" in msg and key in msg, (c, msg)
+        status, err, wrote = _report_exit(doc)
+        assert status == 1 and not wrote
+        assert err.count("\n") == 1 and f"record {i}" in err and "Traceback" not in err
+
+    check()
+
+
+@pytest.mark.parametrize("c", [("missing", 1, "thread"), ("own parent", 0), ("cycle",),
+                               ("not an object", 2, [1, 2]), ("wrong", 1, "wall_s", "x")])
+def test_cli_refuses_a_malformed_profile_without_a_traceback(tmp_path, c):
+    doc, i, key = _corrupt(c)
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    for args in (["bad.json"], ["--compare", "bad.json", "bad.json"]):
+        res = _cli("report", *args, cwd=tmp_path)
+        assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
+        assert f"record {i}" in res.stderr and key in res.stderr
+    assert not (tmp_path / "bad.html").exists()
+
+
+def test_a_parent_past_the_cap_is_not_an_error(tmp_path):
+    """A region that ended after max_records was reached is not in the file; what ran
+    inside it is drawn at the top of its lane."""
+    doc = _valid_doc()
+    doc["records"][0]["parent"] = 999
+    doc["records"][1]["thread"] = "dask-task-0.0"
+    P.check_document(doc)
+    assert _report_exit(doc)[0] == 0
