@@ -647,3 +647,18 @@ def test_a_parent_past_the_cap_is_not_an_error(tmp_path):
     doc["records"][1]["thread"] = "dask-task-0.0"
     P.check_document(doc)
     assert _report_exit(doc)[0] == 0
+
+
+@pytest.mark.parametrize("field", [k for k, (ok, _) in P._FIELDS.items() if not ok(HOSTILE)]
+                         + ["dropped", "machine"])
+def test_a_hostile_string_in_a_field_that_holds_no_string_is_refused(field):
+    """The rest of the schema's fields: a string there never reaches the page."""
+    doc = _hostile_doc()
+    if field == "dropped":
+        doc["dropped"] = HOSTILE
+    elif field == "machine":
+        doc["machine"] = {"platform": {"nested": HOSTILE}}
+    else:
+        doc["records"][1][field] = HOSTILE
+    status, err, wrote = _report_exit(doc)
+    assert status == 1 and not wrote and field in err
