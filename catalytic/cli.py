@@ -1,7 +1,8 @@
 """Command line: ``catalytic info | demo | bench | calibrate | profile | report | recover``.
 
 Exit codes: 0 success, 1 failure (a one-line message on standard error; for ``report
---compare``, a regression), 2 a usage error (argparse's message).
+--compare``, a regression, or two runs that share no operation), 2 a usage error
+(argparse's message).
 """
 
 from __future__ import annotations
@@ -257,7 +258,7 @@ def cmd_report(args) -> int:
             return 2
         result = profiler.compare(*args.compare, threshold=args.threshold)
         print(result)
-        return 1 if result.regressions else 0
+        return 1 if result.regressions or result.nothing_compared else 0
     if args.profile is None:
         print("catalytic report: give a profile (profile.json) or --compare BEFORE AFTER",
               file=sys.stderr)
@@ -303,7 +304,7 @@ def main(argv=None) -> int:
                    help="path prefix of the reports (default: profile -> profile.json, "
                    "profile.trace.json, profile.html)")
     rp = sub.add_parser("report", help="HTML page of a saved profile, or --compare two "
-                        "(exit 1 on a regression)")
+                        "(exit 1 on a regression, or when they share no operation)")
     rp.add_argument("profile", nargs="?", help="a profile JSON file")
     rp.add_argument("--output", "-o", default=None, help="the HTML file to write")
     rp.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))

@@ -57,7 +57,8 @@ Files
 trace-event JSON (``chrome://tracing``, Perfetto); :meth:`Profiler.export_html` one
 self-contained HTML page (no network) with a timeline and per-operation bars.
 :func:`compare` compares two runs per operation and flags regressions;
-``catalytic report --compare before.json after.json`` exits 1 on one.
+``catalytic report --compare before.json after.json`` exits 1 on one, and when the runs
+share no operation (nothing was compared).
 
 Threads: records from every thread go to one list under a lock; a region is the parent
 of the operations its thread runs inside it (the batch processor passes the caller's
@@ -710,8 +711,9 @@ def format_summary(summary) -> str:
 class Comparison:
     """Per-operation comparison of two runs (:func:`compare`): ``rows`` (dicts with
     ``op``, ``count_a``, ``count_b``, ``mean_a_s``, ``mean_b_s``, ``ratio``,
-    ``regression``), ``only_a`` and ``only_b`` (operations in one run only), and
-    ``regressions`` (the flagged rows)."""
+    ``regression``), ``only_a`` and ``only_b`` (operations in one run only),
+    ``regressions`` (the flagged rows) and ``nothing_compared`` (True when the runs share
+    no operation: then no regression can be seen, which is not the same as none)."""
 
     def __init__(self, rows, only_a, only_b, threshold):
         self.rows = rows
@@ -722,6 +724,10 @@ class Comparison:
     @property
     def regressions(self) -> list:
         return [r for r in self.rows if r["regression"]]
+
+    @property
+    def nothing_compared(self) -> bool:
+        return not self.rows
 
     def __str__(self) -> str:
         lines = [f"{'operation':<34}{'n before':>9}{'n after':>9}{'mean before':>13}"
@@ -735,6 +741,10 @@ class Comparison:
             lines.append(f"{name:<34} only in the first run")
         for name in self.only_b:
             lines.append(f"{name:<34} only in the second run")
+        if self.nothing_compared:
+            lines.append(f"nothing was compared: the runs share no operation (the first "
+                         f"has {len(self.only_a)}, the second {len(self.only_b)})")
+            return "\n".join(lines)
         n = len(self.regressions)
         lines.append(f"{n} regression(s) beyond {self.threshold:.0%} (and beyond the runs' "
                      "own spread)" if n else f"no regression beyond {self.threshold:.0%}")

@@ -258,6 +258,28 @@ def test_compare_noise_within_the_spread_is_not_a_regression():
         P.compare(a, c, threshold=0)
 
 
+def _run_doc(times, name="x"):
+    return {"schema": P.SCHEMA, "version": P.SCHEMA_VERSION, "records": [
+        {"kind": "op", "name": name, "id": i, "parent": None, "thread": 0, "start_s": 0.0,
+         "wall_s": t, "backend": "numpy"} for i, t in enumerate(times)]}
+
+
+@pytest.mark.parametrize("after", [[], "other op"])
+def test_compare_of_runs_sharing_no_operation_fails_the_gate(tmp_path, after):
+    """An empty second run (a study that crashed before its first call, a renamed
+    operation) compares nothing: a CI gate must not read that as no regression."""
+    before = _run_doc([1.0, 1.1])
+    after = _run_doc([] if after == [] else [1.0], name="y")
+    c = P.compare(before, after)
+    assert c.nothing_compared and not c.regressions and c.only_a == ["x"]
+    assert "nothing was compared" in str(c) and "no regression" not in str(c)
+    assert not P.compare(before, before).nothing_compared
+    (tmp_path / "a.json").write_text(json.dumps(before))
+    (tmp_path / "b.json").write_text(json.dumps(after))
+    res = _cli("report", "--compare", "a.json", "b.json", cwd=tmp_path)
+    assert res.returncode == 1 and "nothing was compared" in res.stdout
+
+
 # -- threads and workers ---------------------------------------------------------------------
 def test_threads_record_under_their_own_regions(prof):
     L = cat.Lattice(shape=(12, 12))
