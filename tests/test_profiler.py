@@ -393,6 +393,88 @@ def test_cli_errors_exit_with_a_message(tmp_path, args, code, message):
     assert res.returncode == code and message in res.stderr
 
 
+EXITING = """
+import sys
+import catalytic as cat
+with cat.profile("before exit"):
+    cat.Lattice(shape=(6, 6)).degree()
+sys.exit(eval(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code, status, stderr", [
+    ("'stopped: no input'", 1, "stopped: no input"), ("3", 3, ""), ("None", 0, ""),
+    ("0", 0, "")])
+def test_cli_profile_exits_as_the_script_does(tmp_path, code, status, stderr):
+    """``sys.exit(...)`` in the script: the status and message ``python script.py``
+    gives, after the reports are written."""
+    script = tmp_path / "exits.py"
+    script.write_text(EXITING)
+    plain = subprocess.run([sys.executable, str(script), code], capture_output=True,
+                           text=True, timeout=600)
+    assert plain.returncode == status and stderr in plain.stderr  # the oracle: Python
+    res = _cli("profile", "-o", str(tmp_path / "p"), str(script), code)
+    assert res.returncode == status, res.stderr
+    assert stderr in res.stderr and "Traceback" not in res.stderr
+    if stderr:
+        assert res.stderr.rstrip().splitlines()[-1] == stderr
+    names = [r["name"] for r in P.load(tmp_path / "p.json")["records"]]
+    assert "before exit" in names and "degree" in names
+
+
+SLEEPER = """
+import sys, time
+import catalytic as cat
+with cat.profile("work"):
+    cat.Lattice(shape=(6, 6)).degree()
+with cat.profile("waiting"):
+    open(sys.argv[1], "w").close()  # ready: the test interrupts from here on
+    for _ in range(3000):
+        time.sleep(0.1)
+"""
+
+
+def test_cli_profile_interrupted_writes_what_was_recorded(tmp_path):
+    """Ctrl-C (SIGINT) during the script: the reports hold what ran, exit 130."""
+    import signal
+
+    script, ready = tmp_path / "sleeper.py", tmp_path / "ready"
+    script.write_text(SLEEPER)
+    proc = subprocess.Popen([sys.executable, "-m", "catalytic.cli", "profile", "-o",
+                             str(tmp_path / "p"), str(script), str(ready)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not ready.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        assert ready.exists(), proc.communicate()[1]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    recs = {r["name"]: r for r in P.load(tmp_path / "p.json")["records"]}
+    assert recs["work"].get("error") is None and "degree" in recs
+    assert recs["waiting"]["error"] == "KeyboardInterrupt"
+    assert (tmp_path / "p.html").exists() and (tmp_path / "p.trace.json").exists()
+
+
+@pytest.mark.parametrize("extra", [("--threshold", "0"), ("--threshold", "-1"),
+                                   ("--threshold", "nan"), ("--threshold", "inf"),
+                                   ("--threshold", "x"), ("-o", "c.html")])
+def test_cli_compare_usage_errors_exit_2(tmp_path, extra):
+    """2 is a usage error, 1 a regression (or a failure): a CI gate tells them apart."""
+    for name in "ab":
+        (tmp_path / f"{name}.json").write_text(json.dumps(_run_doc([1.0])))
+    res = _cli("report", "--compare", "a.json", "b.json", *extra, cwd=tmp_path)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert res.stderr.strip() and not (tmp_path / "c.html").exists()
+    res = _cli("report", "a.json", "--threshold", "0.5", cwd=tmp_path)
+    assert res.returncode == 2 and "--threshold goes with --compare" in res.stderr
+    assert _cli("report", "--compare", "a.json", "b.json", "--threshold", "0.5",
+                cwd=tmp_path).returncode == 0
+
+
 @pytest.mark.parametrize("cmd", ["info", "demo", "bench", "calibrate", "profile", "report",
                                  "recover", "warmup"])
 def test_cli_help(cmd):
