@@ -68,6 +68,226 @@ def test_regions_nest_and_operations_hang_under_them(prof):
     assert inner["start_s"] + inner["wall_s"] >= cc["start_s"] + cc["wall_s"]
 
 
+def _by_id(recs):
+    return {r["id"]: r for r in recs}
+
+
+def _inside(outer, inner):
+    """``inner`` lies within ``outer`` in time."""
+    return (outer["start_s"] <= inner["start_s"]
+            and inner["start_s"] + inner["wall_s"] <= outer["start_s"] + outer["wall_s"])
+
+
+def test_a_generator_region_holds_what_the_generator_runs(prof):
+    """One region per call, from the first item to the end; the generator's operations
+    hang under it, its consumer's between items do not."""
+    L = cat.Lattice(shape=(6, 6))
+
+    @cat.profile
+    def items(n):
+        for i in range(n):
+            L.degree()
+            yield i
+        L.percolates(0)
+
+    with cat.profile("consumer"):
+        for _ in items(3):
+            L.connected_components()
+    recs = prof.records()
+    (gen,) = [r for r in recs if r["name"].endswith("items")]
+    (consumer,) = [r for r in recs if r["name"] == "consumer"]
+    assert gen["parent"] == consumer["id"]
+    inner = [r for r in _ops(recs) if r["name"] in ("degree", "percolates")]
+    outer = [r for r in _ops(recs) if r["name"] == "connected_components"]
+    assert len(inner) == 4 and all(r["parent"] == gen["id"] and _inside(gen, r) for r in inner)
+    assert len(outer) == 3 and all(r["parent"] == consumer["id"] for r in outer)
+    assert prof.current_region() is None
+
+
+def test_a_profiled_generator_behaves_as_the_generator(prof):
+    """send, throw, close and the return value pass through; an error inside is recorded
+    on the region."""
+    import inspect
+
+    L = cat.Lattice(shape=(4, 4))
+    closed = []
+
+    @cat.profile("echo")
+    def echo():
+        total = 0
+        try:
+            while True:
+                try:
+                    x = yield total
+                except KeyError:
+                    x = 100
+                if x is None:
+                    return total
+                total += x
+        finally:
+            L.degree()  # runs on close(): inside the region
+            closed.append(True)
+
+    assert inspect.isgeneratorfunction(echo) and echo.__name__ == "echo"
+    g = echo()
+    assert next(g) == 0 and g.send(2) == 2 and g.throw(KeyError) == 102
+
+    def delegate():
+        return (yield from echo())
+
+    d = delegate()
+    next(d)
+    d.send(5)
+    with pytest.raises(StopIteration) as stop:
+        d.send(None)
+    assert stop.value.value == 5
+    g.close()
+    assert closed == [True, True]
+
+    @cat.profile("fails")
+    def fails():
+        yield 1
+        raise ValueError("inside")
+
+    with pytest.raises(ValueError, match="inside"):
+        list(fails())
+    recs = prof.records()
+    regions = [r for r in recs if r["kind"] == "region"]
+    assert sorted(r["name"] for r in regions) == ["echo", "echo", "fails"]
+    assert [r.get("error") for r in regions if r["name"] == "fails"] == ["ValueError"]
+    (last,) = [r for r in regions if r["name"] == "echo" and r["start_s"] == min(
+        x["start_s"] for x in regions if x["name"] == "echo")]
+    assert [r["parent"] for r in _ops(recs)].count(last["id"]) == 1
+    prof.disable()
+    assert list(echo()) == [0]  # off: the same generator, nothing recorded
+
+
+def test_async_regions_hold_their_own_task_s_operations(prof):
+    """Two coroutines interleaved in one thread: each one's operations under its own
+    region, which spans them; an async generator's as a generator's."""
+    import asyncio
+
+    L = cat.Lattice(shape=(6, 6))
+
+    @cat.profile
+    async def job(i):
+        L.degree()
+        await asyncio.sleep(0)  # the other task runs here
+        L.percolates(0)
+        return i
+
+    @cat.profile("agen")
+    async def agen():
+        for i in range(2):
+            L.connected_components()
+            yield i
+
+    async def main():
+        with cat.profile("main"):
+            got = await asyncio.gather(job(0), job(1))
+            async for _ in agen():
+                L.degree()
+        return got
+
+    assert asyncio.run(main()) == [0, 1]
+    recs = prof.records()
+    by = _by_id(recs)
+    jobs = [r for r in recs if r["name"].endswith("job")]
+    assert len(jobs) == 2
+    for j in jobs:
+        mine = [r for r in _ops(recs) if r["parent"] == j["id"]]
+        assert sorted(r["name"] for r in mine) == ["degree", "percolates"]
+        assert all(_inside(j, r) for r in mine) and by[j["parent"]]["name"] == "main"
+    (ag,) = [r for r in recs if r["name"] == "agen"]
+    assert [r["name"] for r in _ops(recs) if r["parent"] == ag["id"]] == [
+        "connected_components"] * 2
+    main_ops = [r["name"] for r in _ops(recs) if by.get(r["parent"], {}).get("name") == "main"]
+    assert main_ops == ["degree", "degree"]  # the consumer's, between the items
+
+
+def test_one_profile_object_entered_again_records_each_entry(prof):
+    """Recursion and two threads through one ``cat.profile("x")``: one region per entry,
+    each id once, nothing left open (also across reset)."""
+    L = cat.Lattice(shape=(4, 4))
+    region = cat.profile("level")
+
+    def down(n):
+        with region:
+            L.degree()
+            if n:
+                down(n - 1)
+
+    down(3)
+    recs = prof.records()
+    levels = [r for r in recs if r["name"] == "level"]
+    assert len(levels) == 4 and len({r["id"] for r in recs}) == len(recs)
+    chain = sorted(levels, key=lambda r: r["start_s"])
+    assert [r["parent"] for r in chain] == [None] + [r["id"] for r in chain[:-1]]
+    assert sorted(r["parent"] for r in _ops(recs)) == sorted(r["id"] for r in levels)
+    assert prof.current_region() is None
+
+    prof.reset()
+    barrier = threading.Barrier(2)
+    left_open = []
+
+    def work():
+        with region:
+            barrier.wait()  # both threads inside the same object at once
+            L.degree()
+            barrier.wait()
+        left_open.append(prof.current_region())
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    recs = prof.records()
+    levels = {r["id"]: r for r in recs if r["name"] == "level"}
+    assert len(levels) == 2 and left_open == [None, None]
+    for r in _ops(recs):
+        assert levels[r["parent"]]["thread"] == r["thread"]
+    prof.reset()
+    L.degree()
+    (op,) = prof.records()
+    assert op["parent"] is None  # no id of an earlier region lingers
+
+
+def test_profile_decorates_methods(prof):
+    """A bare ``@cat.profile`` binds as a method (also when profiling is off)."""
+
+    class Study:
+        factor = 3
+
+        @cat.profile
+        def scaled(self, x):
+            return self.factor * x
+
+        @cat.profile("named")
+        def named(self):
+            return self.factor
+
+        @cat.profile
+        @staticmethod
+        def static(x):
+            return -x
+
+        @cat.profile
+        @classmethod
+        def klass(cls):
+            return cls.factor
+
+    s = Study()
+    assert (s.scaled(2), s.named(), s.static(1), Study.static(2), s.klass()) == (6, 3, -1, -2, 3)
+    names = [r["name"] for r in prof.records()]
+    assert names == ["test_profile_decorates_methods.<locals>.Study.scaled", "named",
+                     "test_profile_decorates_methods.<locals>.Study.static",
+                     "test_profile_decorates_methods.<locals>.Study.static",
+                     "test_profile_decorates_methods.<locals>.Study.klass"]
+    prof.disable()
+    assert s.scaled(5) == 15 and Study.scaled.__name__ == "scaled"
+
+
 def test_an_operation_record_holds_what_was_measured(prof):
     L = cat.Lattice(shape=(32, 32))
     L.connected_components()
