@@ -30,21 +30,22 @@ def _e(value) -> str:
 
 
 def _depths(records) -> dict:
+    """Nesting depth of each record in its lane (iterative: chains of regions can be as
+    deep as a recursion that was profiled)."""
     by_id = {r["id"]: r for r in records}
     depth: dict = {}
-
-    def d(r):
-        if r["id"] in depth:
-            return depth[r["id"]]
-        p = by_id.get(r.get("parent"))
-        # a parent in another thread's lane (a region that handed work to a pool) does
-        # not push the record down in its own lane
-        same_lane = p is not None and str(p["thread"]) == str(r["thread"])
-        depth[r["id"]] = d(p) + 1 if same_lane else 0
-        return depth[r["id"]]
-
     for r in records:
-        d(r)
+        chain = []
+        while r is not None and r["id"] not in depth:
+            chain.append(r)
+            p = by_id.get(r.get("parent"))
+            # a parent in another thread's lane (a region that handed work to a pool)
+            # does not push the record down in its own lane
+            r = p if p is not None and str(p["thread"]) == str(r["thread"]) else None
+        below = depth[r["id"]] + 1 if r is not None else 0
+        for rec in reversed(chain):
+            depth[rec["id"]] = below
+            below += 1
     return depth
 
 
@@ -170,22 +171,32 @@ def _records_table(records) -> str:
 
 
 def html_report(doc: dict, title: str = "catalytic profile") -> str:
-    """The page for a profile document (see :mod:`catalytic.profiler`)."""
+    """The page for a profile document (see :mod:`catalytic.profiler`); every field is
+    escaped, but the document's types are trusted: check it first
+    (:func:`catalytic.profiler.check_document`, which :func:`~catalytic.profiler.load`
+    runs)."""
     records = doc["records"]
     drawn = sorted(records, key=lambda r: (r["start_s"], r["id"]))[:MAX_DRAWN]
-    summary = summarize(records)
-    colours: dict = {}
-    machine = doc.get("machine", {})
-    about = ", ".join(f"{k} {v}" for k, v in machine.items())
-    cut = (f"<p class='note'>{len(records)} records; the first {MAX_DRAWN} are drawn and "
-           "listed, the summary counts all.</p>" if len(records) > MAX_DRAWN else "")
     ops = sum(1 for r in records if r["kind"] == "op")
+    return page(doc, drawn, summarize(records), len(records), ops, title)
+
+
+def page(head: dict, drawn: list, summary: dict, n_records: int, n_ops: int,
+         title: str = "catalytic profile") -> str:
+    """The page from its parts: ``head`` (the document's ``created`` and ``machine``),
+    ``drawn`` (the first records in start order, at most :data:`MAX_DRAWN`), the
+    summary of all records, and how many records and operations there are."""
+    colours: dict = {}
+    machine = head.get("machine", {})
+    about = ", ".join(f"{k} {v}" for k, v in machine.items())
+    cut = (f"<p class='note'>{n_records} records; the first {len(drawn)} are drawn and "
+           "listed, the summary counts all.</p>" if n_records > len(drawn) else "")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1>"
-        f"<p class='note'>Recorded {_e(str(doc.get('created', '')))} on "
-        f"{_e(about)}: {ops} operations, {len(records) - ops} regions. Every "
+        f"<p class='note'>Recorded {_e(str(head.get('created', '')))} on "
+        f"{_e(about)}: {n_ops} operations, {n_records - n_ops} regions. Every "
         "figure was measured; a blank means it could not be measured here.</p>"
         f"{cut}<h2>Time per operation</h2>{_bars(summary, colours)}"
         f"<h2>Timeline</h2><p class='note'>One lane per thread; regions in grey hold "

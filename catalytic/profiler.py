@@ -64,8 +64,12 @@ Threads and tasks: records from every thread go to one list under a lock; a regi
 the parent of the operations run inside it in its own thread, or its own asyncio task
 (open regions are kept in a context variable); the batch processor passes the caller's
 region to its worker threads and Dask tasks. Generators and coroutines: see
-:class:`profile`. Cost: about 4 us per recorded call on a
-CPU backend, and about 25 ns per call when disabled (``reports/profiler.md``).
+:class:`profile`.
+
+Memory: at most :attr:`Profiler.max_records` records are kept, recorded here or merged
+from workers (later ones are counted in ``dropped``); the exports stream them, holding a
+reference per record beyond them. What a record costs in memory and time, enabled and
+disabled, is measured by ``benchmarks/bench_profiler.py`` (``reports/profiler.md``).
 """
 
 from __future__ import annotations
@@ -77,8 +81,10 @@ import inspect
 import itertools
 import json
 import math
+import operator
 import os
 import platform
+import sys
 import threading
 import time
 from pathlib import Path
@@ -101,6 +107,43 @@ except ImportError:  # Windows: not measurable this way
     _peak_rss = None
 
 
+class _Record:
+    """One record as kept in memory: slots, not a dict, and of the router's decision only
+    the figures it is worded from (a decision holds several dicts). Read out as the
+    schema's dict by :meth:`Profiler._plain_record`; ``extra`` holds the rare fields
+    (``error``, ``fallback_from``, a GPU's measurements, a merged record's others)."""
+
+    __slots__ = ("kind", "name", "id", "parent", "thread", "start", "wall", "backend",
+                 "reason", "forced", "work", "predicted", "runner", "rss", "extra")
+
+    def __init__(self, kind, name, rid, parent, thread, start):
+        self.kind, self.name, self.id, self.parent = kind, name, rid, parent
+        self.thread, self.start, self.wall = thread, start, 0.0
+        self.backend = self.reason = self.forced = self.work = self.predicted = None
+        self.runner = self.rss = self.extra = None
+
+    def note(self, key, value) -> None:
+        if self.extra is None:
+            self.extra = {}
+        self.extra[key] = value
+
+
+#: ``_Record.reason`` of a router's default reason, worded only when read out (wording
+#: costs more than the rest of the record)
+_WORD_LATER = object()
+#: schema fields kept in _Record slots (the others of a merged record go to ``extra``)
+_SLOTTED = {"kind", "name", "id", "parent", "thread", "start_s", "wall_s", "backend",
+            "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes"}
+_BY_ID = operator.attrgetter("id")
+
+
+def _once(text):
+    """``text`` as the one string object of its value (None and non-strings as they are)."""
+    return sys.intern(text) if type(text) is str else text
+
+_BY_START = operator.attrgetter("start")
+
+
 class Profiler:
     """Records of routed operations and named regions (module docstring).
 
@@ -108,8 +151,9 @@ class Profiler:
     (Dask workers use one per task).
     """
 
-    #: records kept at most; later ones are counted in ``dropped`` (a long study with
-    #: profiling left on must not grow without bound: about 0.6 KB a record)
+    #: records kept at most, recorded here or merged from workers; later ones are counted
+    #: in ``dropped``. What a record costs in memory, and an export at this cap, is
+    #: measured in ``reports/profiler.md`` (benchmarks/bench_profiler.py).
     max_records = 1_000_000
 
     def __init__(self):
@@ -119,6 +163,7 @@ class Profiler:
         self._records: list = []
         self._ids = itertools.count(1)
         self._threads: dict = {}
+        self._decision_type = None  # the router's Decision class, to word reasons
         self.epoch = time.perf_counter()
 
     # -- switching -------------------------------------------------------------------
@@ -139,10 +184,9 @@ class Profiler:
             self.epoch = time.perf_counter()
 
     def records(self) -> list:
-        """A copy of the records, in the order they started."""
-        with self._lock:
-            recs = [dict(r) for r in self._records]
-        return sorted(recs, key=lambda r: (r["start_s"], r["id"]))
+        """The records as the schema's dicts (module docstring), in the order they
+        started."""
+        return self._plain()
 
     # -- the regions open where the caller runs ------------------------------------------
     def current_region(self):
@@ -161,17 +205,16 @@ class Profiler:
                 num = self._threads.setdefault(t, len(self._threads))
         return num
 
-    def _add(self, rec: dict) -> None:
+    def _add(self, rec) -> None:
         with self._lock:
             if len(self._records) < self.max_records:
                 self._records.append(rec)
             else:
                 self.dropped += 1
 
-    def _new(self, kind, name, start) -> dict:
-        return {"kind": kind, "name": name, "id": next(self._ids),
-                "parent": self.current_region(), "thread": self._thread(),
-                "start_s": start - self.epoch}
+    def _new(self, kind, name, start) -> _Record:
+        return _Record(kind, name, next(self._ids), self.current_region(), self._thread(),
+                       start - self.epoch)
 
     # -- regions ----------------------------------------------------------------------
     def region(self, name: str) -> "_Region":
@@ -202,41 +245,84 @@ class Profiler:
         rec, start, moved, rss, gpu, chosen, nvtx = tok
         if gpu is not None:
             _gpu_end(rec, gpu)
-        rec["wall_s"] = time.perf_counter() - start
+        rec.wall = time.perf_counter() - start
         if nvtx:
             _nvtx_pop(nvtx)
         if moved is not None:
             after = transfer_counts()
-            rec["h2d_bytes"] = after[0] - moved[0]
-            rec["d2h_bytes"] = after[1] - moved[1]
+            rec.note("h2d_bytes", after[0] - moved[0])
+            rec.note("d2h_bytes", after[1] - moved[1])
         if rss is not None:
-            rec["rss_peak_growth_bytes"] = max(0, _peak_rss() - rss)
-        rec["backend"] = decision.backend
-        if decision.backend != chosen:
-            rec["fallback_from"] = chosen
-        rec["_decision"] = decision  # worded (reason, prediction) when read out
+            rec.rss = max(0, _peak_rss() - rss)
+        backend = rec.backend = decision.backend
+        if backend != chosen:
+            rec.note("fallback_from", chosen)
         if error is not None:
-            rec["error"] = type(error).__name__
+            rec.note("error", type(error).__name__)
+        rec.forced = bool(decision.forced)
+        rec.work = decision.work
+        preds = decision.predictions
+        rec.predicted = preds.get(backend)
+        reason = decision._reason  # None: the router's default, worded from the figures
+        if reason is None and rec.predicted is not None:
+            if len(preds) > 1:
+                rec.runner = min(t for b, t in preds.items() if b != backend)
+            if self._decision_type is None:
+                self._decision_type = type(decision)
+            reason = _WORD_LATER
+        if reason is None:
+            try:
+                reason = decision.reason
+            except Exception:  # a reason that cannot be worded must not fail the call
+                reason = None
+        rec.reason = reason
         self._add(rec)
 
     # -- reading --------------------------------------------------------------------------
-    def _plain(self) -> list:
-        """The records with the router's decisions put into words (JSON-ready)."""
-        out = []
-        for r in self.records():
-            d = r.pop("_decision", None)
-            if d is not None:
-                r["reason"] = d.reason
-                r["forced"] = bool(d.forced)
-                if math.isfinite(d.work):
-                    r["work"] = d.work
-                if d.backend in d.predictions:
-                    r["predicted_s"] = d.predictions[d.backend]
-            out.append(r)
-        return out
+    def _refs(self) -> list:
+        """The kept records in the order they started (a list of references: no copy of
+        the records themselves)."""
+        with self._lock:
+            refs = list(self._records)
+        refs.sort(key=_BY_ID)
+        refs.sort(key=_BY_START)  # stable: ties in start time stay in id order
+        return refs
 
-    def as_dict(self) -> dict:
-        """The run as the JSON document :meth:`export_json` writes."""
+    def _reason(self, r):
+        if r.reason is not _WORD_LATER:
+            return r.reason
+        preds = {r.backend: r.predicted}
+        if r.runner is not None:
+            preds[None] = r.runner  # the runner-up's figure: its name is not worded
+        return self._decision_type(r.name, r.backend, None, preds, work=r.work).reason
+
+    def _plain_record(self, r, words: bool = True) -> dict:
+        """Record ``r`` as the schema's dict (JSON-ready); ``words=False`` leaves the
+        reason out (summaries do not need it)."""
+        d = {"kind": r.kind, "name": r.name, "id": r.id, "parent": r.parent,
+             "thread": r.thread, "start_s": r.start, "wall_s": r.wall}
+        if r.backend is not None:
+            d["backend"] = r.backend
+        if words and r.reason is not None:
+            d["reason"] = self._reason(r)
+        if r.forced is not None:
+            d["forced"] = r.forced
+        if r.work is not None and math.isfinite(r.work):
+            d["work"] = r.work
+        if r.predicted is not None and math.isfinite(r.predicted):
+            d["predicted_s"] = r.predicted
+        if r.rss is not None:
+            d["rss_peak_growth_bytes"] = r.rss
+        if r.extra:
+            d.update(r.extra)
+        return d
+
+    def _plain(self, words: bool = True) -> list:
+        """Every record as the schema's dict, in the order they started."""
+        return [self._plain_record(r, words) for r in self._refs()]
+
+    def _head(self) -> dict:
+        """The JSON document of :meth:`as_dict` without its records."""
         import numba
 
         return {
@@ -246,18 +332,21 @@ class Profiler:
             "machine": {"platform": platform.platform(), "python": platform.python_version(),
                         "numba": numba.__version__, "cpu_count": os.cpu_count()},
             "dropped": self.dropped,
-            "records": self._plain(),
         }
+
+    def as_dict(self) -> dict:
+        """The run as the JSON document :meth:`export_json` writes."""
+        return dict(self._head(), records=self._plain())
 
     def summary(self) -> dict:
         """Per operation (and per region): count, total, mean, min, max, std of the wall
         time in seconds, overall and per backend (see :func:`summarize`)."""
-        return summarize(self._plain())
+        return summarize(self._plain_record(r, False) for r in self._refs())
 
     def bottlenecks(self, n: int = 5) -> list:
         """The ``n`` operations with the largest total time: ``(name, total_s, share)``
         with ``share`` the fraction of all operations' time."""
-        return bottlenecks(self._plain(), n)
+        return bottlenecks((self._plain_record(r, False) for r in self._refs()), n)
 
     def print_summary(self, file=None) -> None:
         """Print :meth:`summary` as a table, slowest total first."""
@@ -265,33 +354,71 @@ class Profiler:
 
     # -- files ------------------------------------------------------------------------------
     def export_json(self, path) -> Path:
-        """Write the run as JSON (schema in the module docstring); returns the path."""
-        return _write(path, json.dumps(self.as_dict(), indent=1, default=_jsonable))
+        """Write the run as JSON (schema in the module docstring), one record a line,
+        streamed: beyond the records kept, the export holds one record at a time. The
+        file appears complete or not at all. Returns the path."""
+        with _replacing(path) as fh:
+            fh.write(json.dumps(self._head(), default=_jsonable)[:-1] + ', "records": [')
+            sep = "\n"
+            for r in self._refs():
+                fh.write(sep + json.dumps(self._plain_record(r), default=_jsonable))
+                sep = ",\n"
+            fh.write("\n]}\n")
+        return Path(path)
 
     def export_trace(self, path) -> Path:
-        """Write Chrome trace-event JSON (``chrome://tracing``, Perfetto)."""
-        return _write(path, json.dumps(trace_events(self._plain()), default=_jsonable))
+        """Write Chrome trace-event JSON (``chrome://tracing``, Perfetto), streamed as
+        :meth:`export_json` is."""
+        with _replacing(path) as fh:
+            fh.write('{"displayTimeUnit": "ms", "traceEvents": [')
+            sep = "\n"
+            for event in _trace_stream(self._plain_record(r) for r in self._refs()):
+                fh.write(sep + json.dumps(event, default=_jsonable))
+                sep = ",\n"
+            fh.write("\n]}\n")
+        return Path(path)
 
     def export_html(self, path, title: str = "catalytic profile") -> Path:
         """Write one self-contained HTML page (no network): timeline, per-operation
-        bars, summary table."""
-        from catalytic._report import html_report
+        bars, summary table. The summary counts every record; the timeline and the
+        table of records hold the first ``_report.MAX_DRAWN``."""
+        from catalytic._report import MAX_DRAWN, page
 
-        return _write(path, html_report(self.as_dict(), title))
+        refs = self._refs()
+        drawn = [self._plain_record(r) for r in refs[:MAX_DRAWN]]
+        summary = summarize(self._plain_record(r, False) for r in refs)
+        n_ops = sum(1 for r in refs if r.kind == "op")
+        return _write(path, page(self._head(), drawn, summary, len(refs), n_ops, title))
 
     # -- Dask workers ----------------------------------------------------------------------
-    def merge(self, records, *, worker: str, parent=None) -> None:
-        """Add records collected elsewhere (a Dask worker's task): their ids are made
-        unique here, their thread becomes ``worker``, and their top-level records hang
-        under region ``parent``. Start times stay relative to the worker's own clock."""
-        mapping = {}
+    def merge(self, records, *, worker: str, parent=None, dropped: int = 0) -> None:
+        """Add records collected elsewhere (plain records, as a Dask worker's task
+        returns them): their ids are made unique here, their thread becomes ``worker``,
+        and their top-level records hang under region ``parent``. Start times stay
+        relative to the worker's own clock. :attr:`max_records` holds here too: records
+        past it are counted in ``dropped``, as are the ``dropped`` the worker counted."""
         with self._lock:
+            mapping = {r["id"]: next(self._ids) for r in records}
+            self.dropped += dropped
             for r in records:
-                mapping[r["id"]] = next(self._ids)
-            for r in records:
-                r = dict(r, id=mapping[r["id"]], thread=worker)
-                r["parent"] = mapping.get(r["parent"], parent) if r["parent"] is not None else parent
-                self._records.append(r)
+                if len(self._records) >= self.max_records:
+                    self.dropped += 1
+                    continue
+                up = r.get("parent")
+                # unpickled records bring a copy of each string per record: kept once
+                rec = _Record(_once(r["kind"]), _once(r["name"]), mapping[r["id"]],
+                              parent if up is None else mapping.get(up, parent), worker,
+                              r["start_s"])
+                rec.wall = r["wall_s"]
+                rec.backend = _once(r.get("backend"))
+                rec.reason = _once(r.get("reason"))
+                rec.forced = r.get("forced")
+                rec.work = r.get("work")
+                rec.predicted = r.get("predicted_s")
+                rec.rss = r.get("rss_peak_growth_bytes")
+                for key in r.keys() - _SLOTTED:
+                    rec.note(key, r[key])
+                self._records.append(rec)
 
 
 #: the regions open in this context (a thread, an asyncio task), innermost last: a tuple
@@ -334,7 +461,7 @@ def _enter(owner, prof, name) -> None:
     if prof.enabled:
         start = time.perf_counter()
         rec = prof._new("region", name, start)
-        _push(_Frame(owner, prof, rec["id"], rec, start, _nvtx_push(name)))
+        _push(_Frame(owner, prof, rec.id, rec, start, _nvtx_push(name)))
     else:  # a placeholder, so that the matching exit closes this entry and no other
         _push(_Frame(owner, None, None))
 
@@ -344,10 +471,10 @@ def _exit(owner, et) -> None:
     if frame is None or frame.rec is None:
         return
     rec = frame.rec
-    rec["wall_s"] = time.perf_counter() - frame.start
+    rec.wall = time.perf_counter() - frame.start
     _nvtx_pop(frame.nvtx)
     if et is not None:
-        rec["error"] = et.__name__
+        rec.note("error", et.__name__)
     frame.prof._add(rec)
 
 
@@ -400,7 +527,7 @@ class _Span:
         self.rec = prof._new("region", name, self.start)
 
     def __enter__(self):  # one resumption
-        _push(_Frame(self, self.prof, self.rec["id"], nvtx=_nvtx_push(self.name)))
+        _push(_Frame(self, self.prof, self.rec.id, nvtx=_nvtx_push(self.name)))
         return self
 
     def __exit__(self, *exc):
@@ -410,9 +537,9 @@ class _Span:
         return False
 
     def finish(self) -> None:
-        self.rec["wall_s"] = time.perf_counter() - self.start
+        self.rec.wall = time.perf_counter() - self.start
         if self.error is not None:
-            self.rec["error"] = type(self.error).__name__
+            self.rec.note("error", type(self.error).__name__)
         self.prof._add(self.rec)
 
 
@@ -617,7 +744,8 @@ def active():
 
 class task_profiler:  # noqa: N801
     """Record this thread's calls in a fresh :class:`Profiler` for the ``with`` block
-    (a Dask task on a worker); ``.records`` holds them afterwards."""
+    (a Dask task on a worker); ``.records`` holds them afterwards (plain records, for
+    :meth:`Profiler.merge`), ``.dropped`` those not kept past its ``max_records``."""
 
     def __enter__(self):
         global _tasks_open
@@ -635,6 +763,7 @@ class task_profiler:  # noqa: N801
         with _tasks_lock:
             _tasks_open -= 1
         self.records = self.profiler._plain()
+        self.dropped = self.profiler.dropped
         return False
 
 
@@ -652,7 +781,7 @@ def _gpu_begin(rec):
 
         from catalytic.memory import get_monitor
 
-        rec["memory_before"] = get_monitor().snapshot().as_dict()
+        rec.note("memory_before", get_monitor().snapshot().as_dict())
         start, end = cuda.event(), cuda.event()
         start.record()
         return start, end
@@ -669,8 +798,8 @@ def _gpu_end(rec, events) -> None:
     try:
         end.record()
         end.synchronize()
-        rec["device_s"] = cuda.event_elapsed_time(start, end) / 1e3
-        rec["memory_after"] = get_monitor().snapshot().as_dict()
+        rec.note("device_s", cuda.event_elapsed_time(start, end) / 1e3)
+        rec.note("memory_after", get_monitor().snapshot().as_dict())
     except Exception:  # a failed call may leave the context unusable: record nothing more
         pass
 
@@ -848,36 +977,60 @@ def _records_of(run) -> list:
     return run["records"]
 
 
-def _stats(times) -> dict:
-    n = len(times)
-    mean = sum(times) / n
-    std = math.sqrt(sum((x - mean) ** 2 for x in times) / (n - 1)) if n > 1 else 0.0
-    return {"count": n, "total_s": sum(times), "mean_s": mean, "min_s": min(times),
-            "max_s": max(times), "std_s": std}
+class _Stats:
+    """Count, total, min, max and spread of a stream of times, in constant memory
+    (Welford's update for the spread)."""
+
+    __slots__ = ("count", "total", "mean", "m2", "lo", "hi")
+
+    def __init__(self):
+        self.count, self.total, self.mean, self.m2 = 0, 0.0, 0.0, 0.0
+        self.lo = self.hi = None
+
+    def add(self, x) -> None:
+        self.count += 1
+        self.total += x
+        delta = x - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (x - self.mean)
+        self.lo = x if self.lo is None or x < self.lo else self.lo
+        self.hi = x if self.hi is None or x > self.hi else self.hi
+
+    def as_dict(self) -> dict:
+        n = self.count
+        std = math.sqrt(max(self.m2, 0.0) / (n - 1)) if n > 1 else 0.0
+        return {"count": n, "total_s": self.total, "mean_s": self.total / n,
+                "min_s": self.lo, "max_s": self.hi, "std_s": std}
 
 
 def summarize(records) -> dict:
-    """:meth:`Profiler.summary` of plain records: per operation (regions as
+    """:meth:`Profiler.summary` of plain records (any iterable, read once, in memory
+    that grows with the number of names, not of records): per operation (regions as
     ``"[region] name"``) count, total, mean, min, max and std of the wall time, with
     ``backends`` (calls per backend) and ``by_backend`` (the same figures per backend),
     and ``device_total_s`` where device time was measured."""
     groups: dict = {}
     for r in records:
         key = r["name"] if r["kind"] == "op" else f"[region] {r['name']}"
-        groups.setdefault(key, []).append(r)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [_Stats(), {}, None]
+        g[0].add(r["wall_s"])
+        if "backend" in r:
+            per = g[1].get(r["backend"])
+            if per is None:
+                per = g[1][r["backend"]] = _Stats()
+            per.add(r["wall_s"])
+        if "device_s" in r:
+            g[2] = (g[2] or 0.0) + r["device_s"]
     out = {}
-    for key, rs in groups.items():
-        entry = _stats([r["wall_s"] for r in rs])
-        per: dict = {}
-        for r in rs:
-            if "backend" in r:
-                per.setdefault(r["backend"], []).append(r["wall_s"])
+    for key, (total, per, device) in groups.items():
+        entry = total.as_dict()
         if per:
-            entry["backends"] = {b: len(t) for b, t in per.items()}
-            entry["by_backend"] = {b: _stats(t) for b, t in per.items()}
-        dev = [r["device_s"] for r in rs if "device_s" in r]
-        if dev:
-            entry["device_total_s"] = sum(dev)
+            entry["backends"] = {b: st.count for b, st in per.items()}
+            entry["by_backend"] = {b: st.as_dict() for b, st in per.items()}
+        if device is not None:
+            entry["device_total_s"] = device
         out[key] = entry
     return out
 
@@ -981,20 +1134,22 @@ def compare(a, b, *, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
 
 def trace_events(records) -> dict:
     """Chrome trace-event JSON (complete "X" events, microseconds) of plain records."""
+    return {"traceEvents": list(_trace_stream(records)), "displayTimeUnit": "ms"}
+
+
+def _trace_stream(records):
+    """The trace events of plain records, one at a time, then one naming each thread."""
     pid = os.getpid()
-    events = []
-    threads = {}
+    threads: dict = {}
     for r in records:
         tid = threads.setdefault(str(r["thread"]), len(threads))
         args = {k: v for k, v in r.items()
                 if k not in ("kind", "name", "start_s", "wall_s", "thread")}
-        events.append({"name": r["name"], "cat": r["kind"], "ph": "X", "pid": pid,
-                       "tid": tid, "ts": r["start_s"] * 1e6, "dur": r["wall_s"] * 1e6,
-                       "args": args})
+        yield {"name": r["name"], "cat": r["kind"], "ph": "X", "pid": pid, "tid": tid,
+               "ts": r["start_s"] * 1e6, "dur": r["wall_s"] * 1e6, "args": args}
     for name, tid in threads.items():
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                       "args": {"name": f"thread {name}"}})
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+        yield {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+               "args": {"name": f"thread {name}"}}
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -1014,7 +1169,22 @@ def _jsonable(x):
 
 
 def _write(path, text) -> Path:
+    with _replacing(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def _replacing(path):
+    """A text file written beside ``path`` that replaces it when the block ends without
+    an error (an interrupted export leaves no half-written file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            yield fh
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -986,3 +986,106 @@ def test_a_hostile_string_in_a_field_that_holds_no_string_is_refused(field):
         doc["records"][1][field] = HOSTILE
     status, err, wrote = _report_exit(doc)
     assert status == 1 and not wrote and field in err
+
+
+
+# -- memory: the cap bounds what recording, merging and exporting hold ----------------------
+def _plain_records(n, prof):
+    """``n`` plain records of real calls, as a worker sends them (objects of their own)."""
+    L = cat.Lattice(shape=(4, 4))
+    prof.reset()
+    with cat.profile("task"):
+        for _ in range(n - 1):
+            L.degree()
+    plain = json.loads(json.dumps(prof.as_dict()["records"]))
+    prof.reset()
+    return plain
+
+
+def test_merge_keeps_the_cap_and_counts_what_it_drops(prof, monkeypatch):
+    sent = _plain_records(6, prof)
+    monkeypatch.setattr(prof, "max_records", 4)
+    L = cat.Lattice(shape=(4, 4))
+    L.degree()
+    prof.merge(sent, worker="dask-task-0.0", dropped=2)
+    recs = prof.records()
+    assert len(recs) == 4 and prof.dropped == 3 + 2
+    assert prof.as_dict()["dropped"] == 5
+    merged = [r for r in recs if r["thread"] == "dask-task-0.0"]
+    assert len(merged) == 3 and len({r["id"] for r in recs}) == 4
+    prof.merge(sent, worker="dask-task-0.1")  # full: every record counted, none kept
+    assert len(prof.records()) == 4 and prof.dropped == 5 + 6
+
+
+def test_reasons_read_out_are_the_router_s(prof):
+    """Reasons are worded when read out, from the figures kept: the same words as the
+    decision's."""
+    L = cat.Lattice(shape=(16, 16))
+    decisions = []
+    for kw in ({}, {"backend": "numpy"}):
+        L.connected_components(**kw)
+        decisions.append(L.last_decision)
+    L.xor_transform(np.arange(5))
+    decisions.append(L.last_decision)
+    recs = _ops(prof.records())
+    assert [r["reason"] for r in recs] == [d.reason for d in decisions]
+    assert [r["forced"] for r in recs] == [d.forced for d in decisions]
+    assert [r.get("predicted_s") for r in recs] == [d.predictions.get(d.backend)
+                                                    for d in decisions]
+
+
+def _traced(func):
+    """(result, bytes of traced memory the call held at its peak above its start)."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = func()
+        return out, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_kept_record_is_small(prof):
+    """What the kept records hold, measured as what reset() frees (a bound well above
+    the measured figure in reports/profiler.md: a memory test, not a timing test)."""
+    import gc
+    import tracemalloc
+
+    L = cat.Lattice(shape=(8, 8))
+    L.degree()
+    prof.reset()
+    n = 3000
+    tracemalloc.start()
+    try:
+        for _ in range(n):
+            L.degree()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        prof.reset()
+        gc.collect()
+        per_record = (held - tracemalloc.get_traced_memory()[0]) / n
+    finally:
+        tracemalloc.stop()
+    assert 0 < per_record < 600, per_record
+
+
+def test_exports_stream_in_memory_that_does_not_grow_with_the_records(prof, tmp_path):
+    """export_json and export_trace hold a reference per record beyond the records, not
+    a copy of them: their peak stays within a bound of a few dozen bytes a record."""
+    n = 20_000
+    sent = _plain_records(200, prof)
+    for k in range(n // len(sent)):
+        prof.merge(sent, worker=f"w{k}")
+    assert len(prof._records) == n
+    for export in (prof.export_json, prof.export_trace):
+        path, peak = _traced(lambda: export(tmp_path / "run.json"))
+        assert peak < 100 * n + 2**20, (export.__name__, peak / n)
+    doc = P.load(prof.export_json(tmp_path / "r.json"))
+    assert len(doc["records"]) == n and doc["records"][0]["start_s"] <= doc["records"][-1]["start_s"]
+    _, peak = _traced(lambda: prof.export_html(tmp_path / "run.html"))
+    assert peak < 100 * n + 16 * 2**20  # and the page of the first MAX_DRAWN records
