@@ -1089,3 +1089,20 @@ def test_exports_stream_in_memory_that_does_not_grow_with_the_records(prof, tmp_
     assert len(doc["records"]) == n and doc["records"][0]["start_s"] <= doc["records"][-1]["start_s"]
     _, peak = _traced(lambda: prof.export_html(tmp_path / "run.html"))
     assert peak < 100 * n + 16 * 2**20  # and the page of the first MAX_DRAWN records
+
+
+def test_deeply_nested_regions_make_a_page(prof, tmp_path):
+    """As deep as a profiled recursion goes: the page's nesting is not computed by
+    recursion."""
+    import contextlib
+
+    region = cat.profile("level")
+    with contextlib.ExitStack() as stack:
+        for _ in range(1500):
+            stack.enter_context(region)
+        cat.Lattice(shape=(4, 4)).degree()
+    page = prof.export_html(tmp_path / "deep.html").read_text()
+    assert page.count('data-name="level"') == 1500
+    from catalytic.cli import main
+
+    assert main(["report", str(prof.export_json(tmp_path / "deep.json"))]) == 0
