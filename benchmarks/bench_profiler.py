@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -72,6 +73,25 @@ def measure(name, func, calls, rounds):
         prof.reset()
     return {"name": name, "off": statistics.median(off), "on": statistics.median(on),
             "off_spread": statistics.stdev(off) if len(off) > 1 else 0.0}
+
+
+def recording(batches=200, calls=2000):
+    """Seconds per ``begin_op`` + ``end_op`` of a private profiler on a real routing
+    decision, the best of ``batches`` batches (the best is what other work on the
+    machine inflates least)."""
+    L = cat.Lattice(shape=(8, 8))
+    decision = L.engine.router.decide("degree", (L,), {})
+    prof = Profiler()
+    prof.enable()
+
+    def one():
+        prof.end_op(prof.begin_op(decision, "cpu"), decision)
+
+    best = math.inf
+    for _ in range(batches):
+        prof.reset()
+        best = min(best, timeit.timeit(one, number=calls) / calls)
+    return best
 
 
 def memory(n):
@@ -142,6 +162,7 @@ def main(argv=None):
                 args.calls, args.rounds),
     ]
     cat.get_profiler().disable()
+    alone = recording()
     n = 1_000_000
     check = min(timeit.repeat(profiler.active, number=n, repeat=5)) / n
     rss = (min(timeit.repeat(profiler._peak_rss, number=n // 10, repeat=5)) / (n // 10)
@@ -151,8 +172,9 @@ def main(argv=None):
         "",
         f"Measured by `python benchmarks/bench_profiler.py` on {platform.platform()}, "
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs (load average "
-        f"{load} before the run); {args.rounds} alternating rounds of "
-        f"{args.calls} calls, medians of the per-round means.",
+        f"{load} before the timings, {_load()} after them: other work on the machine "
+        f"inflates them); {args.rounds} alternating rounds of {args.calls} calls, "
+        "medians of the per-round means.",
         "",
         "| routed call | disabled (us) | enabled (us) | overhead per call (us) | "
         f"within {LIMIT_US:.0f} us |",
@@ -170,7 +192,8 @@ def main(argv=None):
         + (f", {2 * rss * 1e6:.2f} us of the overhead measured on their own" if rss else
            ": not available on this platform")
         + "); on a GPU backend also CUDA events, transfer counts and monitor snapshots "
-        "(not measured here: no GPU).",
+        "(not measured here: no GPU). Recording alone (`begin_op` + `end_op` on a "
+        f"routing decision, best of 200 batches of 2000): {alone * 1e6:.2f} us per call.",
         "",
         f"Disabled, the engine's only work for the profiler is `profiler.active()`: "
         f"{check * 1e9:.0f} ns per call, against a run-to-run spread (standard deviation "

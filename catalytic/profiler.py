@@ -74,6 +74,7 @@ disabled, is measured by ``benchmarks/bench_profiler.py`` (``reports/profiler.md
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import functools
@@ -120,31 +121,28 @@ except ImportError:  # Windows: not measurable this way
     _peak_rss = None
 
 
-class _Record:
-    """One record as kept in memory: slots, not a dict, and of the router's decision only
-    the figures it is worded from (a decision holds several dicts). Read out as the
-    schema's dict by :meth:`Profiler._plain_record`; ``extra`` holds the rare fields
-    (``error``, ``fallback_from``, a GPU's measurements, a merged record's others)."""
+#: One record as kept in memory: a tuple, built once when the call or region ends, and
+#: of the router's decision only the figures its reason is worded from (a decision holds
+#: several dicts). Read out as the schema's dict by :meth:`Profiler._plain_record`;
+#: ``extra`` holds the rare fields (``error``, ``fallback_from``, a GPU's measurements, a
+#: merged record's others) or is None.
+_Record = collections.namedtuple(
+    "_Record", "kind name id parent thread start wall backend reason forced work "
+    "predicted runner rss extra")
+_tuple_new = tuple.__new__  # _Record from a tuple display, without namedtuple's own __new__
 
-    __slots__ = ("kind", "name", "id", "parent", "thread", "start", "wall", "backend",
-                 "reason", "forced", "work", "predicted", "runner", "rss", "extra")
 
-    def __init__(self, kind, name, rid, parent, thread, start):
-        self.kind, self.name, self.id, self.parent = kind, name, rid, parent
-        self.thread, self.start, self.wall = thread, start, 0.0
-        self.backend = self.reason = self.forced = self.work = self.predicted = None
-        self.runner = self.rss = self.extra = None
-
-    def note(self, key, value) -> None:
-        if self.extra is None:
-            self.extra = {}
-        self.extra[key] = value
+def _region_record(name, head, wall, extra) -> _Record:
+    """A region's record: ``head`` is (id, parent, thread, start) from Profiler._head_of."""
+    rid, parent, thread, start = head
+    return _tuple_new(_Record, ("region", name, rid, parent, thread, start, wall, None, None,
+                                None, None, None, None, None, extra))
 
 
 #: ``_Record.reason`` of a router's default reason, worded only when read out (wording
 #: costs more than the rest of the record)
 _WORD_LATER = object()
-#: schema fields kept in _Record slots (the others of a merged record go to ``extra``)
+#: schema fields with a place in _Record (the others of a merged record go to ``extra``)
 _SLOTTED = {"kind", "name", "id", "parent", "thread", "start_s", "wall_s", "backend",
             "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes"}
 _BY_ID = operator.attrgetter("id")
@@ -225,9 +223,9 @@ class Profiler:
             else:
                 self.dropped += 1
 
-    def _new(self, kind, name, start) -> _Record:
-        return _Record(kind, name, next(self._ids), self.current_region(), self._thread(),
-                       start - self.epoch)
+    def _head_of(self, start) -> tuple:
+        """(id, parent, thread, start relative to the epoch) of a record starting now."""
+        return next(self._ids), self.current_region(), self._thread(), start - self.epoch
 
     # -- regions ----------------------------------------------------------------------
     def region(self, name: str) -> "_Region":
@@ -244,52 +242,56 @@ class Profiler:
         """Start an operation record; returns a token for :meth:`end_op`. On a CPU
         backend nothing is copied to a device, so the transfer counter is not read."""
         start = time.perf_counter()
-        rec = self._new("op", decision.op, start)
-        gpu = moved = None
+        gpu = moved = extra = None
         if device != "cpu":
             moved = transfer_counts()
-            gpu = _gpu_begin(rec)
-        return (rec, start, moved, _peak_rss() if _peak_rss else None, gpu,
-                decision.backend, _nvtx_push(decision.op))
+            extra = {}
+            gpu = _gpu_begin(extra)
+        return (next(self._ids), self.current_region(), self._thread(), start, moved,
+                _peak_rss() if _peak_rss else None, gpu, extra, decision.backend,
+                _nvtx_push(decision.op), self.epoch)
 
     def end_op(self, tok, decision, error: BaseException | None = None) -> None:
         """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
         the call ran in the end (a fallback's, when the chosen backend failed)."""
-        rec, start, moved, rss, gpu, chosen, nvtx = tok
+        rid, parent, thread, start, moved, rss, gpu, extra, chosen, nvtx, epoch = tok
         if gpu is not None:
-            _gpu_end(rec, gpu)
-        rec.wall = time.perf_counter() - start
+            _gpu_end(extra, gpu)
+        wall = time.perf_counter() - start
         if nvtx:
             _nvtx_pop(nvtx)
-        if moved is not None:
-            after = transfer_counts()
-            rec.note("h2d_bytes", after[0] - moved[0])
-            rec.note("d2h_bytes", after[1] - moved[1])
         if rss is not None:
-            rec.rss = max(0, _peak_rss() - rss)
-        backend = rec.backend = decision.backend
-        if backend != chosen:
-            rec.note("fallback_from", chosen)
-        if error is not None:
-            rec.note("error", type(error).__name__)
-        rec.forced = bool(decision.forced)
-        rec.work = decision.work
+            rss = max(0, _peak_rss() - rss)
+        backend = decision.backend
+        if moved is not None or backend != chosen or error is not None:
+            extra = {} if extra is None else extra
+            if moved is not None:
+                after = transfer_counts()
+                extra["h2d_bytes"] = after[0] - moved[0]
+                extra["d2h_bytes"] = after[1] - moved[1]
+            if backend != chosen:
+                extra["fallback_from"] = chosen
+            if error is not None:
+                extra["error"] = type(error).__name__
         preds = decision.predictions
-        rec.predicted = preds.get(backend)
+        predicted = preds.get(backend)
+        runner = None
         reason = decision._reason  # None: the router's default, worded from the figures
-        if reason is None and rec.predicted is not None:
-            if len(preds) > 1:
-                rec.runner = min(t for b, t in preds.items() if b != backend)
+        if reason is None and predicted is not None:
+            for other, t in preds.items():
+                if other != backend and (runner is None or t < runner):
+                    runner = t
             if self._decision_type is None:
                 self._decision_type = type(decision)
             reason = _WORD_LATER
-        if reason is None:
+        elif reason is None:
             try:
                 reason = decision.reason
             except Exception:  # a reason that cannot be worded must not fail the call
                 reason = None
-        rec.reason = reason
-        self._add(rec)
+        self._add(_tuple_new(_Record, (
+            "op", decision.op, rid, parent, thread, start - epoch, wall, backend, reason,
+            bool(decision.forced), decision.work, predicted, runner, rss, extra or None)))
 
     # -- reading --------------------------------------------------------------------------
     def _refs(self) -> list:
@@ -418,19 +420,14 @@ class Profiler:
                     self.dropped += 1
                     continue
                 up = r.get("parent")
+                extra = {key: r[key] for key in r.keys() - _SLOTTED} or None
                 # unpickled records bring a copy of each string per record: kept once
-                rec = _Record(_once(r["kind"]), _once(r["name"]), mapping[r["id"]],
-                              parent if up is None else mapping.get(up, parent), worker,
-                              r["start_s"])
-                rec.wall = r["wall_s"]
-                rec.backend = _once(r.get("backend"))
-                rec.reason = _once(r.get("reason"))
-                rec.forced = r.get("forced")
-                rec.work = r.get("work")
-                rec.predicted = r.get("predicted_s")
-                rec.rss = r.get("rss_peak_growth_bytes")
-                for key in r.keys() - _SLOTTED:
-                    rec.note(key, r[key])
+                rec = _tuple_new(_Record, (
+                    _once(r["kind"]), _once(r["name"]), mapping[r["id"]],
+                    parent if up is None else mapping.get(up, parent), worker,
+                    r["start_s"], r["wall_s"], _once(r.get("backend")),
+                    _once(r.get("reason")), r.get("forced"), r.get("work"),
+                    r.get("predicted_s"), None, r.get("rss_peak_growth_bytes"), extra))
                 self._records.append(rec)
 
 
@@ -443,13 +440,14 @@ _OPEN: contextvars.ContextVar = contextvars.ContextVar("catalytic_profile_open",
 class _Frame:
     """One open region: ``owner`` (the object whose exit closes it), ``prof`` (None when
     profiling was off at entry), ``rid`` (the id records made inside get as parent), and
-    for a region being recorded its record, start time and NVTX range."""
+    for a region being recorded its name, the head of its record
+    (:meth:`Profiler._head_of`), its start time and NVTX range."""
 
-    __slots__ = ("owner", "prof", "rid", "rec", "start", "nvtx")
+    __slots__ = ("owner", "prof", "rid", "name", "head", "start", "nvtx")
 
-    def __init__(self, owner, prof, rid, rec=None, start=None, nvtx=None):
+    def __init__(self, owner, prof, rid, name=None, head=None, start=None, nvtx=None):
         self.owner, self.prof, self.rid = owner, prof, rid
-        self.rec, self.start, self.nvtx = rec, start, nvtx
+        self.name, self.head, self.start, self.nvtx = name, head, start, nvtx
 
 
 def _push(frame) -> None:
@@ -473,22 +471,20 @@ def _enter(owner, prof, name) -> None:
     threads or tasks at once opens one region per entry."""
     if prof.enabled:
         start = time.perf_counter()
-        rec = prof._new("region", name, start)
-        _push(_Frame(owner, prof, rec.id, rec, start, _nvtx_push(name)))
+        head = prof._head_of(start)
+        _push(_Frame(owner, prof, head[0], name, head, start, _nvtx_push(name)))
     else:  # a placeholder, so that the matching exit closes this entry and no other
         _push(_Frame(owner, None, None))
 
 
 def _exit(owner, et) -> None:
     frame = _pop(owner)
-    if frame is None or frame.rec is None:
+    if frame is None or frame.head is None:
         return
-    rec = frame.rec
-    rec.wall = time.perf_counter() - frame.start
+    wall = time.perf_counter() - frame.start
     _nvtx_pop(frame.nvtx)
-    if et is not None:
-        rec.note("error", et.__name__)
-    frame.prof._add(rec)
+    frame.prof._add(_region_record(frame.name, frame.head, wall,
+                                   None if et is None else {"error": et.__name__}))
 
 
 class _Region:
@@ -532,15 +528,15 @@ class _Span:
     generator's own code runs, so that what its consumer does between items is not
     counted inside it."""
 
-    __slots__ = ("prof", "name", "rec", "start", "error")
+    __slots__ = ("prof", "name", "head", "start", "error")
 
     def __init__(self, prof, name):
         self.prof, self.name, self.error = prof, name, None
         self.start = time.perf_counter()
-        self.rec = prof._new("region", name, self.start)
+        self.head = prof._head_of(self.start)
 
     def __enter__(self):  # one resumption
-        _push(_Frame(self, self.prof, self.rec.id, nvtx=_nvtx_push(self.name)))
+        _push(_Frame(self, self.prof, self.head[0], nvtx=_nvtx_push(self.name)))
         return self
 
     def __exit__(self, *exc):
@@ -550,10 +546,10 @@ class _Span:
         return False
 
     def finish(self) -> None:
-        self.rec.wall = time.perf_counter() - self.start
-        if self.error is not None:
-            self.rec.note("error", type(self.error).__name__)
-        self.prof._add(self.rec)
+        wall = time.perf_counter() - self.start
+        self.prof._add(_region_record(
+            self.name, self.head, wall,
+            None if self.error is None else {"error": type(self.error).__name__}))
 
 
 def _decorate(func, name):
@@ -784,9 +780,10 @@ _tasks_lock = threading.Lock()
 
 
 # -- GPU timing and NVTX (absent where they cannot be had) --------------------------------
-def _gpu_begin(rec):
-    """CUDA events recorded on the default stream, and the monitor's snapshot, before a
-    call on a GPU backend; None under the simulator or without a device."""
+def _gpu_begin(extra):
+    """CUDA events recorded on the default stream, and the monitor's snapshot (into the
+    record's ``extra`` dict), before a call on a GPU backend; None under the simulator
+    or without a device."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
         return None
     try:
@@ -794,7 +791,7 @@ def _gpu_begin(rec):
 
         from catalytic.memory import get_monitor
 
-        rec.note("memory_before", get_monitor().snapshot().as_dict())
+        extra["memory_before"] = get_monitor().snapshot().as_dict()
         start, end = cuda.event(), cuda.event()
         start.record()
         return start, end
@@ -802,7 +799,7 @@ def _gpu_begin(rec):
         return None
 
 
-def _gpu_end(rec, events) -> None:
+def _gpu_end(extra, events) -> None:
     from numba import cuda
 
     from catalytic.memory import get_monitor
@@ -811,8 +808,8 @@ def _gpu_end(rec, events) -> None:
     try:
         end.record()
         end.synchronize()
-        rec.note("device_s", cuda.event_elapsed_time(start, end) / 1e3)
-        rec.note("memory_after", get_monitor().snapshot().as_dict())
+        extra["device_s"] = cuda.event_elapsed_time(start, end) / 1e3
+        extra["memory_after"] = get_monitor().snapshot().as_dict()
     except Exception:  # a failed call may leave the context unusable: record nothing more
         pass
 
