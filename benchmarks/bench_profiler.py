@@ -1,6 +1,8 @@
-"""What the profiler costs: per routed call, enabled and disabled.
+"""What the profiler costs: per routed call, enabled and disabled; memory per record and
+at the peak of each export.
 
     python benchmarks/bench_profiler.py [--output reports/profiler.md] [--calls 5000]
+                                        [--records 100000]
 
 Measured in this run on this machine: small routed calls (their time is mostly the
 engine's own per-call work, so the profiler's share is largest there) timed in
@@ -9,24 +11,45 @@ alternating rounds with the profiler disabled and enabled (``--rounds`` rounds o
 the difference of the medians of the per-round means. The disabled cost is what the
 engine does per call for the profiler when it is off, the ``profiler.active()`` test,
 timed on its own, against the run-to-run spread of a disabled call.
+
+Memory is measured with ``tracemalloc`` on ``--records`` records of real routed calls:
+what the kept records hold (traced memory before and after ``reset()``, per record),
+and the peak of traced memory above that while ``export_json``, ``export_trace`` and
+``export_html`` write them; then the same number of plain records merged into a
+profiler whose ``max_records`` is half of it (what a client holds from Dask workers).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
+import math
+import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 import timeit
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 import catalytic as cat
-from catalytic import profiler
+from catalytic import _report, profiler
+from catalytic.profiler import Profiler
 
 LIMIT_US = 5.0
+
+
+def _load() -> str:
+    """The 1-minute load average (other work on the machine inflates the times)."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except (AttributeError, OSError):
+        return "unknown"
 
 
 def per_call(func, calls):
@@ -52,12 +75,83 @@ def measure(name, func, calls, rounds):
             "off_spread": statistics.stdev(off) if len(off) > 1 else 0.0}
 
 
+def recording(batches=200, calls=2000):
+    """Seconds per ``begin_op`` + ``end_op`` of a private profiler on a real routing
+    decision, the best of ``batches`` batches (the best is what other work on the
+    machine inflates least)."""
+    L = cat.Lattice(shape=(8, 8))
+    decision = L.engine.router.decide("degree", (L,), {})
+    prof = Profiler()
+    prof.enable()
+
+    def one():
+        prof.end_op(prof.begin_op(decision, "cpu"), decision)
+
+    best = math.inf
+    for _ in range(batches):
+        prof.reset()
+        best = min(best, timeit.timeit(one, number=calls) / calls)
+    return best
+
+
+def memory(n):
+    """Bytes per kept record, export peaks and a merge under the cap, on ``n`` records
+    of real routed calls (mixed operations, as a study makes them)."""
+    prof = cat.get_profiler()
+    L = cat.Lattice(shape=(8, 8))
+    data = np.arange(10, dtype=np.int64)
+    calls = (L.degree, L.connected_components, lambda: L.xor_transform(data))
+    for f in calls:
+        f()
+    prof.disable()
+    prof.reset()
+    gc.collect()
+    tracemalloc.start()
+    prof.enable()
+    with cat.profile("study"):
+        for i in range(n - 1):
+            calls[i % 3]()
+    prof.disable()
+    out = {"records": len(prof._records)}
+    # what workers send, for the merge below: as JSON text, sharing no object with the
+    # records (a worker's records arrive unpickled, as objects of their own)
+    sent = json.dumps(prof._plain(), default=profiler._jsonable)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, export in (("export_json", prof.export_json),
+                             ("export_trace", prof.export_trace),
+                             ("export_html", prof.export_html)):
+            gc.collect()
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            export(f"{tmp}/run.{name}")
+            out[name] = tracemalloc.get_traced_memory()[1] - base
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0]
+    prof.reset()
+    gc.collect()
+    base = tracemalloc.get_traced_memory()[0]
+    out["per_record"] = (held - base) / out["records"]
+    cap = Profiler()
+    cap.max_records = out["records"] // 2
+    plain = json.loads(sent)
+    cap.merge(plain, worker="dask-task-0.0")
+    del plain
+    gc.collect()
+    out["merged_kept"], out["merged_dropped"] = len(cap._records), cap.dropped
+    out["merged_per_record"] = (tracemalloc.get_traced_memory()[0] - base) / len(cap._records)
+    tracemalloc.stop()
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, default=Path("reports/profiler.md"))
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--records", type=int, default=100_000,
+                    help="records for the memory measurement")
     args = ap.parse_args(argv)
+    load = _load()
     L = cat.Lattice(shape=(8, 8))
     data = np.arange(10, dtype=np.int64)
     rows = [
@@ -68,6 +162,7 @@ def main(argv=None):
                 args.calls, args.rounds),
     ]
     cat.get_profiler().disable()
+    alone = recording()
     n = 1_000_000
     check = min(timeit.repeat(profiler.active, number=n, repeat=5)) / n
     rss = (min(timeit.repeat(profiler._peak_rss, number=n // 10, repeat=5)) / (n // 10)
@@ -76,8 +171,10 @@ def main(argv=None):
         "# Profiler overhead",
         "",
         f"Measured by `python benchmarks/bench_profiler.py` on {platform.platform()}, "
-        f"Python {platform.python_version()}; {args.rounds} alternating rounds of "
-        f"{args.calls} calls, medians of the per-round means.",
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs (load average "
+        f"{load} before the timings, {_load()} after them: other work on the machine "
+        f"inflates them); {args.rounds} alternating rounds of {args.calls} calls, "
+        "medians of the per-round means.",
         "",
         "| routed call | disabled (us) | enabled (us) | overhead per call (us) | "
         f"within {LIMIT_US:.0f} us |",
@@ -95,12 +192,45 @@ def main(argv=None):
         + (f", {2 * rss * 1e6:.2f} us of the overhead measured on their own" if rss else
            ": not available on this platform")
         + "); on a GPU backend also CUDA events, transfer counts and monitor snapshots "
-        "(not measured here: no GPU).",
+        "(not measured here: no GPU). Recording alone (`begin_op` + `end_op` on a "
+        f"routing decision, best of 200 batches of 2000): {alone * 1e6:.2f} us per call.",
         "",
         f"Disabled, the engine's only work for the profiler is `profiler.active()`: "
         f"{check * 1e9:.0f} ns per call, against a run-to-run spread (standard deviation "
         f"of the per-round means) of {spread * 1e3:.0f} ns for the cheapest call above: "
         "not measurable in a routed call.",
+    ]
+    mem = memory(args.records)
+    n, cap = mem["records"], Profiler.max_records
+    lines += [
+        "",
+        "## Memory",
+        "",
+        f"Measured with `tracemalloc` on {n:,} records of routed calls (`degree`, "
+        "`connected_components`, `xor_transform` on 8 x 8, in one region), in the same "
+        "run.",
+        "",
+        "| what | bytes | per record |",
+        "|---|---:|---:|",
+        f"| records kept | {mem['per_record'] * n:,.0f} | {mem['per_record']:.0f} |",
+    ]
+    for name in ("export_json", "export_trace", "export_html"):
+        lines.append(f"| peak above them during `{name}` | {mem[name]:,.0f} | "
+                     f"{mem[name] / n:.1f} |")
+    lines += [
+        f"| {mem['merged_kept']:,} plain records merged under max_records = "
+        f"{mem['merged_kept']:,} ({mem['merged_dropped']:,} dropped) | "
+        f"{mem['merged_per_record'] * mem['merged_kept']:,.0f} | "
+        f"{mem['merged_per_record']:.0f} |",
+        "",
+        f"At the cap (`Profiler.max_records` = {cap:,}) the records would hold "
+        f"{mem['per_record'] * cap / 2**20:,.0f} MiB, and `export_json` / `export_trace` "
+        f"{max(mem['export_json'], mem['export_trace']) / n * cap / 2**20:,.0f} MiB more "
+        "at their peak: the per-record figures above times the cap (computed, not "
+        "measured at the cap). The exports stream one record at a time; what grows with "
+        "the records is the sorted list of references to them. `export_html` holds that "
+        f"list and the page, which draws and lists the first {_report.MAX_DRAWN:,} "
+        "records only, so its peak stops growing there.",
     ]
     text = "\n".join(lines) + "\n"
     args.output.parent.mkdir(parents=True, exist_ok=True)

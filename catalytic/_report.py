@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from catalytic.profiler import _fmt, summarize
+from catalytic._profile_docs import _fmt, summarize
 
 #: at most this many records are drawn on the timeline and listed (the summary counts all)
 MAX_DRAWN = 2000
@@ -23,22 +23,29 @@ svg text { font: 11px system-ui, sans-serif; }
 """
 
 
+def _e(value) -> str:
+    """``value`` as HTML text or attribute value: every field of a profile file is
+    untrusted (a file from elsewhere), so every one goes through here."""
+    return html.escape(str(value), quote=True)
+
+
 def _depths(records) -> dict:
+    """Nesting depth of each record in its lane (iterative: chains of regions can be as
+    deep as a recursion that was profiled)."""
     by_id = {r["id"]: r for r in records}
     depth: dict = {}
-
-    def d(r):
-        if r["id"] in depth:
-            return depth[r["id"]]
-        p = by_id.get(r.get("parent"))
-        # a parent in another thread's lane (a region that handed work to a pool) does
-        # not push the record down in its own lane
-        same_lane = p is not None and str(p["thread"]) == str(r["thread"])
-        depth[r["id"]] = d(p) + 1 if same_lane else 0
-        return depth[r["id"]]
-
     for r in records:
-        d(r)
+        chain = []
+        while r is not None and r["id"] not in depth:
+            chain.append(r)
+            p = by_id.get(r.get("parent"))
+            # a parent in another thread's lane (a region that handed work to a pool)
+            # does not push the record down in its own lane
+            r = p if p is not None and str(p["thread"]) == str(r["thread"]) else None
+        below = depth[r["id"]] + 1 if r is not None else 0
+        for rec in reversed(chain):
+            depth[rec["id"]] = below
+            below += 1
     return depth
 
 
@@ -86,21 +93,21 @@ def _timeline(records, colours) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + left + 10}" '
              f'height="{y0 + 10}" role="img" aria-label="timeline">']
     parts.append(f'<text x="{left}" y="12">0</text><text x="{left + width - 60}" y="12">'
-                 f'{html.escape(_fmt(span))}</text>')
+                 f'{_e(_fmt(span))}</text>')
     for t in lanes:
-        parts.append(f'<text x="4" y="{tops[t] + 13}">thread {html.escape(t)}</text>')
+        parts.append(f'<text x="4" y="{tops[t] + 13}">thread {_e(t)}</text>')
     for r in records:
         x = left + (r["start_s"] - t0) / span * width
         w = max(r["wall_s"] / span * width, 1.0)
         y = tops[str(r["thread"])] + depth[r["id"]] * row_h
         fill = "#d0d0d0" if r["kind"] == "region" else _colour(r["name"], colours)
-        label = html.escape(_label(r))
-        parts.append(f'<g class="rec" data-name="{html.escape(r["name"])}">'
+        label = _e(_label(r))
+        parts.append(f'<g class="rec" data-name="{_e(r["name"])}">'
                      f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row_h - 3}" '
                      f'fill="{fill}" stroke="#555" stroke-width="0.3"><title>{label}</title>'
                      '</rect>')
         if w > 60:
-            parts.append(f'<text x="{x + 3:.2f}" y="{y + 12}">{html.escape(r["name"])}</text>')
+            parts.append(f'<text x="{x + 3:.2f}" y="{y + 12}">{_e(r["name"])}</text>')
         parts.append("</g>")
     parts.append("</svg>")
     return "".join(parts)
@@ -118,11 +125,11 @@ def _bars(summary, colours) -> str:
     for i, (name, v) in enumerate(ops):
         y = 5 + i * row_h
         w = max(v["total_s"] / top * width, 1.0)
-        parts.append(f'<text x="4" y="{y + 14}">{html.escape(name)}</text>'
+        parts.append(f'<text x="4" y="{y + 14}">{_e(name)}</text>'
                      f'<rect x="{left}" y="{y}" width="{w:.2f}" height="{row_h - 6}" '
                      f'fill="{_colour(name, colours)}"/>'
                      f'<text x="{left + w + 6:.2f}" y="{y + 14}">'
-                     f'{html.escape(_fmt(v["total_s"]))} ({v["count"]} '
+                     f'{_e(_fmt(v["total_s"]))} ({_e(v["count"])} '
                      f'call{"s" if v["count"] != 1 else ""})</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -134,9 +141,9 @@ def _summary_table(summary) -> str:
            "<th>mean</th><th>min</th><th>max</th><th>std</th><th class='l'>backends</th>"
            "</tr>"]
     for k, v in rows:
-        be = ", ".join(f"{b} &times;{c}" for b, c in v.get("backends", {}).items())
-        out.append(f"<tr><td class='l'>{html.escape(k)}</td><td>{v['count']}</td>"
-                   + "".join(f"<td>{_fmt(v[f])}</td>"
+        be = ", ".join(f"{_e(b)} &times;{_e(c)}" for b, c in v.get("backends", {}).items())
+        out.append(f"<tr><td class='l'>{_e(k)}</td><td>{_e(v['count'])}</td>"
+                   + "".join(f"<td>{_e(_fmt(v[f]))}</td>"
                              for f in ("total_s", "mean_s", "min_s", "max_s", "std_s"))
                    + f"<td class='l'>{be}</td></tr>")
     out.append("</table>")
@@ -150,36 +157,46 @@ def _records_table(records) -> str:
            "<th class='l'>reason</th></tr>"]
     for r in records:
         def cell(key, fmt=_fmt):
-            return f"<td>{html.escape(fmt(r[key]))}</td>" if key in r else "<td>&ndash;</td>"
+            return f"<td>{_e(fmt(r[key]))}</td>" if key in r else "<td>&ndash;</td>"
 
-        out.append(f"<tr><td class='l'>{r['kind']}</td><td class='l'>{html.escape(r['name'])}"
-                   f"</td><td>{html.escape(str(r['thread']))}</td>{cell('start_s')}"
-                   f"{cell('wall_s')}<td class='l'>{html.escape(r.get('backend', ''))}</td>"
+        out.append(f"<tr><td class='l'>{_e(r['kind'])}</td><td class='l'>{_e(r['name'])}"
+                   f"</td><td>{_e(str(r['thread']))}</td>{cell('start_s')}"
+                   f"{cell('wall_s')}<td class='l'>{_e(r.get('backend', ''))}</td>"
                    f"{cell('predicted_s')}{cell('device_s')}"
                    f"{cell('h2d_bytes', lambda b: f'{b} B')}"
                    f"{cell('d2h_bytes', lambda b: f'{b} B')}"
-                   f"<td class='l'>{html.escape(r.get('reason', ''))}</td></tr>")
+                   f"<td class='l'>{_e(r.get('reason', ''))}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
 
 def html_report(doc: dict, title: str = "catalytic profile") -> str:
-    """The page for a profile document (see :mod:`catalytic.profiler`)."""
+    """The page for a profile document (see :mod:`catalytic.profiler`); every field is
+    escaped, but the document's types are trusted: check it first
+    (:func:`catalytic.profiler.check_document`, which :func:`~catalytic.profiler.load`
+    runs)."""
     records = doc["records"]
     drawn = sorted(records, key=lambda r: (r["start_s"], r["id"]))[:MAX_DRAWN]
-    summary = summarize(records)
-    colours: dict = {}
-    machine = doc.get("machine", {})
-    about = ", ".join(f"{k} {v}" for k, v in machine.items())
-    cut = (f"<p class='note'>{len(records)} records; the first {MAX_DRAWN} are drawn and "
-           "listed, the summary counts all.</p>" if len(records) > MAX_DRAWN else "")
     ops = sum(1 for r in records if r["kind"] == "op")
+    return page(doc, drawn, summarize(records), len(records), ops, title)
+
+
+def page(head: dict, drawn: list, summary: dict, n_records: int, n_ops: int,
+         title: str = "catalytic profile") -> str:
+    """The page from its parts: ``head`` (the document's ``created`` and ``machine``),
+    ``drawn`` (the first records in start order, at most :data:`MAX_DRAWN`), the
+    summary of all records, and how many records and operations there are."""
+    colours: dict = {}
+    machine = head.get("machine", {})
+    about = ", ".join(f"{k} {v}" for k, v in machine.items())
+    cut = (f"<p class='note'>{n_records} records; the first {len(drawn)} are drawn and "
+           "listed, the summary counts all.</p>" if n_records > len(drawn) else "")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        f"<p class='note'>Recorded {html.escape(str(doc.get('created', '')))} on "
-        f"{html.escape(about)}: {ops} operations, {len(records) - ops} regions. Every "
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{_e(title)}</h1>"
+        f"<p class='note'>Recorded {_e(str(head.get('created', '')))} on "
+        f"{_e(about)}: {n_ops} operations, {n_records - n_ops} regions. Every "
         "figure was measured; a blank means it could not be measured here.</p>"
         f"{cut}<h2>Time per operation</h2>{_bars(summary, colours)}"
         f"<h2>Timeline</h2><p class='note'>One lane per thread; regions in grey hold "

@@ -1,12 +1,18 @@
 """Command line: ``catalytic info | demo | bench | calibrate | profile | report | recover``.
 
 Exit codes: 0 success, 1 failure (a one-line message on standard error; for ``report
---compare``, a regression), 2 a usage error (argparse's message).
+--compare``, a regression, or two runs that share no operation), 2 a usage error
+(argparse's message, or one line naming the arguments that do not go together), 130
+interrupted (Ctrl-C). ``catalytic profile`` exits with its script's status instead, as
+``python script.py`` would, after writing the reports (also when the script is
+interrupted: what was recorded until then).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 
@@ -177,10 +183,15 @@ def cmd_recover(args) -> int:
 
     status = 0
     for path in args.paths:
+        if not os.path.isfile(path):
+            why = "is not a file" if os.path.exists(path) else "no such file"
+            print(f"catalytic recover: {path}: {why}", file=sys.stderr)
+            status = 1
+            continue
         try:
             n = recover(path)
         except (CatalyticError, OSError) as err:
-            print(f"{path}: NOT restored: {err}")
+            print(f"{path}: NOT restored: {err}", file=sys.stderr)
             status = 1
             continue
         print(f"{path}: {'restored from ' + str(n) + ' journal(s)' if n else 'no journal, nothing to do'}")
@@ -208,8 +219,13 @@ def cmd_warmup(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    """Run a user's script with profiling on, then write its reports."""
-    import os
+    """Run a user's script with profiling on, then write its reports.
+
+    Returns the script's exit status as ``python script.py`` gives it: 0, the code of
+    its ``sys.exit(n)``, 1 when it raised or exited with a message (printed on standard
+    error, like Python prints it), 130 when interrupted (Ctrl-C); 2 when there is no
+    such script. The reports hold what was recorded in every case.
+    """
     import runpy
     import traceback
 
@@ -222,14 +238,22 @@ def cmd_profile(args) -> int:
     prof = get_profiler()
     prof.reset()
     prof.enable()
-    status = 0
+    status, message = 0, None
     saved = sys.argv
     sys.argv = [script] + list(args.args)
     try:
         with prof.region(os.path.basename(script)):
             runpy.run_path(script, run_name="__main__")
     except SystemExit as err:
-        status = err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
+        if err.code is None or isinstance(err.code, int):
+            status = int(err.code or 0)
+        else:  # sys.exit("message"): Python prints it and exits 1
+            message = str(err.code)
+            status = 1
+    except KeyboardInterrupt:
+        print(f"catalytic profile: {script} interrupted; writing what was recorded",
+              file=sys.stderr)
+        status = 130
     except Exception as err:
         traceback.print_exc()
         print(f"catalytic profile: {script} raised {type(err).__name__}: {err}", file=sys.stderr)
@@ -243,6 +267,8 @@ def cmd_profile(args) -> int:
     print()
     prof.print_summary()
     print("\nwrote " + ", ".join(str(p) for p in paths))
+    if message is not None:
+        print(message, file=sys.stderr)
     return status
 
 
@@ -251,16 +277,20 @@ def cmd_report(args) -> int:
     from catalytic import profiler
 
     if args.compare:
-        if args.profile is not None:
-            print("catalytic report: give either PROFILE or --compare BEFORE AFTER",
-                  file=sys.stderr)
+        if args.profile is not None or args.output is not None:
+            print("catalytic report: give either PROFILE (and --output) or --compare "
+                  "BEFORE AFTER (which writes no file)", file=sys.stderr)
             return 2
-        result = profiler.compare(*args.compare, threshold=args.threshold)
+        threshold = profiler.DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+        result = profiler.compare(*args.compare, threshold=threshold)
         print(result)
-        return 1 if result.regressions else 0
+        return 1 if result.regressions or result.nothing_compared else 0
     if args.profile is None:
         print("catalytic report: give a profile (profile.json) or --compare BEFORE AFTER",
               file=sys.stderr)
+        return 2
+    if args.threshold is not None:
+        print("catalytic report: --threshold goes with --compare", file=sys.stderr)
         return 2
     from catalytic._report import html_report
 
@@ -269,6 +299,17 @@ def cmd_report(args) -> int:
     profiler._write(out, html_report(doc, f"catalytic profile {args.profile}"))
     print(f"wrote {out}")
     return 0
+
+
+def _threshold(text) -> float:
+    """argparse type of ``--threshold``: a finite number > 0 (else a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
 
 
 def main(argv=None) -> int:
@@ -303,12 +344,13 @@ def main(argv=None) -> int:
                    help="path prefix of the reports (default: profile -> profile.json, "
                    "profile.trace.json, profile.html)")
     rp = sub.add_parser("report", help="HTML page of a saved profile, or --compare two "
-                        "(exit 1 on a regression)")
+                        "(exit 1 on a regression, or when they share no operation)")
     rp.add_argument("profile", nargs="?", help="a profile JSON file")
     rp.add_argument("--output", "-o", default=None, help="the HTML file to write")
     rp.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
-    rp.add_argument("--threshold", type=float, default=0.25,
-                    help="slowdown counted as a regression (default 0.25: 25%%)")
+    rp.add_argument("--threshold", type=_threshold, default=None,
+                    help="with --compare: slowdown counted as a regression (default "
+                    "0.25: 25%%)")
     args = ap.parse_args(argv)
     commands = {"info": cmd_info, "demo": cmd_demo, "calibrate": cmd_calibrate,
                 "recover": cmd_recover, "bench": cmd_bench, "profile": cmd_profile,
@@ -318,6 +360,9 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as err:  # a missing file, a file that is no profile
         print(f"catalytic {args.cmd}: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"catalytic {args.cmd}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

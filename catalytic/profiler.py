@@ -57,32 +57,58 @@ Files
 trace-event JSON (``chrome://tracing``, Perfetto); :meth:`Profiler.export_html` one
 self-contained HTML page (no network) with a timeline and per-operation bars.
 :func:`compare` compares two runs per operation and flags regressions;
-``catalytic report --compare before.json after.json`` exits 1 on one.
+``catalytic report --compare before.json after.json`` exits 1 on one, and when the runs
+share no operation (nothing was compared).
 
-Threads: records from every thread go to one list under a lock; a region is the parent
-of the operations its thread runs inside it (the batch processor passes the caller's
-region to its worker threads and Dask tasks). Cost: about 4 us per recorded call on a
-CPU backend, and about 25 ns per call when disabled (``reports/profiler.md``).
+Threads and tasks: records from every thread go to one list under a lock; a region is
+the parent of the operations run inside it in its own thread, or its own asyncio task
+(open regions are kept in a context variable); the batch processor passes the caller's
+region to its worker threads and Dask tasks. Generators and coroutines: see
+:class:`profile`.
+
+Memory: at most :attr:`Profiler.max_records` records are kept, recorded here or merged
+from workers (later ones are counted in ``dropped``); the exports stream them, holding a
+reference per record beyond them. What a record costs in memory and time, enabled and
+disabled, is measured by ``benchmarks/bench_profiler.py`` (``reports/profiler.md``).
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import contextvars
 import functools
+import inspect
 import itertools
 import json
 import math
+import operator
 import os
 import platform
+import sys
 import threading
 import time
 from pathlib import Path
 
+from catalytic._profile_docs import (  # noqa: F401 - the profiler's public names
+    _FIELDS,
+    _REQUIRED,
+    DEFAULT_THRESHOLD,
+    SCHEMA,
+    SCHEMA_VERSION,
+    Comparison,
+    _fmt,
+    _jsonable,
+    _trace_stream,
+    bottlenecks,
+    check_document,
+    compare,
+    format_summary,
+    load,
+    summarize,
+    trace_events,
+)
 from catalytic.kernels import transfer_counts
-
-SCHEMA = "catalytic-profile"
-SCHEMA_VERSION = 1
-#: a per-operation mean this much slower (ratio - 1) counts as a regression in compare()
-DEFAULT_THRESHOLD = 0.25
 
 try:  # the process's peak RSS: ru_maxrss is KiB on Linux, bytes on macOS
     import resource as _resource
@@ -95,6 +121,40 @@ except ImportError:  # Windows: not measurable this way
     _peak_rss = None
 
 
+#: One record as kept in memory: a tuple, built once when the call or region ends, and
+#: of the router's decision only the figures its reason is worded from (a decision holds
+#: several dicts). Read out as the schema's dict by :meth:`Profiler._plain_record`;
+#: ``extra`` holds the rare fields (``error``, ``fallback_from``, a GPU's measurements, a
+#: merged record's others) or is None.
+_Record = collections.namedtuple(
+    "_Record", "kind name id parent thread start wall backend reason forced work "
+    "predicted runner rss extra")
+_tuple_new = tuple.__new__  # _Record from a tuple display, without namedtuple's own __new__
+
+
+def _region_record(name, head, wall, extra) -> _Record:
+    """A region's record: ``head`` is (id, parent, thread, start) from Profiler._head_of."""
+    rid, parent, thread, start = head
+    return _tuple_new(_Record, ("region", name, rid, parent, thread, start, wall, None, None,
+                                None, None, None, None, None, extra))
+
+
+#: ``_Record.reason`` of a router's default reason, worded only when read out (wording
+#: costs more than the rest of the record)
+_WORD_LATER = object()
+#: schema fields with a place in _Record (the others of a merged record go to ``extra``)
+_SLOTTED = {"kind", "name", "id", "parent", "thread", "start_s", "wall_s", "backend",
+            "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes"}
+_BY_ID = operator.attrgetter("id")
+
+
+def _once(text):
+    """``text`` as the one string object of its value (None and non-strings as they are)."""
+    return sys.intern(text) if type(text) is str else text
+
+_BY_START = operator.attrgetter("start")
+
+
 class Profiler:
     """Records of routed operations and named regions (module docstring).
 
@@ -102,8 +162,9 @@ class Profiler:
     (Dask workers use one per task).
     """
 
-    #: records kept at most; later ones are counted in ``dropped`` (a long study with
-    #: profiling left on must not grow without bound: about 0.6 KB a record)
+    #: records kept at most, recorded here or merged from workers; later ones are counted
+    #: in ``dropped``. What a record costs in memory, and an export at this cap, is
+    #: measured in ``reports/profiler.md`` (benchmarks/bench_profiler.py).
     max_records = 1_000_000
 
     def __init__(self):
@@ -112,8 +173,8 @@ class Profiler:
         self._lock = threading.Lock()
         self._records: list = []
         self._ids = itertools.count(1)
-        self._local = threading.local()
         self._threads: dict = {}
+        self._decision_type = None  # the router's Decision class, to word reasons
         self.epoch = time.perf_counter()
 
     # -- switching -------------------------------------------------------------------
@@ -126,29 +187,26 @@ class Profiler:
         self.enabled = False
 
     def reset(self) -> None:
-        """Forget every record (regions open in some thread stay open there)."""
+        """Forget every record (regions open in some thread stay open there, and are
+        recorded when they end)."""
         with self._lock:
             self._records = []
             self.dropped = 0
             self.epoch = time.perf_counter()
 
     def records(self) -> list:
-        """A copy of the records, in the order they started."""
-        with self._lock:
-            recs = [dict(r) for r in self._records]
-        return sorted(recs, key=lambda r: (r["start_s"], r["id"]))
+        """The records as the schema's dicts (module docstring), in the order they
+        started."""
+        return self._plain()
 
-    # -- the stack of regions of this thread -------------------------------------------
-    def _stack(self) -> list:
-        st = getattr(self._local, "stack", None)
-        if st is None:
-            st = self._local.stack = []
-        return st
-
+    # -- the regions open where the caller runs ------------------------------------------
     def current_region(self):
-        """The id of this thread's innermost open region, or None."""
-        st = self._stack()
-        return st[-1] if st else None
+        """The id of the innermost region of this profiler open in the caller's context
+        (its thread, or its asyncio task), or None."""
+        for frame in reversed(_OPEN.get()):
+            if frame.prof is self:
+                return frame.rid
+        return None
 
     def _thread(self):
         t = threading.get_ident()
@@ -158,17 +216,16 @@ class Profiler:
                 num = self._threads.setdefault(t, len(self._threads))
         return num
 
-    def _add(self, rec: dict) -> None:
+    def _add(self, rec) -> None:
         with self._lock:
             if len(self._records) < self.max_records:
                 self._records.append(rec)
             else:
                 self.dropped += 1
 
-    def _new(self, kind, name, start) -> dict:
-        return {"kind": kind, "name": name, "id": next(self._ids),
-                "parent": self.current_region(), "thread": self._thread(),
-                "start_s": start - self.epoch}
+    def _head_of(self, start) -> tuple:
+        """(id, parent, thread, start relative to the epoch) of a record starting now."""
+        return next(self._ids), self.current_region(), self._thread(), start - self.epoch
 
     # -- regions ----------------------------------------------------------------------
     def region(self, name: str) -> "_Region":
@@ -177,7 +234,7 @@ class Profiler:
 
     def adopt(self, parent):
         """A context manager making region id ``parent`` (from another thread's
-        :meth:`current_region`) the enclosing region of this thread's records."""
+        :meth:`current_region`) the enclosing region of the records made inside it."""
         return _Adopt(self, parent)
 
     # -- operations (called by the engine) ----------------------------------------------
@@ -185,55 +242,102 @@ class Profiler:
         """Start an operation record; returns a token for :meth:`end_op`. On a CPU
         backend nothing is copied to a device, so the transfer counter is not read."""
         start = time.perf_counter()
-        rec = self._new("op", decision.op, start)
-        gpu = moved = None
+        gpu = moved = extra = None
         if device != "cpu":
             moved = transfer_counts()
-            gpu = _gpu_begin(rec)
-        return (rec, start, moved, _peak_rss() if _peak_rss else None, gpu,
-                decision.backend, _nvtx_push(decision.op))
+            extra = {}
+            gpu = _gpu_begin(extra)
+        return (next(self._ids), self.current_region(), self._thread(), start, moved,
+                _peak_rss() if _peak_rss else None, gpu, extra, decision.backend,
+                _nvtx_push(decision.op), self.epoch)
 
     def end_op(self, tok, decision, error: BaseException | None = None) -> None:
         """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
         the call ran in the end (a fallback's, when the chosen backend failed)."""
-        rec, start, moved, rss, gpu, chosen, nvtx = tok
+        rid, parent, thread, start, moved, rss, gpu, extra, chosen, nvtx, epoch = tok
         if gpu is not None:
-            _gpu_end(rec, gpu)
-        rec["wall_s"] = time.perf_counter() - start
+            _gpu_end(extra, gpu)
+        wall = time.perf_counter() - start
         if nvtx:
             _nvtx_pop(nvtx)
-        if moved is not None:
-            after = transfer_counts()
-            rec["h2d_bytes"] = after[0] - moved[0]
-            rec["d2h_bytes"] = after[1] - moved[1]
         if rss is not None:
-            rec["rss_peak_growth_bytes"] = max(0, _peak_rss() - rss)
-        rec["backend"] = decision.backend
-        if decision.backend != chosen:
-            rec["fallback_from"] = chosen
-        rec["_decision"] = decision  # worded (reason, prediction) when read out
-        if error is not None:
-            rec["error"] = type(error).__name__
-        self._add(rec)
+            rss = max(0, _peak_rss() - rss)
+        backend = decision.backend
+        if moved is not None or backend != chosen or error is not None:
+            extra = {} if extra is None else extra
+            if moved is not None:
+                after = transfer_counts()
+                extra["h2d_bytes"] = after[0] - moved[0]
+                extra["d2h_bytes"] = after[1] - moved[1]
+            if backend != chosen:
+                extra["fallback_from"] = chosen
+            if error is not None:
+                extra["error"] = type(error).__name__
+        preds = decision.predictions
+        predicted = preds.get(backend)
+        runner = None
+        reason = decision._reason  # None: the router's default, worded from the figures
+        if reason is None and predicted is not None:
+            for other, t in preds.items():
+                if other != backend and (runner is None or t < runner):
+                    runner = t
+            if self._decision_type is None:
+                self._decision_type = type(decision)
+            reason = _WORD_LATER
+        elif reason is None:
+            try:
+                reason = decision.reason
+            except Exception:  # a reason that cannot be worded must not fail the call
+                reason = None
+        self._add(_tuple_new(_Record, (
+            "op", decision.op, rid, parent, thread, start - epoch, wall, backend, reason,
+            bool(decision.forced), decision.work, predicted, runner, rss, extra or None)))
 
     # -- reading --------------------------------------------------------------------------
-    def _plain(self) -> list:
-        """The records with the router's decisions put into words (JSON-ready)."""
-        out = []
-        for r in self.records():
-            d = r.pop("_decision", None)
-            if d is not None:
-                r["reason"] = d.reason
-                r["forced"] = bool(d.forced)
-                if math.isfinite(d.work):
-                    r["work"] = d.work
-                if d.backend in d.predictions:
-                    r["predicted_s"] = d.predictions[d.backend]
-            out.append(r)
-        return out
+    def _refs(self) -> list:
+        """The kept records in the order they started (a list of references: no copy of
+        the records themselves)."""
+        with self._lock:
+            refs = list(self._records)
+        refs.sort(key=_BY_ID)
+        refs.sort(key=_BY_START)  # stable: ties in start time stay in id order
+        return refs
 
-    def as_dict(self) -> dict:
-        """The run as the JSON document :meth:`export_json` writes."""
+    def _reason(self, r):
+        if r.reason is not _WORD_LATER:
+            return r.reason
+        preds = {r.backend: r.predicted}
+        if r.runner is not None:
+            preds[None] = r.runner  # the runner-up's figure: its name is not worded
+        return self._decision_type(r.name, r.backend, None, preds, work=r.work).reason
+
+    def _plain_record(self, r, words: bool = True) -> dict:
+        """Record ``r`` as the schema's dict (JSON-ready); ``words=False`` leaves the
+        reason out (summaries do not need it)."""
+        d = {"kind": r.kind, "name": r.name, "id": r.id, "parent": r.parent,
+             "thread": r.thread, "start_s": r.start, "wall_s": r.wall}
+        if r.backend is not None:
+            d["backend"] = r.backend
+        if words and r.reason is not None:
+            d["reason"] = self._reason(r)
+        if r.forced is not None:
+            d["forced"] = r.forced
+        if r.work is not None and math.isfinite(r.work):
+            d["work"] = r.work
+        if r.predicted is not None and math.isfinite(r.predicted):
+            d["predicted_s"] = r.predicted
+        if r.rss is not None:
+            d["rss_peak_growth_bytes"] = r.rss
+        if r.extra:
+            d.update(r.extra)
+        return d
+
+    def _plain(self, words: bool = True) -> list:
+        """Every record as the schema's dict, in the order they started."""
+        return [self._plain_record(r, words) for r in self._refs()]
+
+    def _head(self) -> dict:
+        """The JSON document of :meth:`as_dict` without its records."""
         import numba
 
         return {
@@ -243,18 +347,21 @@ class Profiler:
             "machine": {"platform": platform.platform(), "python": platform.python_version(),
                         "numba": numba.__version__, "cpu_count": os.cpu_count()},
             "dropped": self.dropped,
-            "records": self._plain(),
         }
+
+    def as_dict(self) -> dict:
+        """The run as the JSON document :meth:`export_json` writes."""
+        return dict(self._head(), records=self._plain())
 
     def summary(self) -> dict:
         """Per operation (and per region): count, total, mean, min, max, std of the wall
         time in seconds, overall and per backend (see :func:`summarize`)."""
-        return summarize(self._plain())
+        return summarize(self._plain_record(r, False) for r in self._refs())
 
     def bottlenecks(self, n: int = 5) -> list:
         """The ``n`` operations with the largest total time: ``(name, total_s, share)``
         with ``share`` the fraction of all operations' time."""
-        return bottlenecks(self._plain(), n)
+        return bottlenecks((self._plain_record(r, False) for r in self._refs()), n)
 
     def print_summary(self, file=None) -> None:
         """Print :meth:`summary` as a table, slowest total first."""
@@ -262,89 +369,318 @@ class Profiler:
 
     # -- files ------------------------------------------------------------------------------
     def export_json(self, path) -> Path:
-        """Write the run as JSON (schema in the module docstring); returns the path."""
-        return _write(path, json.dumps(self.as_dict(), indent=1, default=_jsonable))
+        """Write the run as JSON (schema in the module docstring), one record a line,
+        streamed: beyond the records kept, the export holds one record at a time. The
+        file appears complete or not at all. Returns the path."""
+        with _replacing(path) as fh:
+            fh.write(json.dumps(self._head(), default=_jsonable)[:-1] + ', "records": [')
+            sep = "\n"
+            for r in self._refs():
+                fh.write(sep + json.dumps(self._plain_record(r), default=_jsonable))
+                sep = ",\n"
+            fh.write("\n]}\n")
+        return Path(path)
 
     def export_trace(self, path) -> Path:
-        """Write Chrome trace-event JSON (``chrome://tracing``, Perfetto)."""
-        return _write(path, json.dumps(trace_events(self._plain()), default=_jsonable))
+        """Write Chrome trace-event JSON (``chrome://tracing``, Perfetto), streamed as
+        :meth:`export_json` is."""
+        with _replacing(path) as fh:
+            fh.write('{"displayTimeUnit": "ms", "traceEvents": [')
+            sep = "\n"
+            for event in _trace_stream(self._plain_record(r) for r in self._refs()):
+                fh.write(sep + json.dumps(event, default=_jsonable))
+                sep = ",\n"
+            fh.write("\n]}\n")
+        return Path(path)
 
     def export_html(self, path, title: str = "catalytic profile") -> Path:
         """Write one self-contained HTML page (no network): timeline, per-operation
-        bars, summary table."""
-        from catalytic._report import html_report
+        bars, summary table. The summary counts every record; the timeline and the
+        table of records hold the first ``_report.MAX_DRAWN``."""
+        from catalytic._report import MAX_DRAWN, page
 
-        return _write(path, html_report(self.as_dict(), title))
+        refs = self._refs()
+        drawn = [self._plain_record(r) for r in refs[:MAX_DRAWN]]
+        summary = summarize(self._plain_record(r, False) for r in refs)
+        n_ops = sum(1 for r in refs if r.kind == "op")
+        return _write(path, page(self._head(), drawn, summary, len(refs), n_ops, title))
 
     # -- Dask workers ----------------------------------------------------------------------
-    def merge(self, records, *, worker: str, parent=None) -> None:
-        """Add records collected elsewhere (a Dask worker's task): their ids are made
-        unique here, their thread becomes ``worker``, and their top-level records hang
-        under region ``parent``. Start times stay relative to the worker's own clock."""
-        mapping = {}
+    def merge(self, records, *, worker: str, parent=None, dropped: int = 0) -> None:
+        """Add records collected elsewhere (plain records, as a Dask worker's task
+        returns them): their ids are made unique here, their thread becomes ``worker``,
+        and their top-level records hang under region ``parent``. Start times stay
+        relative to the worker's own clock. :attr:`max_records` holds here too: records
+        past it are counted in ``dropped``, as are the ``dropped`` the worker counted."""
         with self._lock:
+            mapping = {r["id"]: next(self._ids) for r in records}
+            self.dropped += dropped
             for r in records:
-                mapping[r["id"]] = next(self._ids)
-            for r in records:
-                r = dict(r, id=mapping[r["id"]], thread=worker)
-                r["parent"] = mapping.get(r["parent"], parent) if r["parent"] is not None else parent
-                self._records.append(r)
+                if len(self._records) >= self.max_records:
+                    self.dropped += 1
+                    continue
+                up = r.get("parent")
+                extra = {key: r[key] for key in r.keys() - _SLOTTED} or None
+                # unpickled records bring a copy of each string per record: kept once
+                rec = _tuple_new(_Record, (
+                    _once(r["kind"]), _once(r["name"]), mapping[r["id"]],
+                    parent if up is None else mapping.get(up, parent), worker,
+                    r["start_s"], r["wall_s"], _once(r.get("backend")),
+                    _once(r.get("reason")), r.get("forced"), r.get("work"),
+                    r.get("predicted_s"), None, r.get("rss_peak_growth_bytes"), extra))
+                self._records.append(rec)
+
+
+#: the regions open in this context (a thread, an asyncio task), innermost last: a tuple
+#: of _Frame shared by every Profiler. A context variable, not a thread-local: asyncio
+#: tasks interleave in one thread, and each task works on its own copy.
+_OPEN: contextvars.ContextVar = contextvars.ContextVar("catalytic_profile_open", default=())
+
+
+class _Frame:
+    """One open region: ``owner`` (the object whose exit closes it), ``prof`` (None when
+    profiling was off at entry), ``rid`` (the id records made inside get as parent), and
+    for a region being recorded its name, the head of its record
+    (:meth:`Profiler._head_of`), its start time and NVTX range."""
+
+    __slots__ = ("owner", "prof", "rid", "name", "head", "start", "nvtx")
+
+    def __init__(self, owner, prof, rid, name=None, head=None, start=None, nvtx=None):
+        self.owner, self.prof, self.rid = owner, prof, rid
+        self.name, self.head, self.start, self.nvtx = name, head, start, nvtx
+
+
+def _push(frame) -> None:
+    _OPEN.set(_OPEN.get() + (frame,))
+
+
+def _pop(owner):
+    """Take ``owner``'s innermost frame off this context's stack; None if it has none
+    here (entered in another context)."""
+    st = _OPEN.get()
+    for i in range(len(st) - 1, -1, -1):
+        if st[i].owner is owner:
+            _OPEN.set(st[:i] + st[i + 1:])
+            return st[i]
+    return None
+
+
+def _enter(owner, prof, name) -> None:
+    """Open a region named ``name`` for ``owner``; recorded when ``prof`` is enabled.
+    Each entry has its own frame, so one owner entered again (recursion) or in several
+    threads or tasks at once opens one region per entry."""
+    if prof.enabled:
+        start = time.perf_counter()
+        head = prof._head_of(start)
+        _push(_Frame(owner, prof, head[0], name, head, start, _nvtx_push(name)))
+    else:  # a placeholder, so that the matching exit closes this entry and no other
+        _push(_Frame(owner, None, None))
+
+
+def _exit(owner, et) -> None:
+    frame = _pop(owner)
+    if frame is None or frame.head is None:
+        return
+    wall = time.perf_counter() - frame.start
+    _nvtx_pop(frame.nvtx)
+    frame.prof._add(_region_record(frame.name, frame.head, wall,
+                                   None if et is None else {"error": et.__name__}))
 
 
 class _Region:
-    __slots__ = ("prof", "name", "rec", "start", "nvtx")
+    """``Profiler.region(name)``: a reusable context manager (see :func:`_enter`)."""
+
+    __slots__ = ("prof", "name")
 
     def __init__(self, prof, name):
         self.prof = prof
         self.name = name
 
     def __enter__(self):
-        prof = self.prof
-        if not prof.enabled:
-            self.rec = None
-            return self
-        self.start = time.perf_counter()
-        self.rec = prof._new("region", self.name, self.start)
-        prof._stack().append(self.rec["id"])
-        self.nvtx = _nvtx_push(self.name)
+        _enter(self, self.prof, self.name)
         return self
 
     def __exit__(self, et, ev, tb):
-        if self.rec is None:
-            return False
-        self.rec["wall_s"] = time.perf_counter() - self.start
-        _nvtx_pop(self.nvtx)
-        st = self.prof._stack()
-        if st and st[-1] == self.rec["id"]:
-            st.pop()
-        if et is not None:
-            self.rec["error"] = et.__name__
-        self.prof._add(self.rec)
+        _exit(self, et)
         return False
 
 
 class _Adopt:
+    __slots__ = ("prof", "parent")
+
     def __init__(self, prof, parent):
         self.prof, self.parent = prof, parent
 
     def __enter__(self):
         if self.parent is not None:
-            self.prof._stack().append(self.parent)
+            _push(_Frame(self, self.prof, self.parent))
         return self
 
     def __exit__(self, *exc):
-        st = self.prof._stack()
-        if self.parent is not None and st and st[-1] == self.parent:
-            st.pop()
+        if self.parent is not None:
+            _pop(self)
         return False
+
+
+class _Span:
+    """The region of one generator (or async generator) call: one record from its first
+    resumption to its last (exhausted, closed or raised), on the stack only while the
+    generator's own code runs, so that what its consumer does between items is not
+    counted inside it."""
+
+    __slots__ = ("prof", "name", "head", "start", "error")
+
+    def __init__(self, prof, name):
+        self.prof, self.name, self.error = prof, name, None
+        self.start = time.perf_counter()
+        self.head = prof._head_of(self.start)
+
+    def __enter__(self):  # one resumption
+        _push(_Frame(self, self.prof, self.head[0], nvtx=_nvtx_push(self.name)))
+        return self
+
+    def __exit__(self, *exc):
+        frame = _pop(self)
+        if frame is not None:
+            _nvtx_pop(frame.nvtx)
+        return False
+
+    def finish(self) -> None:
+        wall = time.perf_counter() - self.start
+        self.prof._add(_region_record(
+            self.name, self.head, wall,
+            None if self.error is None else {"error": type(self.error).__name__}))
+
+
+def _decorate(func, name):
+    """``func`` wrapped in a region named ``name`` (default: its qualified name); a
+    function, so it binds as a method. Generators, async generators and coroutines get a
+    wrapper of their own kind whose region spans their execution (module docstring)."""
+    if isinstance(func, (staticmethod, classmethod)):
+        return type(func)(_decorate(func.__func__, name))
+    if not callable(func):
+        raise TypeError(f"@profile({name!r}) decorates a function, got {func!r}")
+    name = name or getattr(func, "__qualname__", None) or repr(func)
+    if inspect.isasyncgenfunction(func):
+        return _async_generator_wrapper(func, name)
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def coroutine(*args, **kwargs):
+            prof = _PROFILER
+            if not prof.enabled:
+                return await func(*args, **kwargs)
+            # a task works on its own copy of the context: its awaits leave other tasks'
+            # records outside this region
+            with _Region(prof, name):
+                return await func(*args, **kwargs)
+
+        return coroutine
+    if inspect.isgeneratorfunction(func):
+        return _generator_wrapper(func, name)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        prof = _PROFILER
+        if not prof.enabled:
+            return func(*args, **kwargs)
+        with _Region(prof, name):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _generator_wrapper(func, name):
+    @functools.wraps(func)
+    def generator(*args, **kwargs):
+        gen = func(*args, **kwargs)
+        prof = _PROFILER
+        if not prof.enabled:
+            return (yield from gen)
+        span = _Span(prof, name)
+        try:
+            sent = thrown = None
+            while True:
+                with span:
+                    try:
+                        item = gen.send(sent) if thrown is None else gen.throw(thrown)
+                    except StopIteration as stop:
+                        return stop.value
+                sent = thrown = None
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    with span:
+                        gen.close()
+                    raise
+                except BaseException as exc:  # thrown in by the consumer: passed on
+                    thrown = exc
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            span.error = exc
+            raise
+        finally:
+            span.finish()
+
+    return generator
+
+
+def _async_generator_wrapper(func, name):
+    @functools.wraps(func)
+    async def generator(*args, **kwargs):
+        agen = func(*args, **kwargs)
+        prof = _PROFILER
+        span = _Span(prof, name) if prof.enabled else None
+        inside = span if span is not None else contextlib.nullcontext()
+        try:
+            sent = thrown = None
+            while True:
+                with inside:
+                    try:
+                        item = await (agen.asend(sent) if thrown is None
+                                      else agen.athrow(thrown))
+                    except StopAsyncIteration:
+                        return
+                sent = thrown = None
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    with inside:
+                        await agen.aclose()
+                    raise
+                except BaseException as exc:
+                    thrown = exc
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            if span is not None:
+                span.error = exc
+            raise
+        finally:
+            if span is not None:
+                span.finish()
+
+    return generator
 
 
 class profile:  # noqa: N801 - used as a decorator and a context manager, like contextlib's
     """``@cat.profile``, ``@cat.profile("name")`` or ``with cat.profile("name"):``.
 
     A region of the process-wide profiler: the operations run inside it are recorded
-    under it (when profiling is enabled; otherwise it costs one attribute read). As a
-    bare decorator the region is named after the function's qualified name.
+    under it (when profiling is enabled; otherwise the decorated function is called
+    directly). As a bare decorator the region is named after the function's qualified
+    name. A decorated function stays a function: as a method it gets ``self`` (also
+    over ``staticmethod`` / ``classmethod``).
+
+    A generator or async generator function gets one region per call, from its first
+    item's request to its end (exhausted, closed or raised); what runs inside its own
+    code is recorded under the region, what its consumer does between items is not. A
+    coroutine function (``async def``) gets one region per call from its start to its
+    return, holding what it runs and awaits; other asyncio tasks that run meanwhile
+    record outside it.
+
+    One ``profile("name")`` object may be entered again while open (recursion) and in
+    several threads or tasks at once: each entry records its own region.
 
     Examples
     --------
@@ -355,43 +691,37 @@ class profile:  # noqa: N801 - used as a decorator and a context manager, like c
     >>> with cat.profile("outer"):
     ...     step()
     1
+    >>> class Study:
+    ...     @cat.profile
+    ...     def run(self, n):
+    ...         yield from range(n)
+    >>> list(Study().run(3))
+    [0, 1, 2]
     """
 
+    def __new__(cls, name=None):
+        if callable(name) or isinstance(name, (staticmethod, classmethod)):
+            return _decorate(name, None)  # @profile without arguments
+        return super().__new__(cls)
+
     def __init__(self, name=None):
-        if callable(name):  # @profile without arguments
-            self._func = name
-            self._name = getattr(name, "__qualname__", repr(name))
-            functools.update_wrapper(self, name)
-        else:
-            if name is not None and not isinstance(name, str):
-                raise TypeError(f"a region name must be a string, got {name!r}")
-            self._func = None
-            self._name = name
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"a region name must be a string, got {name!r}")
+        self._name = name
 
-    def __call__(self, *args, **kwargs):
-        if self._func is not None:
-            with get_profiler().region(self._name):
-                return self._func(*args, **kwargs)
-        (func,) = args  # @profile("name") applied to a function
-        if not callable(func):
-            raise TypeError(f"@profile({self._name!r}) decorates a function, got {func!r}")
-        name = self._name or getattr(func, "__qualname__", repr(func))
-
-        @functools.wraps(func)
-        def wrapper(*a, **kw):
-            with get_profiler().region(name):
-                return func(*a, **kw)
-
-        return wrapper
+    def __call__(self, func):
+        """``@profile("name")`` (or ``@profile()``) applied to ``func``."""
+        return _decorate(func, self._name)
 
     def __enter__(self):
         if self._name is None:
             raise TypeError("with cat.profile(...) needs a region name")
-        self._region = get_profiler().region(self._name)
-        return self._region.__enter__()
+        _enter(self, _PROFILER, self._name)
+        return self
 
-    def __exit__(self, *exc):
-        return self._region.__exit__(*exc)
+    def __exit__(self, et, ev, tb):
+        _exit(self, et)
+        return False
 
 
 # -- the process-wide profiler ----------------------------------------------------------
@@ -423,7 +753,8 @@ def active():
 
 class task_profiler:  # noqa: N801
     """Record this thread's calls in a fresh :class:`Profiler` for the ``with`` block
-    (a Dask task on a worker); ``.records`` holds them afterwards."""
+    (a Dask task on a worker); ``.records`` holds them afterwards (plain records, for
+    :meth:`Profiler.merge`), ``.dropped`` those not kept past its ``max_records``."""
 
     def __enter__(self):
         global _tasks_open
@@ -441,6 +772,7 @@ class task_profiler:  # noqa: N801
         with _tasks_lock:
             _tasks_open -= 1
         self.records = self.profiler._plain()
+        self.dropped = self.profiler.dropped
         return False
 
 
@@ -448,9 +780,10 @@ _tasks_lock = threading.Lock()
 
 
 # -- GPU timing and NVTX (absent where they cannot be had) --------------------------------
-def _gpu_begin(rec):
-    """CUDA events recorded on the default stream, and the monitor's snapshot, before a
-    call on a GPU backend; None under the simulator or without a device."""
+def _gpu_begin(extra):
+    """CUDA events recorded on the default stream, and the monitor's snapshot (into the
+    record's ``extra`` dict), before a call on a GPU backend; None under the simulator
+    or without a device."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
         return None
     try:
@@ -458,7 +791,7 @@ def _gpu_begin(rec):
 
         from catalytic.memory import get_monitor
 
-        rec["memory_before"] = get_monitor().snapshot().as_dict()
+        extra["memory_before"] = get_monitor().snapshot().as_dict()
         start, end = cuda.event(), cuda.event()
         start.record()
         return start, end
@@ -466,7 +799,7 @@ def _gpu_begin(rec):
         return None
 
 
-def _gpu_end(rec, events) -> None:
+def _gpu_end(extra, events) -> None:
     from numba import cuda
 
     from catalytic.memory import get_monitor
@@ -475,8 +808,8 @@ def _gpu_end(rec, events) -> None:
     try:
         end.record()
         end.synchronize()
-        rec["device_s"] = cuda.event_elapsed_time(start, end) / 1e3
-        rec["memory_after"] = get_monitor().snapshot().as_dict()
+        extra["device_s"] = cuda.event_elapsed_time(start, end) / 1e3
+        extra["memory_after"] = get_monitor().snapshot().as_dict()
     except Exception:  # a failed call may leave the context unusable: record nothing more
         pass
 
@@ -514,211 +847,24 @@ def _nvtx_pop(pushed) -> None:
         _nvtx.pop_range()
 
 
-# -- reading runs back, summaries, comparison --------------------------------------------
-def load(path) -> dict:
-    """A run written by :meth:`Profiler.export_json`, checked against the schema.
-
-    Raises
-    ------
-    ValueError
-        Not a catalytic profile, or a version this catalytic cannot read.
-    """
-    with open(path) as fh:
-        try:
-            doc = json.load(fh)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not JSON ({err})") from None
-    check_document(doc, str(path))
-    return doc
-
-
-def check_document(doc, where="profile") -> None:
-    """ValueError naming the first way ``doc`` departs from the schema."""
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ValueError(f"{where}: not a catalytic profile (no \"schema\": \"{SCHEMA}\")")
-    if doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{where}: profile version {doc.get('version')!r}; this catalytic "
-                         f"reads version {SCHEMA_VERSION}")
-    recs = doc.get("records")
-    if not isinstance(recs, list):
-        raise ValueError(f"{where}: \"records\" must be a list")
-    for i, r in enumerate(recs):
-        for key, kind in (("kind", str), ("name", str), ("id", int), ("start_s", (int, float)),
-                          ("wall_s", (int, float))):
-            if not isinstance(r.get(key), kind) or isinstance(r.get(key), bool):
-                raise ValueError(f"{where}: record {i} has no valid {key!r}")
-        if r["kind"] not in ("op", "region"):
-            raise ValueError(f"{where}: record {i} has kind {r['kind']!r}")
-        if r["kind"] == "op" and not isinstance(r.get("backend"), str):
-            raise ValueError(f"{where}: operation record {i} has no backend")
-
-
-def _records_of(run) -> list:
-    if isinstance(run, Profiler):
-        return run._plain()
-    if isinstance(run, (str, os.PathLike)):
-        return load(run)["records"]
-    check_document(run)
-    return run["records"]
-
-
-def _stats(times) -> dict:
-    n = len(times)
-    mean = sum(times) / n
-    std = math.sqrt(sum((x - mean) ** 2 for x in times) / (n - 1)) if n > 1 else 0.0
-    return {"count": n, "total_s": sum(times), "mean_s": mean, "min_s": min(times),
-            "max_s": max(times), "std_s": std}
-
-
-def summarize(records) -> dict:
-    """:meth:`Profiler.summary` of plain records: per operation (regions as
-    ``"[region] name"``) count, total, mean, min, max and std of the wall time, with
-    ``backends`` (calls per backend) and ``by_backend`` (the same figures per backend),
-    and ``device_total_s`` where device time was measured."""
-    groups: dict = {}
-    for r in records:
-        key = r["name"] if r["kind"] == "op" else f"[region] {r['name']}"
-        groups.setdefault(key, []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        entry = _stats([r["wall_s"] for r in rs])
-        per: dict = {}
-        for r in rs:
-            if "backend" in r:
-                per.setdefault(r["backend"], []).append(r["wall_s"])
-        if per:
-            entry["backends"] = {b: len(t) for b, t in per.items()}
-            entry["by_backend"] = {b: _stats(t) for b, t in per.items()}
-        dev = [r["device_s"] for r in rs if "device_s" in r]
-        if dev:
-            entry["device_total_s"] = sum(dev)
-        out[key] = entry
-    return out
-
-
-def bottlenecks(records, n=5) -> list:
-    """:meth:`Profiler.bottlenecks` of plain records."""
-    s = {k: v for k, v in summarize(records).items() if not k.startswith("[region]")}
-    total = sum(v["total_s"] for v in s.values()) or 1.0
-    top = sorted(s.items(), key=lambda kv: -kv[1]["total_s"])[:n]
-    return [(k, v["total_s"], v["total_s"] / total) for k, v in top]
-
-
-def format_summary(summary) -> str:
-    rows = sorted(summary.items(), key=lambda kv: -kv[1]["total_s"])
-    lines = [f"{'operation':<34}{'count':>7}{'total':>11}{'mean':>11}{'min':>11}"
-             f"{'max':>11}{'std':>11}  backends"]
-    for k, v in rows:
-        be = ", ".join(f"{b} x{c}" for b, c in v.get("backends", {}).items())
-        lines.append(f"{k:<34}{v['count']:>7}{_fmt(v['total_s']):>11}{_fmt(v['mean_s']):>11}"
-                     f"{_fmt(v['min_s']):>11}{_fmt(v['max_s']):>11}{_fmt(v['std_s']):>11}  {be}")
-    return "\n".join(lines)
-
-
-class Comparison:
-    """Per-operation comparison of two runs (:func:`compare`): ``rows`` (dicts with
-    ``op``, ``count_a``, ``count_b``, ``mean_a_s``, ``mean_b_s``, ``ratio``,
-    ``regression``), ``only_a`` and ``only_b`` (operations in one run only), and
-    ``regressions`` (the flagged rows)."""
-
-    def __init__(self, rows, only_a, only_b, threshold):
-        self.rows = rows
-        self.only_a = only_a
-        self.only_b = only_b
-        self.threshold = threshold
-
-    @property
-    def regressions(self) -> list:
-        return [r for r in self.rows if r["regression"]]
-
-    def __str__(self) -> str:
-        lines = [f"{'operation':<34}{'n before':>9}{'n after':>9}{'mean before':>13}"
-                 f"{'mean after':>13}{'after/before':>14}"]
-        for r in self.rows:
-            flag = "  REGRESSION" if r["regression"] else ""
-            lines.append(f"{r['op']:<34}{r['count_a']:>9}{r['count_b']:>9}"
-                         f"{_fmt(r['mean_a_s']):>13}{_fmt(r['mean_b_s']):>13}"
-                         f"{r['ratio']:>13.2f}x{flag}")
-        for name in self.only_a:
-            lines.append(f"{name:<34} only in the first run")
-        for name in self.only_b:
-            lines.append(f"{name:<34} only in the second run")
-        n = len(self.regressions)
-        lines.append(f"{n} regression(s) beyond {self.threshold:.0%} (and beyond the runs' "
-                     "own spread)" if n else f"no regression beyond {self.threshold:.0%}")
-        return "\n".join(lines)
-
-
-def compare(a, b, *, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
-    """Compare two runs (profilers, loaded documents or paths) per operation.
-
-    An operation regressed when its mean wall time in ``b`` is more than ``threshold``
-    (0.25: 25%) above ``a``'s, *and* the difference is larger than three standard
-    errors of the difference (from each run's spread; with a single sample on either
-    side only the threshold applies). Noise within a run's spread is not flagged.
-
-    Examples
-    --------
-    >>> def run(times):
-    ...     return {"schema": "catalytic-profile", "version": 1, "records": [
-    ...         {"kind": "op", "name": "percolates", "id": i, "start_s": 0.0,
-    ...          "wall_s": t, "backend": "numba-cpu"} for i, t in enumerate(times)]}
-    >>> c = compare(run([1.0, 1.1, 0.9]), run([2.0, 2.1, 1.9]))
-    >>> [r["regression"] for r in c.rows], round(c.rows[0]["ratio"], 2)
-    ([True], 2.0)
-    """
-    if not threshold > 0:
-        raise ValueError(f"threshold must be > 0, got {threshold!r}")
-    sa = summarize([r for r in _records_of(a) if r["kind"] == "op"])
-    sb = summarize([r for r in _records_of(b) if r["kind"] == "op"])
-    rows = []
-    for op in sorted(set(sa) & set(sb)):
-        x, y = sa[op], sb[op]
-        ratio = y["mean_s"] / x["mean_s"] if x["mean_s"] > 0 else math.inf
-        se = math.sqrt(x["std_s"] ** 2 / x["count"] + y["std_s"] ** 2 / y["count"])
-        noisy = x["count"] > 1 and y["count"] > 1 and (y["mean_s"] - x["mean_s"]) <= 3 * se
-        rows.append({"op": op, "count_a": x["count"], "count_b": y["count"],
-                     "mean_a_s": x["mean_s"], "mean_b_s": y["mean_s"], "ratio": ratio,
-                     "regression": ratio > 1 + threshold and not noisy})
-    return Comparison(rows, sorted(set(sa) - set(sb)), sorted(set(sb) - set(sa)), threshold)
-
-
-def trace_events(records) -> dict:
-    """Chrome trace-event JSON (complete "X" events, microseconds) of plain records."""
-    pid = os.getpid()
-    events = []
-    threads = {}
-    for r in records:
-        tid = threads.setdefault(str(r["thread"]), len(threads))
-        args = {k: v for k, v in r.items()
-                if k not in ("kind", "name", "start_s", "wall_s", "thread")}
-        events.append({"name": r["name"], "cat": r["kind"], "ph": "X", "pid": pid,
-                       "tid": tid, "ts": r["start_s"] * 1e6, "dur": r["wall_s"] * 1e6,
-                       "args": args})
-    for name, tid in threads.items():
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                       "args": {"name": f"thread {name}"}})
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
-
-
 # -- helpers --------------------------------------------------------------------------------
-def _fmt(t: float) -> str:
-    if t >= 1:
-        return f"{t:.3f} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3f} ms"
-    return f"{t * 1e6:.1f} us"
-
-
-def _jsonable(x):
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return str(x)
-
-
 def _write(path, text) -> Path:
+    with _replacing(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def _replacing(path):
+    """A text file written beside ``path`` that replaces it when the block ends without
+    an error (an interrupted export leaves no half-written file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            yield fh
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -144,3 +144,18 @@ def test_recover_command_line(tmp_path, capsys):
     np.testing.assert_array_equal(np.fromfile(path, np.uint8), content)
     assert main(["recover", str(path)]) == 0
     assert "nothing to do" in capsys.readouterr().out
+
+
+def test_recover_of_a_missing_file_fails(tmp_path):
+    """A mistyped path is not 'nothing to do': exit 1 naming it, the other paths are
+    still recovered (as a user runs it: a subprocess)."""
+    path, content = _file(tmp_path)
+    missing = tmp_path / "no" / "such.bin"
+    res = subprocess.run([sys.executable, "-m", "catalytic.cli", "recover", str(missing)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and f"{missing}: no such file" in res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    res = subprocess.run([sys.executable, "-m", "catalytic.cli", "recover", str(tmp_path),
+                          str(path)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and "is not a file" in res.stderr
+    assert f"{path}: no journal, nothing to do" in res.stdout
