@@ -239,9 +239,33 @@ def _label_stack(lat, stack):
     return labels, C.components_of_stack(g, labels, counts, sizes)
 
 
+def _batched():
+    from catalytic.kernels.cpu import batched
+
+    return batched
+
+
+def batched_percolates(lat, stack, *, axis=0):
+    """Open axes: the rows' run union-find and face check without labels
+    (``kernels.cpu.batched.percolates_batched``); periodic axes (the winding check) and
+    other stencils from the stack's labelling."""
+    g = lat.geometry
+    if _batched().spans_fits(g.shape, g.periodic, g.offsets, axis):
+        out = _batched().percolates_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
+                                            axis)
+        return [bool(x) for x in out]
+    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
+
+
 def batched_distance_field(lat, stack, sources):
-    """The single BFS kernel row by row (one routed call for all rows)."""
-    return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
+    """Every row searched by one serial kernel call, the rows shared out over threads
+    (``kernels.cpu.batched.bfs_distance_batched``); the fields are the rows of one
+    (B, n) array, as the cuda twin returns them."""
+    g = lat.geometry
+    src = np.broadcast_to(np.asarray(sources, dtype=np.int64), (stack.shape[0], len(sources)))
+    d = _batched().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
+                                        g.dedupe, src)
+    return [row.reshape(g.shape) for row in d]
 
 
 def spanning_thresholds(lat, samples, *, axis=0, seed=0):
@@ -378,6 +402,7 @@ IMPLEMENTATIONS = {
     "elementwise": (elementwise, None),
     "random": (random, None),
     **{twin: (func, None) for twin, func in C.stack_twins(_label_stack).items()},
+    "batched.percolates": (batched_percolates, None),
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, _native_int),
