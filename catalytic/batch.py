@@ -16,7 +16,13 @@ lattices at once (lattices shared out over threads), on ``cuda`` one launch per 
 covers every lattice, on ``numpy`` the reference loops. Each call of the twin is routed
 like any other (``engine.explain("batched.percolates", L, stack, axis=0)``), with its
 own measured cost. Other operations, single items and arrays run as a loop of single
-calls. :meth:`BatchProcessor.stats` says which groups ran how and why.
+calls. A group that could run as calls of the twin does so only when the router
+predicts that cheaper than a loop of single calls (:meth:`Router.compare_batch
+<catalytic.router.Router.compare_batch>`, from the calibrated cost of both: the twin
+saves the per-call costs and shares lattices out over threads, but a twin can also be
+the slower way, as the reference backend's loops are); ``batched=True`` or ``False``
+decides instead. :meth:`BatchProcessor.stats` says which groups ran how and why, with
+both predictions.
 
 How many lattices go into one call comes from measured memory: the host memory
 available now (the host guard) and, when a GPU backend may take the call, the
@@ -32,12 +38,19 @@ Executors
 ``"threads"``
     A thread pool; every public call gives the serial answer when threads share a
     lattice or a lent buffer (see :mod:`catalytic.catalysis`), so results equal the
-    serial executor's.
+    serial executor's. A batched group is one task; a loop group a few contiguous
+    chunks per thread. Single calls predicted under :data:`THREAD_MIN_ITEM_S` hold the
+    GIL for most of their time, so a map of only those runs serially.
 ``"dask"``
     Groups run as tasks on a ``dask.distributed`` cluster: the ``client=`` you pass, or
     a ``LocalCluster`` started for the call and closed after it. Lattices travel by
     their definition (geometry, seed, engine settings; see ``Lattice.__reduce__``), not
-    their caches. Needs ``pip install "catalytic[dask]"``.
+    their caches. Needs ``pip install "catalytic[dask]"``. A map whose predicted work
+    does not pay for the cluster (start-up, shipping every item, the tasks; see
+    :func:`executor_plan`) runs serially, without starting one.
+
+Either fallback is said in ``stats()["executor_used"]`` and ``["executor_reason"]``;
+``force_executor=True`` runs on the executor asked for regardless.
 
 Errors
 ------
@@ -82,16 +95,17 @@ PROGRESS_MIN_ITEMS = 50
 MEMORY_FRACTION = 0.5
 #: a loop group runs on the threads executor only when one of its single calls is
 #: predicted to take at least this long: below it the call is mostly Python holding the
-#: GIL, and threads only add their handoffs (measured by benchmarks/bench_batch.py)
-THREAD_MIN_ITEM_S = 200e-6
+#: GIL, and threads only add their handoffs (the crossover benchmarks/bench_batch.py
+#: measures)
+THREAD_MIN_ITEM_S = 60e-6
 #: tasks per worker thread a loop group is cut into (contiguous chunks of items)
 CHUNKS_PER_WORKER = 4
-#: the Dask executor's own costs, for the choice against serial (measured on a 2-core
-#: machine by benchmarks/bench_batch.py): starting a LocalCluster and warming its
-#: workers, shipping one item there and its result back, one task
-DASK_START_S = 2.0
-DASK_ITEM_S = 300e-6
-DASK_TASK_S = 2e-3
+#: the Dask executor's own costs, for the choice against serial: starting a LocalCluster
+#: and warming its workers, shipping one item there and its result back, one task
+#: (``benchmarks/bench_batch.py --dask`` measures them; reports/batch.md)
+DASK_START_S = 5.0
+DASK_ITEM_S = 600e-6
+DASK_TASK_S = 0.05
 
 
 def _local_cluster(n_workers):

@@ -242,9 +242,10 @@ def main(argv=None):
         from catalytic.router import read_calibration
 
         old = read_calibration(out)
-        doc["entries"] = {**{k: v for k, v in old["entries"].items() if k not in ops},
-                          **doc["entries"]}
-        doc["terms"] = {**old.get("terms", {}), **doc["terms"]}
+        entries = {**{k: v for k, v in old["entries"].items() if k not in ops},
+                   **doc["entries"]}
+        # the file still describes the run that measured most of it
+        doc = {**old, "entries": entries, "terms": {**old.get("terms", {}), **doc["terms"]}}
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as fh:
         json.dump(doc, fh, indent=1)
