@@ -206,10 +206,12 @@ def _stack(items, lattice=None) -> np.ndarray:
     if lattice is not None:
         return np.stack([np.asarray(x) for x in items])
     n = items[0].geometry.n_points
-    stack = np.ones((len(items), n), dtype=np.bool_)
+    stack = np.empty((len(items), n), dtype=np.bool_)  # every row written once
     for b, lat in enumerate(items):
         if lat.geometry.mask is not None:
             stack[b] = lat.geometry.mask.reshape(-1)
+        else:
+            stack[b] = True
     return stack
 
 

@@ -237,7 +237,7 @@ def test_distance_twin_refuses_what_single_calls_refuse():
     m = lats[2].geometry.mask.copy()
     m[0, 0] = False
     lats[2] = lats[0].with_mask(m)
-    bp = cat.BatchProcessor(lats, progress=False)
+    bp = cat.BatchProcessor(lats, progress=False, batched=True)  # the twin, whatever it costs
     res = bp.map("distance_field", 0)
     assert list(res.errors) == [2] and isinstance(res.errors[2], IndexError)
     assert bp.stats()["mode"] == "loop" and "blocked site in row 2" in bp.stats()["per_group"][0]["reason"]

@@ -228,14 +228,15 @@ def spanning_clusters(lat, *, axes):
 
 
 def _label_stack(lat, stack):
-    """``(labels (B, n), comps)``: the rows labelled by one parallel kernel (lattices
-    shared out over threads); lattices too large for one serial labelling one by one
-    (each across threads; ``labels`` is then None: the rows are not stacked)."""
+    """``(labels, comps)``: the rows labelled by one parallel kernel (lattices shared out
+    over threads), each row into an array of its own (``labels``: the list of them);
+    lattices too large for one serial labelling one by one (each across threads;
+    ``labels`` is then None)."""
     g = lat.geometry
     if not _graph().batch_fits(g.shape, g.offsets):
         return None, [connected_components(one) for one in C.each_lattice(lat, stack)]
-    labels, counts, sizes = _graph().connected_components_batched(
-        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
+    labels, counts, sizes = _batched().connected_components_rows(
+        g.shape_arr, g.periodic_arr, g.offsets, stack)
     return labels, C.components_of_stack(g, labels, counts, sizes)
 
 

@@ -157,3 +157,51 @@ def test_bad_stacks_and_sources_are_refused_clearly():
     KB.bfs_distance_batched((3, 4), per, vn, stack, False, [0, 0])
     KB.percolates_batched((3, 4), per, vn, stack, 1)
     assert np.array_equal(stack, before)  # the caller's stack is not modified
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # threads: per test
+@given(spec=lattice_specs(max_dim=3, masks=False), rows=st.integers(0, 4),
+       seed=st.integers(0, 2**32 - 1))
+def test_connected_components_rows_equal_the_single_kernel(threads, spec, rows, seed):
+    """Each row's labels in an array of its own, bit for bit the single labelling (both
+    kernel paths: runs for von Neumann and Moore, sites for stencils without the unit
+    last-axis step are covered below), counts and sizes against the labels."""
+    shape, per = spec["shape"], np.array(spec["periodic"], np.uint8)
+    offsets = offsets_of(spec["stencil"], len(shape))
+    n = math.prod(shape)
+    stack = _masks(shape, rows, seed).reshape(rows, n).view(np.uint8)
+    labels, counts, sizes = KB.connected_components_rows(shape, per, offsets, stack)
+    assert len(labels) == len(sizes) == rows and counts.shape == (rows,)
+    for b in range(rows):
+        want, count = G.connected_components(shape, per, offsets, stack[b], False)
+        assert labels[b].dtype == np.int32 and labels[b].flags.owndata
+        assert np.array_equal(labels[b], want) and counts[b] == count
+        assert np.array_equal(sizes[b], np.bincount(want, minlength=count + 1)[1:])
+    assert len({id(a) for a in labels}) == rows  # every row its own array
+
+
+def test_connected_components_rows_against_ndimage_and_its_faces(threads):
+    masks = _masks((20, 17), 7, 5, p=0.6)
+    vn = offsets_of("von_neumann", 2)
+    stack = masks.reshape(7, -1).view(np.uint8)
+    labels, counts, _ = KB.connected_components_rows((20, 17), np.zeros(2, np.uint8), vn, stack)
+    for b in range(7):
+        want, count = ndimage.label(masks[b])
+        assert counts[b] == count and np.array_equal(labels[b].reshape(20, 17), want)
+    for axis in (0, 1):
+        faces = KB.face_spanning_rows(labels, counts, (20, 17), axis)
+        for b in range(7):
+            lab = labels[b].reshape(20, 17)
+            lo, hi = np.take(lab, 0, axis), np.take(lab, -1, axis)
+            assert np.array_equal(faces[b], np.intersect1d(lo[lo > 0], hi[hi > 0]))
+    # steps of two along both axes: no unit step, the sites kernel
+    two = 2 * vn
+    labels, counts, _ = KB.connected_components_rows((20, 17), np.zeros(2, np.uint8), two, stack)
+    for b in range(7):
+        count = sum(ndimage.label(masks[b][r::2, c::2])[1] for r in (0, 1) for c in (0, 1))
+        assert counts[b] == count
+        want, _ = G.connected_components((20, 17), np.zeros(2, np.uint8), two, stack[b], False)
+        assert np.array_equal(labels[b], want)
+    with pytest.raises(ValueError, match="C-contiguous int32"):
+        KB.face_spanning_rows([np.zeros(340, np.int64)], np.array([0]), (20, 17), 0)

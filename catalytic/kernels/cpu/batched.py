@@ -20,6 +20,8 @@ import math
 import numba
 import numpy as np
 from numba import njit, prange
+from numba.core import types
+from numba.extending import intrinsic
 
 from catalytic.kernels.cpu import graph as G
 from catalytic.kernels.cpu.graph import (
@@ -32,11 +34,14 @@ from catalytic.kernels.cpu.graph import (
     _fill_row,
     _find,
     _runs_union_rows,
+    _runs_whole,
     _runs_write_row,
+    _sites_whole,
     _unpad_row,
 )
 
-__all__ = ["percolates_batched", "spans_fits", "bfs_distance_batched"]
+__all__ = ["percolates_batched", "spans_fits", "bfs_distance_batched",
+           "connected_components_rows", "face_spanning_rows"]
 
 
 def _stack_of(open_stack, n) -> np.ndarray:
@@ -61,6 +66,173 @@ def _launch(kernel, B, per_row, *args):
             kernel(lo, min(B, lo + step), *args)
     finally:
         numba.set_parallel_chunksize(prev)
+
+
+# -- labels written into arrays of their own -----------------------------------------------
+
+
+@intrinsic
+def _pointer(typingctx, address, like):
+    """The int64 ``address`` as a pointer to ``like``'s dtype (for ``numba.carray``)."""
+    if not isinstance(address, types.Integer) or not isinstance(like, types.Array):
+        return None
+    sig = types.CPointer(like.dtype)(address, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+def _addresses(arrays) -> np.ndarray:
+    """Data addresses of C-contiguous arrays, which must outlive the kernel call."""
+    return np.array([a.__array_interface__["data"][0] for a in arrays], dtype=np.int64)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _runs_rows(lo, hi, addrs, like, n, sizes, counts, stack, row_ptr, rs, re, lab, half,
+               shape, periodic):
+    """``graph._runs_whole`` for rows [lo, hi), row b's labels into the n int32 at
+    ``addrs[b]``, scratch per thread."""
+    for b in prange(lo, hi):
+        t = numba.get_thread_id()
+        out = numba.carray(_pointer(addrs[b], like), n)
+        counts[b] = _runs_whole(out, sizes[b], stack[b], row_ptr[t], rs[t], re[t], lab[t],
+                                half, shape, periodic)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sites_rows(lo, hi, addrs, like, n, sizes, counts, stack, half, shape, periodic):
+    """``graph._sites_whole`` for rows [lo, hi), row b's labels at ``addrs[b]``."""
+    for b in prange(lo, hi):
+        out = numba.carray(_pointer(addrs[b], like), n)
+        counts[b] = _sites_whole(out, sizes[b], stack[b], half, shape, periodic)
+
+
+def connected_components_rows(shape, periodic, offsets, open_stack):
+    """``graph.connected_components_batched`` with every lattice's labels in an array of
+    its own, written there by the kernel (no (B, n) block to copy out of).
+
+    Parameters
+    ----------
+    shape, periodic, offsets
+        The common lattice, as in ``graph.connected_components``.
+    open_stack : ndarray of uint8, (B, n) or (B, 0)
+        Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
+
+    Returns
+    -------
+    labels : list of B int32 arrays, (n,)
+        ``labels[b]`` equals ``connected_components`` of lattice b, bit for bit.
+    counts : ndarray of int64, (B,)
+    sizes : list of B int64 arrays
+        ``sizes[b][c]`` is the sites labelled ``c + 1`` in lattice b.
+
+    Raises
+    ------
+    ValueError
+        ``open_stack`` not (B, n) or (B, 0), or a lattice too large for one serial
+        labelling (``graph.batch_fits``).
+
+    Notes
+    -----
+    The kernels of ``graph.connected_components_batched``, writing through each row's
+    own data pointer; the arrays are allocated here and held until the call returns.
+    O(n + R k alpha) per lattice for R runs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1], [1]])
+    >>> st = np.array([[1, 1, 1], [1, 0, 1]], np.uint8)
+    >>> labels, counts, sizes = connected_components_rows((3,), np.zeros(1, np.uint8), off, st)
+    >>> [a.tolist() for a in labels], counts.tolist(), [s.tolist() for s in sizes]
+    ([[1, 1, 1], [1, 0, 2]], [1, 2], [[3], [1, 1]])
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    n = math.prod(shape.tolist())
+    stack = _stack_of(open_stack, n)
+    B = stack.shape[0]
+    if not G.batch_fits(shape, offsets):
+        raise ValueError(f"a lattice of {n} sites is too large for one serial labelling; "
+                         "label it with connected_components")
+    labels = [np.empty(n, dtype=np.int32) for _ in range(B)]
+    counts = np.zeros(B, dtype=np.int64)
+    if B == 0 or n == 0:
+        return labels, counts, [np.zeros(0, dtype=np.int64) for _ in range(B)]
+    half, runs = G._stencil_halves(offsets.tobytes(), d)
+    L = int(shape[-1])
+    runs = runs or L == 1
+    nrow = n // L
+    bound = nrow * ((L + 1) // 2) + 1 if runs else n + 1
+    sizes = np.empty((B, bound), dtype=np.int64)
+    addrs = _addresses(labels)
+    like = labels[0]
+    per_row = n * (4 + 4 * half.shape[0])
+    if runs:
+        T = numba.get_num_threads()  # scratch rows: any thread of the team may take a row
+        row_ptr = np.empty((T, nrow + 1), dtype=np.int64)
+        rs = np.empty((T, bound), dtype=np.int32)
+        re = np.empty((T, bound), dtype=np.int32)
+        lab = np.empty((T, bound + 1), dtype=np.int32)
+        _launch(_runs_rows, B, per_row, addrs, like, np.int64(n), sizes, counts, stack,
+                row_ptr, rs, re, lab, half, shape, periodic)
+    else:
+        _launch(_sites_rows, B, per_row, addrs, like, np.int64(n), sizes, counts, stack,
+                half, shape, periodic)
+    return labels, counts, [sizes[b, 1:counts[b] + 1].copy() for b in range(B)]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _faces_rows(addrs, like, n, counts, outer, L, inner, out, found):
+    """``graph._faces_batched`` over labellings held at ``addrs`` (n int32 each)."""
+    for b in prange(addrs.shape[0]):
+        row = numba.carray(_pointer(addrs[b], like), n)
+        seen = np.zeros(counts[b] + 1, dtype=np.uint8)
+        for o in range(outer):
+            lo = o * L * inner
+            hi = lo + (L - 1) * inner
+            for i in range(inner):
+                seen[row[lo + i]] |= 1
+                seen[row[hi + i]] |= 2
+        k = 0
+        for c in range(1, counts[b] + 1):
+            if seen[c] == 3:
+                out[b, k] = c
+                k += 1
+        found[b] = k
+
+
+def face_spanning_rows(labels, counts, shape, axis) -> list:
+    """``graph.face_spanning_batched`` for labellings given as a list of arrays (int32,
+    C-contiguous, n each): sorted int64 labels of the clusters touching both faces of
+    ``axis``, per row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lab = [np.array([1, 0, 1, 1], np.int32), np.array([1, 2, 0, 2], np.int32)]
+    >>> [a.tolist() for a in face_spanning_rows(lab, np.array([1, 2]), (2, 2), 0)]
+    [[1], [2]]
+    """
+    shape = [int(x) for x in shape]
+    n = math.prod(shape)
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:])
+    B = len(labels)
+    out = np.empty((B, outer * inner), dtype=np.int64)
+    found = np.zeros(B, dtype=np.int64)
+    for a in labels:
+        if a.dtype != np.int32 or a.size != n or not a.flags.c_contiguous:
+            raise ValueError(f"labels must be C-contiguous int32 arrays of {n} entries")
+    if B and outer * inner:
+        _faces_rows(_addresses(labels), labels[0], np.int64(n),
+                    np.ascontiguousarray(counts, dtype=np.int64), outer, shape[axis], inner,
+                    out, found)
+    return [out[b, :found[b]].copy() for b in range(B)]
 
 
 # -- percolation without labels ----------------------------------------------------------
