@@ -1,27 +1,31 @@
-"""A site-percolation study as a batch: components and spanning clusters of an ensemble.
+"""The batch processor against the loops it replaces, measured side by side.
 
-    python benchmarks/bench_batch.py [--output reports/batch.md] [--samples 200]
-                                     [--dask-samples 2000] [--no-dask]
+    python benchmarks/bench_batch.py [--output reports/batch.md] [--lattices 300]
+                                     [--rounds 5] [--tiny 10000] [--dask] [--study]
 
-Part 1, measured in this run on this machine: ``--samples`` lattices of 128 x 128 (open
-axes, von Neumann) at p = 0.6, labelled with the spanning clusters along both axes:
+Part 1, the ensembles of issue 23 item 19: ``--lattices`` lattices of 128 x 128 (open,
+von Neumann) with site masks at p = 0.6 (site 0 kept open: the source of the distance
+fields), built with ``cat.Lattice(shape, mask=m)``. For ``connected_components``,
+``percolates`` (axis 0) and ``distance_field`` from corner 0, every answer of
+``BatchProcessor(lattices).map(op)`` is first checked against the loop of single calls
+``[L.op() for L in lattices]`` (and the labels against ``scipy.ndimage.label``); then,
+interleaved round by round so that other load on the machine hits every variant alike,
+the best of ``--rounds`` of: the map as it chooses, the map forced to the batched twin
+(``batched=True``) and to a loop (``batched=False``), the loop of single calls, and for
+components a loop of ``scipy.ndimage.label``. The table gives the loop's time over
+each variant's (above 1: faster than the loop) and the map's reason from ``stats()``.
 
-* batched: ``BatchProcessor(lattices).map("spanning_clusters", axes=(0, 1))``, which
-  stacks the masks and runs the routed twin ``batched.spanning_clusters``;
-* a Python loop of single routed calls, ``L.spanning_clusters((0, 1))``, and the loop the
-  study used before (``L.connected_components()`` then ``L.percolates(0)``);
-* a loop of ``scipy.ndimage.label`` over the same masks plus the same spanning check in
-  NumPy (labels on both faces, intersected); and ``cc3d.connected_components`` the same
-  way when connected-components-3d is installed.
+Part 2, executors on tiny items: ``--tiny`` lattices of 8 x 8 (p = 0.6),
+``connected_components``: the serial map, ``executor="threads"`` as it chooses and
+forced (``force_executor=True``), and with ``--dask`` a ``LocalCluster`` of 2
+single-threaded worker processes as it chooses and forced (the cluster's start-up
+timed with it, as a user's first map pays it; one round each). Then the threads
+crossover: loops of single ``distance_field`` calls (``batched=False``) on lattices of
+growing size, serial against the threads executor forced, next to the router's
+prediction per call, which the executor compares with ``batch.THREAD_MIN_ITEM_S``.
 
-Every variant starts from the same list of lattices (or their masks) and every result
-is checked against the batched one. Times: the best of 5 rounds (after a warm-up).
-Building the lattices (``base.with_mask(m)``) is timed on its own.
-
-Part 2: the same study with ``--dask-samples`` lattices of 256 x 256 on a
-``LocalCluster`` of 2 single-threaded worker processes (loopback), against the serial
-executor (whose kernel uses both cores), with the cluster already running; and the
-cluster start-up on its own. Reported as measured, ratio included.
+``--study``: also the older percolation-study tables (spanning clusters of 200
+lattices, and Dask against serial on 2000 lattices of 256 x 256).
 """
 
 from __future__ import annotations
@@ -38,243 +42,253 @@ import numpy as np
 from scipy import ndimage
 
 import catalytic as cat
+from catalytic import batch as B
+
+SHAPE = (128, 128)
 
 
-def best(func, rounds=5):
-    func()  # warm-up: JIT, caches
-    times = []
-    for _ in range(rounds):
+def interleaved(funcs: dict, rounds: int) -> dict:
+    """Best seconds of each function over ``rounds`` rounds, every round running each
+    once in turn (after one warm-up call each), the order rotated from round to round:
+    what one variant leaves behind (memory to fault in again, caches) falls on each of
+    the others in turn."""
+    for f in funcs.values():
+        f()
+    best = {k: float("inf") for k in funcs}
+    keys = list(funcs)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            t0 = time.perf_counter()
+            funcs[k]()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
+
+
+def _masks(n, shape, p=0.6, seed=0):
+    masks = np.random.default_rng(seed).random((n,) + shape) < p
+    masks.reshape(n, -1)[:, 0] = True
+    return masks
+
+
+def _same(op, a, b) -> bool:
+    if op == "connected_components":
+        return (a.count == b.count and np.array_equal(a.labels, b.labels)
+                and np.array_equal(a.sizes, b.sizes))
+    if op == "percolates":
+        return a is b
+    return a.dtype == b.dtype and np.array_equal(a, b)
+
+
+OPS = [("connected_components", (), {}), ("percolates", (), {"axis": 0}),
+       ("distance_field", (0,), {})]
+
+
+def part1(n, rounds):
+    masks = _masks(n, SHAPE)
+    lats = [cat.Lattice(shape=SHAPE, mask=m) for m in masks]
+    rows = []
+    for op, args, kwargs in OPS:
+        auto = cat.BatchProcessor(lats, progress=False)
+        twin = cat.BatchProcessor(lats, progress=False, batched=True)
+        loop_map = cat.BatchProcessor(lats, progress=False, batched=False)
+        single = [L.run(op, *args, **kwargs) for L in lats]
+        for bp in (auto, twin, loop_map):
+            got = bp.map(op, *args, **kwargs)
+            assert got.ok and all(_same(op, g, s) for g, s in zip(got, single)), op
+        if op == "connected_components":
+            for m, s in zip(masks, single):
+                want, count = ndimage.label(m)
+                assert s.count == count and np.array_equal(s.labels, want)
+        funcs = {
+            "loop": lambda: [L.run(op, *args, **kwargs) for L in lats],
+            "map": lambda: auto.map(op, *args, **kwargs),
+            "map, batched=True": lambda: twin.map(op, *args, **kwargs),
+            "map, batched=False": lambda: loop_map.map(op, *args, **kwargs),
+        }
+        if op == "connected_components":
+            funcs["loop of scipy.ndimage.label"] = lambda: [ndimage.label(m) for m in masks]
+        best = interleaved(funcs, rounds)
+        auto.map(op, *args, **kwargs)
+        g = auto.stats()["per_group"][0]
+        rows.append((op, best, g["mode"], g["reason"]))
+    return rows
+
+
+def part2(n, dask):
+    masks = np.random.default_rng(1).random((n, 8, 8)) < 0.6
+    lats = [cat.Lattice(shape=(8, 8), mask=m) for m in masks]
+    op = "connected_components"
+    want = [L.connected_components() for L in lats]
+    variants = [("serial", {}), ("threads", {"executor": "threads"}),
+                ("threads, force_executor=True", {"executor": "threads",
+                                                  "force_executor": True})]
+    if dask:
+        variants += [("dask (own LocalCluster)", {"executor": "dask", "max_workers": 2}),
+                     ("dask (own LocalCluster), force_executor=True",
+                      {"executor": "dask", "max_workers": 2, "force_executor": True})]
+    out = []
+    cat.BatchProcessor(lats[:50], progress=False).map(op)  # JIT
+    for name, kw in variants:
+        bp = cat.BatchProcessor(lats, progress=False, **kw)
         t0 = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        got = bp.map(op)
+        t = time.perf_counter() - t0
+        assert got.ok and all(_same(op, g, w) for g, w in zip(got, want)), name
+        s = bp.stats()
+        out.append((name, t, s["executor_used"], s["executor_reason"]))
+    return out, (dask_costs(lats) if dask else None)
 
 
-def face_spanning(labels, axis):
-    lo = np.take(labels, 0, axis=axis)
-    hi = np.take(labels, -1, axis=axis)
-    return np.intersect1d(lo[lo > 0], hi[hi > 0])
-
-
-def ensemble(samples, shape, p=0.6, seed=0):
-    rng = np.random.default_rng(seed)
-    masks = rng.random((samples,) + shape) < p
-    base = cat.Lattice(shape=shape)
-    return base, masks
-
-
-def part1(samples):
-    shape = (128, 128)
-    base, masks = ensemble(samples, shape)
-    lats = [base.with_mask(m) for m in masks]
-    out = {}
-    out["build: base.with_mask(m) for every mask"] = best(lambda: [base.with_mask(m) for m in masks])
-    out["build: cat.Lattice(shape, mask=m) for every mask"] = best(
-        lambda: [cat.Lattice(shape=shape, mask=m) for m in masks])
-
-    bp = cat.BatchProcessor(lats, progress=False)
-    batched = bp.map("spanning_clusters", axes=(0, 1))
-    out["batched: BatchProcessor.map('spanning_clusters', axes=(0, 1))"] = best(
-        lambda: bp.map("spanning_clusters", axes=(0, 1)))
-    stats = bp.stats()
-
-    single = [L.spanning_clusters((0, 1)) for L in lats]
-    out["loop: L.spanning_clusters((0, 1))"] = best(
-        lambda: [L.spanning_clusters((0, 1)) for L in lats])
-    out["loop: L.connected_components(); L.percolates(0)"] = best(
-        lambda: [(L.connected_components(), L.percolates(0)) for L in lats])
-
-    def nd_loop():
-        res = []
-        for m in masks:
-            labels, count = ndimage.label(m)
-            res.append((labels, count, face_spanning(labels, 0), face_spanning(labels, 1)))
-        return res
-
-    nd = nd_loop()
-    out["loop: scipy.ndimage.label + NumPy spanning"] = best(nd_loop)
-
-    cc3d_note = None
-    try:
-        import cc3d
-    except ImportError:
-        cc3d_note = "connected-components-3d is not installed: pip install connected-components-3d"
-    if cc3d_note is None:
-        def cc_loop():
-            res = []
-            for m in masks:
-                labels, count = cc3d.connected_components(m, connectivity=4, return_N=True)
-                res.append((labels, count, face_spanning(labels, 0), face_spanning(labels, 1)))
-            return res
-
-        cc = cc_loop()
-        out["loop: cc3d.connected_components + NumPy spanning"] = best(cc_loop)
-    # every variant agrees with the batched results
-    for b in range(samples):
-        got = batched[b]
-        assert np.array_equal(got.components.labels, single[b].components.labels)
-        assert np.array_equal(got.components.labels, nd[b][0]) and got.components.count == nd[b][1]
-        for a in (0, 1):
-            assert np.array_equal(got.clusters[a], single[b].clusters[a])
-            assert np.array_equal(got.clusters[a], nd[b][2 + a])
-        if cc3d_note is None:  # cc3d numbers components by its own scan: compare counts
-            assert cc[b][1] == got.components.count
-            assert len(cc[b][2]) == len(got.clusters[0]) and len(cc[b][3]) == len(got.clusters[1])
-    spanning = float(np.mean([g.clusters[0].size > 0 for g in batched]))
-    # the labelling kernel alone, on every thread count up to Numba's
-    from catalytic.kernels.cpu import graph
-
-    g = base.geometry
-    stack = masks.reshape(samples, -1).view(np.uint8)
-    kernel = {}
-    threads = numba.get_num_threads()
-    for T in sorted({1, threads}):
-        numba.set_num_threads(T)
-        try:
-            kernel[T] = best(lambda: graph.connected_components_batched(
-                g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe))
-        finally:
-            numba.set_num_threads(threads)
-    return out, stats, cc3d_note, spanning, kernel
-
-
-def part2(samples):
+def dask_costs(lats):
+    """What the Dask executor's own costs are here: a LocalCluster of 2 worker processes
+    started and warmed by a first map of 2 items; then, on that running cluster, forced
+    maps of growing size (best of 2): their time against the items gives the cost per
+    item shipped (the slope) and per map of 2 tasks (the intercept)."""
     from distributed import Client, LocalCluster
 
-    shape = (256, 256)
-    base, masks = ensemble(samples, shape, seed=1)
-    lats = [base.with_mask(m) for m in masks]
-    serial_bp = cat.BatchProcessor(lats, progress=False)
-    serial = serial_bp.map("spanning_clusters", axes=(0, 1))
-    t_serial = best(lambda: serial_bp.map("spanning_clusters", axes=(0, 1)), rounds=3)
+    op = "connected_components"
     t0 = time.perf_counter()
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            host="127.0.0.1", dashboard_address=None)
     client = Client(cluster)
-    t_start = time.perf_counter() - t0
     try:
-        bp = cat.BatchProcessor(lats, executor="dask", client=client, progress=False)
-        got = bp.map("spanning_clusters", axes=(0, 1))  # also the workers' warm-up
-        t_dask = best(lambda: bp.map("spanning_clusters", axes=(0, 1)), rounds=3)
-        group = bp.stats()["per_group"][0]
+        cat.BatchProcessor(lats[:2], executor="dask", client=client, progress=False,
+                           force_executor=True).map(op)
+        start = time.perf_counter() - t0
+        sizes = [n for n in (100, 1000, len(lats)) if n <= len(lats)]
+        times = []
+        for n in sizes:
+            bp = cat.BatchProcessor(lats[:n], executor="dask", client=client, progress=False,
+                                    force_executor=True)
+            times.append(min(_timed(lambda: bp.map(op)) for _ in range(2)))
     finally:
         client.close()
         cluster.close()
-    for g, s in zip(got, serial):
-        assert np.array_equal(g.components.labels, s.components.labels)
-        assert all(np.array_equal(g.clusters[a], s.clusters[a]) for a in (0, 1))
-    return {"serial": t_serial, "dask": t_dask, "start": t_start, "group": group,
-            "shape": shape, "samples": samples}
+    slope, intercept = np.polyfit(sizes, times, 1)
+    return {"start": start, "sizes": sizes, "times": times, "per_item": slope,
+            "per_map": intercept}
 
 
-def report(samples, p1, p2) -> str:
-    times, stats, cc3d_note, spanning, kernel = p1
-    batched = times["batched: BatchProcessor.map('spanning_clusters', axes=(0, 1))"]
+def _timed(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def crossover(rounds):
+    """Serial against forced threads for loops of single distance_field calls."""
+    out = []
+    for side, count in ((16, 400), (64, 200), (128, 100), (256, 40), (512, 12)):
+        shape = (side, side)
+        masks = _masks(count, shape, seed=side)
+        lats = [cat.Lattice(shape=shape, mask=m) for m in masks]
+        ser = cat.BatchProcessor(lats, progress=False, batched=False)
+        thr = cat.BatchProcessor(lats, progress=False, batched=False, executor="threads",
+                                 max_workers=2, force_executor=True)
+        best = interleaved({"serial": lambda: ser.map("distance_field", 0),
+                            "threads": lambda: thr.map("distance_field", 0)}, rounds)
+        per_item = ser.stats()["predicted_seconds"] / count
+        out.append((shape, count, per_item, best["serial"], best["threads"]))
+    return out
+
+
+def report(args, rows, tiny, cross, study) -> str:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     lines = [
-        "# Batch processor: a site-percolation ensemble",
+        "# Batch processor against the loops it replaces",
         "",
-        f"Measured by `python benchmarks/bench_batch.py` on {platform.platform()}, "
-        f"{os.cpu_count()} CPUs, Numba {numba.__version__} with {numba.get_num_threads()} "
-        f"threads, Python {platform.python_version()}; all figures from one run.",
+        f"Measured by `{' '.join(['python benchmarks/bench_batch.py'] + sys.argv[1:])}` "
+        f"on {platform.platform()}, "
+        f"{os.cpu_count()} CPUs, Numba {numba.__version__} ({numba.get_num_threads()} "
+        f"threads), Python {platform.python_version()}; all figures from one run"
+        + (f", load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+           "(1 / 5 / 15 min: other processes were running; the variants of a table were "
+           "run in turn, round by round, so they shared that load)" if load else "") + ".",
         "",
-        f"## {samples} lattices of 128 x 128, p = 0.6, spanning clusters along both axes",
+        f"## {args.lattices} lattices of {SHAPE[0]} x {SHAPE[1]}, site masks at p = 0.6",
         "",
-        "Every variant starts from the same lattices (or masks) and gives the same labels "
-        "and spanning clusters (checked in the run; cc3d numbers its components its own way, "
-        f"so its counts are compared). Fraction spanning axis 0: {spanning:.3f}. Best of 5.",
+        "Answers checked equal first (components also against `scipy.ndimage.label`). "
+        f"Best of {args.rounds} interleaved rounds (the order rotated each round); speed = "
+        "loop time / variant time.",
         "",
-        "| variant | total ms | us per lattice | time / batched |",
-        "|---|---:|---:|---:|",
+        "| operation | variant | total ms | us per lattice | speed over the loop |",
+        "|---|---|---:|---:|---:|",
     ]
-    for name, t in times.items():
-        if name.startswith("build"):
-            continue
-        lines.append(f"| {name} | {t * 1e3:.1f} | {t / samples * 1e6:.1f} | {t / batched:.2f} |")
-    if cc3d_note:
-        lines.append(f"| cc3d | not measured: {cc3d_note} | | |")
-    loop = times["loop: L.connected_components(); L.percolates(0)"]
-    nd = times["loop: scipy.ndimage.label + NumPy spanning"]
+    for op, best, _, _ in rows:
+        for name, t in best.items():
+            lines.append(f"| {op} | {name} | {t * 1e3:.1f} | {t / args.lattices * 1e6:.1f} "
+                         f"| {best['loop'] / t:.2f}x |")
+    lines += ["", "How the map chose (`stats()['per_group'][0]`):", ""]
+    for op, _, mode, reason in rows:
+        lines.append(f"- `{op}`: {mode}. {reason}")
     lines += [
         "",
-        "Against the targets of the batch issue, in this run: a loop of single calls "
-        f"(`connected_components()` then `percolates(0)`, the study's loop) takes "
-        f"{loop / batched:.2f}x the batched time, "
-        + ("meeting" if loop / batched >= 5 else "short of")
-        + " the 5x asked (that loop is "
-        f"{460e-6 * samples / loop:.1f}x faster than the 460 us per lattice the issue "
-        "measured when it was filed; against that figure, not measured "
-        f"here, the ratio would be {460e-6 * samples / batched:.1f}x); the loop of "
-        f"`scipy.ndimage.label` takes {nd / batched:.2f}x the batched time, "
-        + ("so batched is faster, as asked." if nd > batched else "so batched is slower.")
-        + " Of the batched time, the labelling kernel alone (the host function "
-        "`connected_components_batched` on the stacked masks) takes "
-        + ", ".join(f"{t / samples * 1e6:.1f} us per lattice on {T} thread(s)"
-                    for T, t in kernel.items()) + ".",
+        f"## Executors on {args.tiny} lattices of 8 x 8 (`connected_components`)",
+        "",
+        "One round each, answers checked against single calls; a Dask row includes "
+        "starting its own cluster.",
+        "",
+        "| executor | total s | us per lattice | ran on | why |",
+        "|---|---:|---:|---|---|",
     ]
-    if len(kernel) > 1:
-        k1, kT = kernel[1], kernel[max(kernel)]
-        lines[-1] += (
-            " The study's loop labels every lattice twice (`percolates` labels again), on "
-            "one thread (single calls on lattices this small stay on one thread); the "
-            "batched map labels it once, on every thread. With the per-call overheads "
-            f"left out, that alone bounds the ratio near 2 x {k1 / samples * 1e6:.0f} / "
-            f"{kT / samples * 1e6:.0f} = {2 * k1 / kT:.1f}x on this machine: the 5x needs "
-            "more cores (the batched kernel shares lattices out over threads, the loop "
-            "cannot), not a faster kernel, which would speed both sides alike.")
-    g = stats["per_group"][0]
-    lines += [
-        "",
-        f"The batched map made {stats['launches']} routed call(s) of "
-        f"`batched.spanning_clusters` on {g['backends']} (batch size "
-        f"{g['memory']['batch_size']} from {g['memory']['host_available'] / 2**30:.1f} GiB "
-        f"available host memory and {g['memory']['per_item_bytes']} bytes per lattice).",
-        "",
-        "Building the lattices, not counted above:",
-        "",
-        "| build | total ms | us per lattice |",
-        "|---|---:|---:|",
-    ]
-    for name, t in times.items():
-        if name.startswith("build"):
-            lines.append(f"| {name[7:]} | {t * 1e3:.1f} | {t / samples * 1e6:.1f} |")
-    if p2 is not None:
-        grp = p2["group"]
-        ratio = p2["serial"] / p2["dask"]
+    tiny, costs = tiny
+    for name, t, used, why in tiny:
+        lines.append(f"| {name} | {t:.3f} | {t / args.tiny * 1e6:.1f} | {used} | {why} |")
+    if costs is not None:
         lines += [
             "",
-            f"## Dask: {p2['samples']} lattices of {p2['shape'][0]} x {p2['shape'][1]}, "
-            "2 worker processes against the serial executor",
-            "",
-            "The cluster runs before timing starts (its start-up is listed on its own); the "
-            f"group was split into {grp['tasks']} parts, each one batched call on a worker "
-            "(lattices travel by definition: geometry, mask, seed). Best of 3.",
-            "",
-            "| executor | total s | us per lattice |",
-            "|---|---:|---:|",
-            f"| serial (one process, its kernel on {numba.get_num_threads()} threads) | "
-            f"{p2['serial']:.3f} | {p2['serial'] / p2['samples'] * 1e6:.1f} |",
-            f"| dask, 2 workers x 1 thread | {p2['dask']:.3f} | "
-            f"{p2['dask'] / p2['samples'] * 1e6:.1f} |",
-            f"| LocalCluster start-up (once) | {p2['start']:.3f} | |",
-            "",
-            f"Serial / Dask = {ratio:.2f} "
-            + ("(Dask faster)." if ratio > 1 else "(Dask slower: on this machine the serial "
-               "executor's kernel already uses every core, and Dask adds pickling and "
-               "transfer of every mask; Dask pays off across machines or GPUs, not here)."),
+            "The Dask executor's own costs, measured here (`dask_costs`): a LocalCluster of "
+            f"2 workers started and warmed by a first map in {costs['start']:.2f} s; on it, "
+            "forced maps of "
+            + ", ".join(f"{n} items in {t:.3f} s" for n, t in zip(costs["sizes"],
+                                                                costs["times"]))
+            + f": {costs['per_item'] * 1e6:.0f} us per item and {costs['per_map']:.3f} s "
+            f"per map of 2 tasks (least squares). The choice uses DASK_START_S = "
+            f"{B.DASK_START_S} s, DASK_ITEM_S = {B.DASK_ITEM_S * 1e6:.0f} us, DASK_TASK_S = "
+            f"{B.DASK_TASK_S * 1e3:.0f} ms.",
         ]
-    return "\n".join(lines) + "\n"
+    lines += [
+        "",
+        "## Threads crossover: loops of single `distance_field` calls",
+        "",
+        f"`batched=False`, serial against `executor='threads'` (2 threads, forced); best of "
+        f"{args.rounds} interleaved rounds. The executor runs threads by itself where the "
+        f"predicted call is at least `THREAD_MIN_ITEM_S` = {B.THREAD_MIN_ITEM_S * 1e6:.0f} us "
+        "(where these runs cross over; lattices of 2^16 sites and more already run each "
+        "call on every free thread).",
+        "",
+        "| lattice | calls | predicted us per call | serial ms | threads ms | serial / threads |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for shape, count, per_item, ts, tt in cross:
+        lines.append(f"| {shape[0]} x {shape[1]} | {count} | {per_item * 1e6:.0f} | "
+                     f"{ts * 1e3:.1f} | {tt * 1e3:.1f} | {ts / tt:.2f} |")
+    text = "\n".join(lines) + "\n"
+    if study is not None:
+        text += "\n" + study
+    return text
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, default=Path("reports/batch.md"))
-    ap.add_argument("--samples", type=int, default=200)
-    ap.add_argument("--dask-samples", type=int, default=2000)
-    ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--lattices", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--tiny", type=int, default=10_000)
+    ap.add_argument("--dask", action="store_true", help="also the Dask executor")
+    ap.add_argument("--study", action="store_true",
+                    help="also the percolation-study tables (benchmarks/bench_batch_study.py)")
     args = ap.parse_args(argv)
-    p1 = part1(args.samples)
-    p2 = None if args.no_dask else part2(args.dask_samples)
-    text = report(args.samples, p1, p2)
+    rows = part1(args.lattices, args.rounds)
+    tiny = part2(args.tiny, args.dask)
+    cross = crossover(args.rounds)
+    study = None
+    if args.study:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import bench_batch_study
+
+        study = bench_batch_study.run()
+    text = report(args, rows, tiny, cross, study)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     sys.stdout.write(text)

@@ -16,7 +16,13 @@ lattices at once (lattices shared out over threads), on ``cuda`` one launch per 
 covers every lattice, on ``numpy`` the reference loops. Each call of the twin is routed
 like any other (``engine.explain("batched.percolates", L, stack, axis=0)``), with its
 own measured cost. Other operations, single items and arrays run as a loop of single
-calls. :meth:`BatchProcessor.stats` says which groups ran how and why.
+calls. A group that could run as calls of the twin does so only when the router
+predicts that cheaper than a loop of single calls (:meth:`Router.compare_batch
+<catalytic.router.Router.compare_batch>`, from the calibrated cost of both: the twin
+saves the per-call costs and shares lattices out over threads, but a twin can also be
+the slower way, as the reference backend's loops are); ``batched=True`` or ``False``
+decides instead. :meth:`BatchProcessor.stats` says which groups ran how and why, with
+both predictions.
 
 How many lattices go into one call comes from measured memory: the host memory
 available now (the host guard) and, when a GPU backend may take the call, the
@@ -32,8 +38,11 @@ Executors
 ``"threads"``
     A thread pool; every public call gives the serial answer when threads share a
     lattice or a lent buffer (see :mod:`catalytic.catalysis`), so results equal the
-    serial executor's. A ``fail_fast`` failure or a ``KeyboardInterrupt`` cancels the
-    work not yet started and reaches the caller without waiting for it.
+    serial executor's. A batched group is one task; a loop group a few contiguous
+    chunks per thread. Single calls predicted under :data:`THREAD_MIN_ITEM_S` hold the
+    GIL for most of their time, so a map of only those runs serially. A ``fail_fast``
+    failure or a ``KeyboardInterrupt`` cancels the work not yet started and reaches the
+    caller without waiting for it.
 ``"dask"``
     Groups run as tasks on a ``dask.distributed`` cluster: the ``client=`` you pass, or
     a ``LocalCluster`` started for the call and closed after it. Lattices travel by
@@ -41,7 +50,12 @@ Executors
     their caches, and workers build their own engines: an operation or backend from a
     plugin registered at run time (``engine.register_plugin``) is refused before
     anything is submitted; install such a plugin with an entry point in the
-    ``"catalytic"`` group. Needs ``pip install "catalytic[dask]"``.
+    ``"catalytic"`` group. Needs ``pip install "catalytic[dask]"``. A map whose
+    predicted work does not pay for the cluster (start-up, shipping every item, the
+    tasks; see :func:`executor_plan`) runs serially, without starting one.
+
+Either fallback is said in ``stats()["executor_used"]`` and ``["executor_reason"]``;
+``force_executor=True`` runs on the executor asked for regardless.
 
 Errors
 ------
@@ -68,6 +82,7 @@ True
 from __future__ import annotations
 
 import importlib.util
+import math
 import numbers
 import os
 import queue
@@ -92,6 +107,19 @@ PROGRESS_MIN_ITEMS = 50
 #: share of the measured free memory (host, and device when a GPU may run the call) one
 #: batched call may plan to use
 MEMORY_FRACTION = 0.5
+#: a loop group runs on the threads executor only when one of its single calls is
+#: predicted to take at least this long: below it the call is mostly Python holding the
+#: GIL, and threads only add their handoffs (the crossover benchmarks/bench_batch.py
+#: measures)
+THREAD_MIN_ITEM_S = 60e-6
+#: tasks per worker thread a loop group is cut into (contiguous chunks of items)
+CHUNKS_PER_WORKER = 4
+#: the Dask executor's own costs, for the choice against serial: starting a LocalCluster
+#: and warming its workers, shipping one item there and its result back, one task
+#: (``benchmarks/bench_batch.py --dask`` measures them; reports/batch.md)
+DASK_START_S = 5.0
+DASK_ITEM_S = 600e-6
+DASK_TASK_S = 0.05
 
 
 def _local_cluster(n_workers):
@@ -195,10 +223,12 @@ def _stack(items, lattice=None) -> np.ndarray:
         shared = arrays[0].dtype if len({a.dtype for a in arrays}) == 1 else None
         return np.stack(arrays, dtype=shared)
     n = items[0].geometry.n_points
-    stack = np.ones((len(items), n), dtype=np.bool_)
+    stack = np.empty((len(items), n), dtype=np.bool_)  # every row written once
     for b, lat in enumerate(items):
         if lat.geometry.mask is not None:
             stack[b] = lat.geometry.mask.reshape(-1)
+        else:
+            stack[b] = True
     return stack
 
 
@@ -391,12 +421,91 @@ def loop_reason(op, items, lattice=None) -> str | None:
     return None
 
 
+def _single_args(op, items, args, kwargs, lattice=None):
+    """``(engine, args, kwargs)`` of the first item's single call, validated."""
+    from catalytic.engine import get_engine
+
+    first = items[0]
+    if lattice is not None:
+        engine, call = lattice.engine, (lattice, first, *args)
+    elif _is_lattice(first):
+        engine, call = first.engine, (first, *args)
+    else:
+        engine, call = get_engine(), (first, *args)
+    spec = engine.registry.operation(op)
+    kw = {k: v for k, v in kwargs.items() if k != "backend"}
+    if spec.validate is not None:
+        call, kw = spec.validate(*call, **kw)
+    return engine, call, kw
+
+
+def loop_seconds(op, items, args, kwargs, lattice=None) -> float:
+    """Predicted seconds of ``op`` on every item as single calls (the first item's
+    prediction, :data:`~catalytic.router.ROUTED_CALL_S` included, times the items), or
+    NaN when nothing can be predicted (the first item's call is refused)."""
+    from catalytic.router import ROUTED_CALL_S
+
+    try:
+        engine, call, kw = _single_args(op, items, args, kwargs, lattice)
+        d = engine.router.decide(op, call, kw, backend=kwargs.get("backend"))
+    except Exception:  # the loop reports it item by item
+        return math.nan
+    return len(items) * (d.predictions.get(d.backend, math.nan) + ROUTED_CALL_S)
+
+
+def plan_group(op, items, args, kwargs, lattice=None, limit=None, batched=None) -> dict:
+    """How a group runs ``op``: ``{"batched": bool, "reason": str, "predicted_s":
+    seconds of the way chosen (NaN when unknown), "choice": {...} when both ways were
+    predicted}``.
+
+    A group that can run as calls of the twin (:func:`loop_reason`) does so when the
+    router predicts the twin cheaper than a loop of single calls
+    (:meth:`~catalytic.router.Router.compare_batch`, with the memory-bound batch size);
+    ``batched=True`` runs the twin wherever it can, ``batched=False`` never."""
+    reason = loop_reason(op, items, lattice)
+    if reason is None and batched is False:
+        reason = "batched=False: a loop of single calls"
+    if reason is None:
+        template = lattice if lattice is not None else items[0]
+        twin = BATCHED_PREFIX + op
+        try:
+            one = _stack(items[:1], lattice)
+            size, _ = batch_size(template.engine, twin, template, one, args, kwargs, limit)
+            spec = template.engine.registry.operation(twin)
+            kw = {k: v for k, v in kwargs.items() if k != "backend"}
+            if spec.validate is not None:
+                twin_call = spec.validate(template, one, *args, **kw)
+            else:
+                twin_call = ((template, one, *args), kw)
+        except Exception as err:  # bad arguments: the loop reports them item by item
+            reason = (f"the batched call refused its arguments: {type(err).__name__}: "
+                      f"{err}")
+    if reason is not None:
+        return {"batched": False, "reason": reason,
+                "predicted_s": loop_seconds(op, items, args, kwargs, lattice)}
+    try:
+        _, call, kw = _single_args(op, items, args, kwargs, lattice)
+        choice = template.engine.router.compare_batch(
+            op, (call, kw), twin_call, len(items), size, backend=kwargs.get("backend"))
+    except Exception as err:  # the single call is refused: the twin, as before
+        return {"batched": True, "predicted_s": math.nan,
+                "reason": f"batched: a single call cannot be predicted "
+                          f"({type(err).__name__}: {err})"}
+    plan = {"batched": choice.batched, "reason": choice.reason,
+            "predicted_s": choice.seconds["batched" if choice.batched else "loop"],
+            "choice": {"predicted_s": choice.seconds, "backends": choice.backends}}
+    if batched is True and not choice.batched:
+        plan.update(batched=True, predicted_s=choice.seconds["batched"],
+                    reason=f"batched=True (by cost alone, {choice.reason})")
+    return plan
+
+
 def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=None,
-               lattice=None, region=None, collect=False):
-    """Run ``op`` on a group: batched calls of its twin when :func:`loop_reason` allows,
-    else a loop of single calls. Returns ``(values, errors, seconds, info)`` with errors
-    keyed by input index and ``info`` saying how the group ran. Module-level so Dask can
-    ship it to workers.
+               lattice=None, region=None, collect=False, plan=None):
+    """Run ``op`` on a group: batched calls of its twin when ``plan`` (default:
+    :func:`plan_group`) says so, else a loop of single calls. Returns ``(values, errors,
+    seconds, info)`` with errors keyed by input index and ``info`` saying how the group
+    ran and why (``reason``). Module-level so Dask can ship it to workers.
 
     Profiling: ``region`` (the caller's open region, for a thread of this process) is
     adopted as the parent of the group's records; with ``collect`` (a Dask task) the
@@ -407,13 +516,14 @@ def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=N
     if collect:
         with profiler.task_profiler() as tp:
             out = _run_group(op, items, indices, args, kwargs, fail_fast, engine, limit,
-                             lattice)
+                             lattice, plan=plan)
         out[3]["profile"] = tp.records
+        out[3]["profile_dropped"] = tp.dropped
         return out
     if region is not None:
         with profiler.get_profiler().adopt(region):
             return _run_group(op, items, indices, args, kwargs, fail_fast, engine, limit,
-                              lattice)
+                              lattice, plan=plan)
     if engine is None:
         from catalytic.engine import get_engine
 
@@ -422,7 +532,12 @@ def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=N
     values: dict = {}
     errors: dict = {}
     info = {"mode": "loop", "calls": 0, "splits": 0, "batched_items": 0, "backends": {}}
-    reason = loop_reason(op, items, lattice)
+    if plan is None:
+        plan = plan_group(op, items, args, kwargs, lattice, limit)
+    info["predicted_s"] = plan["predicted_s"]
+    if "choice" in plan:
+        info["choice"] = plan["choice"]
+    reason = None if plan["batched"] else plan["reason"]
     if reason is None:
         template = lattice if lattice is not None else items[0]
         try:
@@ -433,6 +548,7 @@ def _run_group(op, items, indices, args, kwargs, fail_fast, engine=None, limit=N
             reason = (f"the batched call refused its arguments: {type(err).__name__}: "
                       f"{err}")
     if reason is None:
+        info["reason"] = plan["reason"]
         info["mode"] = "batched"
         for lo in range(0, len(items), size):
             _batched(engine, op, template, items[lo:lo + size], indices[lo:lo + size], args,
@@ -612,6 +728,79 @@ def _threaded(jobs, workers, done=None) -> list:
         pool.shutdown(wait=ok, cancel_futures=True)
 
 
+def _fmt(t: float) -> str:
+    return "unknown" if math.isnan(t) else (f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s")
+
+
+def _chunks(idx, k):
+    """``idx`` cut into at most ``k`` contiguous parts of near-equal length."""
+    k = max(1, min(k, len(idx)))
+    return [idx[len(idx) * j // k:len(idx) * (j + 1) // k] for j in range(k)]
+
+
+def executor_plan(executor, plans, groups, workers=None, *, own_cluster=True,
+                  force=False):
+    """Where the groups run and as which tasks: ``(executor, reason, parts)``, with
+    ``parts[g]`` group g's indices cut into its tasks.
+
+    The executor asked for runs unless it is predicted slower than serial (``force``
+    runs it regardless), from the groups' predicted seconds (``plans``, see
+    :func:`plan_group`):
+
+    * ``"threads"``: a batched group is one task (its kernels use the threads); a loop
+      group whose single calls are predicted at :data:`THREAD_MIN_ITEM_S` or more is cut
+      into :data:`CHUNKS_PER_WORKER` contiguous chunks per thread. When no group gives
+      two such tasks (nor do two groups together), everything runs serially: threads
+      would only trade the GIL back and forth.
+    * ``"dask"``: each group in one contiguous part per worker (``workers``, default 2);
+      it runs there when the predicted serial seconds exceed the cluster's own costs
+      (:data:`DASK_START_S` when it starts its own cluster, :data:`DASK_ITEM_S` per item
+      shipped, :data:`DASK_TASK_S` per task) plus the serial seconds shared out over
+      the workers; else serially. Without a prediction it runs as asked.
+    """
+    serial_parts = [[idx] for idx in groups]
+    if executor == "serial":
+        return "serial", "asked for", serial_parts
+    total = math.fsum(p["predicted_s"] for p in plans)
+    if executor == "threads":
+        workers = workers or os.cpu_count() or 1
+        parts, worth = [], 0
+        for idx, plan in zip(groups, plans):
+            per_item = plan["predicted_s"] / len(idx)
+            if plan["batched"]:
+                parts.append([idx])
+                worth += 1
+            elif force or math.isnan(per_item) or per_item >= THREAD_MIN_ITEM_S:
+                parts.append(_chunks(idx, CHUNKS_PER_WORKER * workers))
+                worth += len(parts[-1])
+            else:
+                parts.append([idx])
+        if force:
+            return "threads", "force_executor=True", parts
+        if worth >= 2:
+            return "threads", (f"tasks predicted to take at least "
+                               f"{_fmt(THREAD_MIN_ITEM_S)} per item: {worth}"), parts
+        return "serial", (f"threads asked for, but no two tasks predicted worth a thread "
+                          f"(single calls under {_fmt(THREAD_MIN_ITEM_S)}; the whole map "
+                          f"{_fmt(total)})"), serial_parts
+    workers = workers or 2
+    parts = [_chunks(idx, workers) for idx in groups]
+    if force:
+        return "dask", "force_executor=True", parts
+    if math.isnan(total):
+        return "dask", "asked for (no cost prediction to compare with serial)", parts
+    items = sum(len(idx) for idx in groups)
+    tasks = sum(len(p) for p in parts)
+    start = DASK_START_S if own_cluster else 0.0
+    dask = start + items * DASK_ITEM_S + tasks * DASK_TASK_S + total / workers
+    words = (f"serial predicted {_fmt(total)}, dask {_fmt(dask)} ("
+             + (f"cluster start {_fmt(start)}, " if own_cluster else "")
+             + f"{items} items shipped, {tasks} tasks, the work over {workers} workers)")
+    if dask < total:
+        return "dask", words, parts
+    return "serial", "dask asked for, but " + words, serial_parts
+
+
 class BatchProcessor:
     """Run registered operations over many lattices or arrays (module docstring).
 
@@ -645,11 +834,19 @@ class BatchProcessor:
     engine : Engine, optional
         For array items and for the serial and threads executors (default: the
         process-wide engine; lattices use their own).
+    batched : bool, optional
+        Default (None): a group runs as calls of the operation's batched twin when the
+        router predicts them cheaper than a loop of single calls. True: the twin
+        wherever one can run the group; False: always a loop.
+    force_executor : bool, default False
+        Run on ``executor`` even where serial is predicted faster (by default a
+        threads or dask map of items too small to pay for their tasks runs serially,
+        and ``stats()`` says why).
     """
 
     def __init__(self, items, *, lattice=None, executor="serial", max_workers=None,
                  max_batch_size=None, progress=None, fail_fast=False, client=None,
-                 engine=None):
+                 engine=None, batched=None, force_executor=False):
         try:
             self.items = list(items)
         except TypeError:
@@ -665,6 +862,12 @@ class BatchProcessor:
             raise ValueError("client= is only used with executor='dask'")
         if lattice is not None and not _is_lattice(lattice):
             raise TypeError(f"lattice must be a catalytic lattice, got {type(lattice).__name__}")
+        if batched not in (None, True, False):
+            raise TypeError(f"batched must be None, True or False, got {batched!r}")
+        if force_executor not in (True, False):
+            raise TypeError(f"force_executor must be True or False, got {force_executor!r}")
+        self.batched = batched
+        self.force_executor = bool(force_executor)
         self.lattice = lattice
         self.executor = executor
         self.max_workers = max_workers
@@ -734,6 +937,9 @@ class BatchProcessor:
                 raise PluginError(problem)
         groups = self.groups()
         t0 = time.perf_counter()
+        plans = [plan_group(op, [self.items[i] for i in idx], args, kwargs, self.lattice,
+                            self.max_batch_size, self.batched) for idx in groups]
+        executor, executor_reason, parts = self._executor_plan(plans, groups)
         bar = None
         if self._show_progress():
             from tqdm import tqdm
@@ -742,26 +948,31 @@ class BatchProcessor:
         try:
             if not groups:
                 done = []
-            elif self.executor == "dask":
-                done = self._map_dask(op, groups, args, kwargs)
+            elif executor == "dask":
+                done = self._map_dask(op, groups, plans, parts, args, kwargs)
             else:
-                done = self._map_local(engine, op, groups, args, kwargs, bar)
+                done = self._map_local(engine, op, groups, plans, parts, args, kwargs, bar,
+                                       executor)
         finally:
             if bar is not None:
                 bar.close()
         values = [None] * len(self.items)
         errors: dict = {}
         per_group = []
-        for idx, (vals, errs, seconds, info) in zip(groups, done):
+        for idx, (vals, errs, seconds, info), part in zip(groups, done, parts):
             for i, v in zip(idx, vals):
                 values[i] = v
             errors.update(errs)
             per_group.append(dict(info, items=len(idx), seconds=seconds))
+            if executor != "serial":
+                per_group[-1]["tasks"] = len(part)
         wall = time.perf_counter() - t0
         modes = {g["mode"] for g in per_group}
         self._stats = {
             "op": op,
             "executor": self.executor,
+            "executor_used": executor,
+            "executor_reason": executor_reason,
             "items": len(self.items),
             "groups": len(groups),
             "group_sizes": [len(g) for g in groups],
@@ -772,17 +983,27 @@ class BatchProcessor:
             "errors": len(errors),
             "group_seconds": [g["seconds"] for g in per_group],
             "per_group": per_group,
+            "predicted_seconds": math.fsum(p["predicted_s"] for p in plans),
             "wall_seconds": wall,
             "items_per_second": len(self.items) / wall if wall > 0 else None,
         }
         return BatchResult(values, dict(sorted(errors.items())))
 
-    def _map_local(self, engine, op, groups, args, kwargs, bar):
+    def _executor_plan(self, plans, groups):
+        """``(executor, reason, parts)``: where the groups run and why, and each group's
+        indices cut into the tasks it runs as (:func:`executor_plan`)."""
+        workers = self.max_workers
+        if self.executor == "dask" and self.client is not None:
+            workers = max(1, len(self.client.scheduler_info()["workers"]))
+        return executor_plan(self.executor, plans, groups, workers,
+                             own_cluster=self.client is None, force=self.force_executor)
+
+    def _map_local(self, engine, op, groups, plans, parts, args, kwargs, bar, executor):
         limit = self.max_batch_size
         update = None if bar is None else (lambda out: bar.update(len(out[0])))
-        if self.executor == "serial":
+        if executor == "serial":
             done, failure = [], None
-            for idx in groups:
+            for idx, plan in zip(groups, plans):
                 if failure is not None:
                     # only a lower index can still change which failure is reported
                     idx = [i for i in idx if i < failure.index]
@@ -791,7 +1012,7 @@ class BatchProcessor:
                 try:
                     done.append(_run_group(op, [self.items[i] for i in idx], idx, args,
                                            kwargs, self.fail_fast, engine, limit,
-                                           self.lattice))
+                                           self.lattice, plan=plan))
                 except BatchError as err:
                     if failure is None or err.index < failure.index:
                         failure = err
@@ -804,22 +1025,22 @@ class BatchProcessor:
         workers = self.max_workers or os.cpu_count() or 1
         prof = get_profiler()
         region = prof.current_region() if prof.enabled else None
-        # a batched group is one job (its kernels use the threads); a loop, one per item
-        jobs, owner, reasons = [], [], []
-        for g, idx in enumerate(groups):
-            reasons.append(loop_reason(op, [self.items[i] for i in idx], self.lattice))
-            for part in ([idx] if reasons[-1] is None else [[i] for i in idx]):
+        # a batched group is one job (its kernels use the threads); a loop, a few chunks
+        jobs, owner = [], []
+        for g, (plan, cut) in enumerate(zip(plans, parts)):
+            for part in cut:
                 jobs.append((part[0], _run_group,
                              (op, [self.items[i] for i in part], part, args, kwargs,
-                              self.fail_fast, engine, limit, self.lattice, region)))
+                              self.fail_fast, engine, limit, self.lattice, region, False,
+                              plan)))
                 owner.append(g)
         results = _threaded(jobs, workers, update)
-        parts = [[] for _ in groups]
+        outs = [[] for _ in groups]
         for g, out in zip(owner, results):
-            parts[g].append(out)
-        return [_merge(p, reason) for p, reason in zip(parts, reasons)]
+            outs[g].append(out)
+        return [_merge(out, plan["reason"]) for out, plan in zip(outs, plans)]
 
-    def _map_dask(self, op, groups, args, kwargs):
+    def _map_dask(self, op, groups, plans, parts, args, kwargs):
         try:
             from distributed import Client
         except ImportError as err:
@@ -834,26 +1055,23 @@ class BatchProcessor:
             client = Client(cluster)
             own = (client, cluster)
         try:
-            # every group in one contiguous part per worker, so all workers share it
-            workers = max(1, len(client.scheduler_info()["workers"]))
             tasks = []
-            for idx in groups:
-                k = -(-len(idx) // workers)
+            for plan, cut in zip(plans, parts):
                 tasks.append([(part[0], client.submit(
                                    _run_group, op, [self.items[i] for i in part], part, args,
                                    kwargs, self.fail_fast, None, self.max_batch_size,
-                                   self.lattice, None, prof.enabled, pure=False))
-                              for part in (idx[lo:lo + k] for lo in range(0, len(idx), k))])
-            parts = self._gather_dask(client, tasks)
+                                   self.lattice, None, prof.enabled, plan, pure=False))
+                              for part in cut])
+            gathered = self._gather_dask(client, tasks)
             done = []
-            for g, idx in enumerate(groups):
-                for n, part in enumerate(parts[g]):  # the workers' records, under our region
+            for g, plan in enumerate(plans):
+                for n, part in enumerate(gathered[g]):  # the workers' records, under our region
                     records = part[3].pop("profile", None)
-                    if records:
-                        prof.merge(records, worker=f"dask-task-{g}.{n}",
-                                   parent=prof.current_region())
-                done.append(_merge(parts[g], loop_reason(op, [self.items[i] for i in idx],
-                                                         self.lattice)))
+                    dropped = part[3].pop("profile_dropped", 0)
+                    if records or dropped:
+                        prof.merge(records or [], worker=f"dask-task-{g}.{n}",
+                                   parent=prof.current_region(), dropped=dropped)
+                done.append(_merge(gathered[g], plan["reason"]))
             return done
         finally:
             if own is not None:
@@ -887,13 +1105,17 @@ class BatchProcessor:
         return parts
 
     def stats(self) -> dict:
-        """The last :meth:`map`, all measured: items, groups (and sizes), ``mode``
-        (``"batched"``, ``"loop"`` or ``"mixed"``; ``"empty"`` for a batch of no items,
-        which runs nothing and starts no cluster), ``launches`` (routed calls: one per
-        batched call, one per item of a loop), ``batched_items``, ``splits`` (batched
-        calls halved for memory), errors, seconds per group, and ``per_group``: how each
-        group ran, why a loop was a loop (``reason``), the backends of its batched calls
-        and the memory its batch size came from; wall time and items per second."""
+        """The last :meth:`map`: items, groups (and sizes), ``mode`` (``"batched"``,
+        ``"loop"`` or ``"mixed"``; ``"empty"`` for a batch of no items, which runs
+        nothing and starts no cluster), ``launches`` (routed calls: one per batched call,
+        one per item of a loop), ``batched_items``, ``splits`` (batched calls halved for
+        memory), errors, seconds per group, ``executor`` (asked for), ``executor_used``
+        and ``executor_reason`` (why, with the predictions compared), and
+        ``per_group``: how each group ran and why (``reason``: the twin or a loop, with
+        both predictions when both could run it; ``predicted_s`` of the way chosen and
+        ``choice`` with both), the backends of its batched calls, the memory its batch
+        size came from and, off the serial executor, its ``tasks``; wall time and items
+        per second. Seconds are measured except those named ``predicted``."""
         return dict(self._stats)
 
     def execute_parallel(self, callables=None):

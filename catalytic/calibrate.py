@@ -92,9 +92,12 @@ def _cases(quick: bool):
         L = _lattice(shape)
         for B in (4, 64):
             stack = (rng.random((B, L.n_points)) < 0.6).astype(np.uint8)
+            stack[:, 0] = 1  # the source of the distance fields
             cases += [
                 ("batched.connected_components", L, lambda L=L, s=stack: ((L, s), {})),
                 ("batched.percolates", L, lambda L=L, s=stack: ((L, s), {"axis": 0})),
+                ("batched.distance_field", L,
+                 lambda L=L, s=stack: ((L, s, np.array([0])), {})),
             ]
     for n in n_data:
         ints = rng.integers(0, 2**31, n)
@@ -148,9 +151,9 @@ def fit(samples):
     return float(a), float(throughput)
 
 
-def calibrate(*, quick=False, repeat=3, verbose=True):
-    """Measure every multi-backend operation on every available backend; return the
-    calibration document (not yet written)."""
+def calibrate(*, quick=False, repeat=3, verbose=True, ops=None):
+    """Measure every multi-backend operation (or only those named in ``ops``) on every
+    available backend; return the calibration document (not yet written)."""
     import numba
 
     import catalytic as cat
@@ -169,6 +172,8 @@ def calibrate(*, quick=False, repeat=3, verbose=True):
         if verbose:
             print(f"  cuda cost terms: {term_params['cuda']}", flush=True)
     for op, L, make in _cases(quick):
+        if ops is not None and op not in ops:
+            continue
         impls = reg.implementations.get(op, {})
         if len(impls) < 2:
             continue
@@ -225,10 +230,22 @@ def main(argv=None):
                     help=f"where to write (default {user_calibration_path()})")
     ap.add_argument("--quick", action="store_true", help="fewer, smaller sizes")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--ops", default=None,
+                    help="comma-separated operations to measure; their entries replace "
+                         "those of the output file, whose other entries are kept")
     args = ap.parse_args(argv)
     out = args.output or user_calibration_path()
     print(f"calibrating on this machine (JIT warm-up not counted); writing {out}")
-    doc = calibrate(quick=args.quick, repeat=args.repeat)
+    ops = None if args.ops is None else {o.strip() for o in args.ops.split(",") if o.strip()}
+    doc = calibrate(quick=args.quick, repeat=args.repeat, ops=ops)
+    if ops is not None and out.is_file():
+        from catalytic.router import read_calibration
+
+        old = read_calibration(out)
+        entries = {**{k: v for k, v in old["entries"].items() if k not in ops},
+                   **doc["entries"]}
+        # the file still describes the run that measured most of it
+        doc = {**old, "entries": entries, "terms": {**old.get("terms", {}), **doc["terms"]}}
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as fh:
         json.dump(doc, fh, indent=1)

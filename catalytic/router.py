@@ -52,6 +52,8 @@ import warnings
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from catalytic.errors import (
     CalibrationError,
     HookFailure,
@@ -60,7 +62,7 @@ from catalytic.errors import (
     NoBackendError,
     PluginError,
 )
-from catalytic.operations import on_device
+from catalytic.operations import BATCHED_PREFIX, on_device
 
 #: cost used for an implementation with neither calibration nor a default
 GENERIC_COST = (50e-6, 1e7)
@@ -150,6 +152,42 @@ class Decision:
         for b, why in self.rejected.items():
             lines.append(f"  {b:<10} cannot run: {why}")
         return "\n".join(lines)
+
+
+#: what a routed call costs besides its implementation (validation, routing, the
+#: engine's bookkeeping), which calibration does not time: a loop of single calls pays
+#: it per item, a batched twin per call (``benchmarks/bench_small_calls.py``)
+ROUTED_CALL_S = 5e-6
+
+
+class BatchChoice:
+    """The router's answer to "a batched twin or a loop of single calls?" for one group
+    of items (:meth:`Router.compare_batch`).
+
+    Attributes
+    ----------
+    batched : bool
+        True: run the group as calls of the twin.
+    reason : str
+        Why, with both predictions.
+    seconds : dict
+        ``{"batched": s, "loop": s}``: predicted seconds of the whole group each way
+        (NaN where nothing could be predicted).
+    backends : dict
+        ``{"batched": name, "loop": name}``: where each would run.
+    """
+
+    __slots__ = ("batched", "reason", "seconds", "backends")
+
+    def __init__(self, batched, reason, seconds, backends):
+        self.batched = batched
+        self.reason = reason
+        self.seconds = seconds
+        self.backends = backends
+
+    def __repr__(self) -> str:
+        return (f"BatchChoice(batched={self.batched!r}, reason={self.reason!r}, "
+                f"seconds={self.seconds!r}, backends={self.backends!r})")
 
 
 def _fmt_s(t: float) -> str:
@@ -596,6 +634,87 @@ class Router:
         if check_supports and impl.supports is not None:
             return self._supports(impl, args, kwargs)
         return None
+
+    def compare_batch(self, op, single, twin, rows, per_call, *, backend=None) -> BatchChoice:
+        """Whether ``rows`` items of ``op`` are predicted to cost less as calls of its
+        batched twin than as a loop of single calls.
+
+        Parameters
+        ----------
+        op : str
+            The operation; its twin is ``operations.BATCHED_PREFIX + op``.
+        single : tuple
+            ``(args, kwargs)`` of one single call, validated (a representative item: the
+            items of a group share the geometry the work counts).
+        twin : tuple
+            ``(args, kwargs)`` of a call of the twin on a stack of one row, validated;
+            ``args[1]`` is that stack.
+        rows : int
+            Items in the group.
+        per_call : int
+            Rows per call of the twin (the memory-bound batch size).
+        backend : str, optional
+            A forced backend, as ``backend=`` of a single call.
+
+        Returns
+        -------
+        BatchChoice
+            The loop costs ``rows * (prediction + ROUTED_CALL_S)``; the twin, over its
+            calls of ``per_call`` rows (the last one shorter), ``prediction +
+            ROUTED_CALL_S`` each, its prediction made for a stack of that many rows (a
+            read-only broadcast of the one row: the work and memory models see the real
+            size, nothing is copied). The cheaper wins; a tie goes to the twin. When
+            either side has no prediction (an operation's ``work()`` raised) or only
+            the generic guess (neither calibrated nor declared by its plugin), the twin
+            runs, as before cost was compared.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> from catalytic.operations import check_stack
+        >>> L = cat.Lattice(shape=(16, 16))
+        >>> one = check_stack(L, np.ones((1, 16, 16), bool))
+        >>> c = cat.get_engine().router.compare_batch(
+        ...     "percolates", ((L,), {"axis": 0}), ((L, one), {"axis": 0}), 100, 100)
+        >>> sorted(c.seconds)
+        ['batched', 'loop']
+        """
+        name = BATCHED_PREFIX + op
+        (a1, k1), (a2, k2) = single, twin
+        one = np.asarray(a2[1])
+        calls = [(per_call, rows // per_call)] if rows >= per_call else []
+        if rows % per_call:
+            calls.append((rows % per_call, 1))
+        t_twin, twin_backend, unknown = 0.0, None, []
+        for size, count in calls:
+            stack = np.broadcast_to(one[:1], (size,) + one.shape[1:])
+            d = self.decide(name, (a2[0], stack, *a2[2:]), k2, backend=backend)
+            twin_backend = d.backend
+            t_twin += count * (d.predictions.get(d.backend, math.nan) + ROUTED_CALL_S)
+        if self.cost_params(name, twin_backend)[2].startswith("generic"):
+            unknown.append(f"{name!r} on {twin_backend}")
+        d = self.decide(op, a1, k1, backend=backend)
+        t_loop = rows * (d.predictions.get(d.backend, math.nan) + ROUTED_CALL_S)
+        if self.cost_params(op, d.backend)[2].startswith("generic"):
+            unknown.append(f"{op!r} on {d.backend}")
+        seconds = {"batched": t_twin, "loop": t_loop}
+        backends = {"batched": twin_backend, "loop": d.backend}
+        n_calls = sum(c for _, c in calls)
+        twin_words = (f"{n_calls} call{'s' if n_calls != 1 else ''} of {name!r} on "
+                      f"{twin_backend}")
+        loop_words = f"{rows} single calls on {d.backend}"
+        if math.isnan(t_twin) or math.isnan(t_loop):
+            return BatchChoice(True, f"batched: {twin_words}; no cost prediction to compare "
+                               "with a loop", seconds, backends)
+        if unknown:  # a generic guess on either side decides nothing: the twin, as registered
+            return BatchChoice(True, f"batched: {twin_words}; no calibrated or declared cost "
+                               f"for {' or '.join(unknown)} to compare with a loop (catalytic "
+                               "calibrate measures the built-in ones)", seconds, backends)
+        if t_twin <= t_loop:
+            return BatchChoice(True, f"batched: {twin_words} predicted {_fmt_s(t_twin)}, "
+                               f"{loop_words} {_fmt_s(t_loop)}", seconds, backends)
+        return BatchChoice(False, f"a loop: {loop_words} predicted {_fmt_s(t_loop)}, "
+                           f"{twin_words} {_fmt_s(t_twin)}", seconds, backends)
 
     def can_run(self, name, args, kwargs, op) -> bool:
         """Whether backend ``name`` can run ``op(*args, **kwargs)`` (arguments already

@@ -115,13 +115,15 @@ def test_dask_local_cluster_gives_the_serial_results():
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         assert len(client.scheduler_info()["workers"]) == 2
-        got = cat.BatchProcessor(lats, executor="dask", client=client,
-                                 progress=False).map("distance_field", 0)
+        # force_executor: items this small run serially by default (predicted cheaper)
+        got = cat.BatchProcessor(lats, executor="dask", client=client, progress=False,
+                                 force_executor=True).map("distance_field", 0)
         # an ensemble: one group, split over both workers, each part one batched call
         base = cat.Lattice(shape=(20, 20), periodic=(True, False))
         rng = np.random.default_rng(4)
         ens = [base.with_mask(rng.random((20, 20)) < 0.6) for _ in range(9)]
-        bp = cat.BatchProcessor(ens, executor="dask", client=client, progress=False)
+        bp = cat.BatchProcessor(ens, executor="dask", client=client, progress=False,
+                                force_executor=True, batched=True)
         perc = bp.map("spanning_clusters", axes=(0, 1))
         group = bp.stats()["per_group"][0]
         assert group["mode"] == "batched" and group["tasks"] == 2 and group["calls"] == 2
@@ -197,7 +199,7 @@ def test_every_operation_batched_equals_single_calls(backend, op, args, kwargs):
     lats = _ensemble_of(periodic=(True, False))
     if not _runs_on(backend, op, lats[0], args, kwargs):
         pytest.skip(f"{backend} does not run {op}")
-    bp = cat.BatchProcessor(lats, progress=False)
+    bp = cat.BatchProcessor(lats, progress=False, batched=True)  # the twin, whatever it costs
     got = bp.map(op, *args, backend=backend, **kwargs)
     assert got.ok, got.errors
     for g, L in zip(got, lats):
@@ -225,7 +227,7 @@ DATA_OPS = [
 def test_arrays_with_a_lattice_equal_single_calls(backend, op, items, args, kwargs):
     L = cat.Lattice(shape=(6, 7), periodic=(False, True), seed=5)
     before = [x.copy() for x in items]
-    bp = cat.BatchProcessor(items, lattice=L, progress=False)
+    bp = cat.BatchProcessor(items, lattice=L, progress=False, batched=True)
     got = bp.map(op, *args, backend=backend, **kwargs)
     assert got.ok and len(got) == len(items)
     for g, x in zip(got, items):
@@ -242,7 +244,7 @@ def test_distance_twin_refuses_what_single_calls_refuse():
     m = lats[2].geometry.mask.copy()
     m[0, 0] = False
     lats[2] = lats[0].with_mask(m)
-    bp = cat.BatchProcessor(lats, progress=False)
+    bp = cat.BatchProcessor(lats, progress=False, batched=True)  # the twin, whatever it costs
     res = bp.map("distance_field", 0)
     assert list(res.errors) == [2] and isinstance(res.errors[2], IndexError)
     assert bp.stats()["mode"] == "loop" and "blocked site in row 2" in bp.stats()["per_group"][0]["reason"]
@@ -258,7 +260,8 @@ def test_dask_without_a_client_starts_and_closes_its_own_cluster():
     from catalytic.batch import _gpus_visible
 
     lats = _ensemble_of(n=5)
-    bp = cat.BatchProcessor(lats, executor="dask", max_workers=2, progress=False)
+    bp = cat.BatchProcessor(lats, executor="dask", max_workers=2, progress=False,
+                            force_executor=True, batched=True)
     got = bp.map("connected_components")
     assert all(same(g, L.connected_components()) for g, L in zip(got, lats))
     group = bp.stats()["per_group"][0]
@@ -469,3 +472,24 @@ def test_plugins_from_entry_points_and_built_ins_reach_dask_workers(tmp_path, mo
     by_hand = cat.Engine(disable_plugin_autoload=True)
     by_hand.register_plugin(catalytic_ep_test_plugin, "ep-test")
     assert "plugin autoload is off" in _worker_problem([by_hand], "ep_open_test")
+
+
+def test_a_dask_task_returns_the_records_its_profiler_dropped(monkeypatch):
+    """A task's own profiler keeps at most ``max_records``; what it dropped travels with
+    its records, so the client's ``merge`` counts it (the cap holds across workers)."""
+    from catalytic import profiler
+    from catalytic.batch import _run_group
+
+    monkeypatch.setattr(profiler.Profiler, "max_records", 2)
+    lattices = [cat.Lattice(shape=(4, 4)) for _ in range(5)]
+    prof = cat.get_profiler()
+    prof.enable()
+    try:
+        values, errors, _, info = _run_group("degree", lattices, list(range(5)), (), {},
+                                             False, collect=True,
+                                             plan={"batched": False, "reason": "a loop",
+                                                   "predicted_s": float("nan")})
+    finally:
+        prof.disable()
+    assert errors == {} and len(values) == 5
+    assert len(info["profile"]) == 2 and info["profile_dropped"] == 3

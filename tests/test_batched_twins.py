@@ -118,7 +118,9 @@ def _ensemble(n=9, shape=(24, 20), p=0.6, seed=0, **geometry):
                                         ("spanning_clusters", {"axes": (0, 1)})])
 def test_batched_groups_equal_single_calls(executor, op, kwargs):
     lats = _ensemble(periodic=(True, False)) + _ensemble(4, shape=(9, 9), seed=1)
-    bp = cat.BatchProcessor(lats, executor=executor, progress=False)
+    # batched=True: the twin whatever the router predicts (tests/test_batch_choice.py
+    # checks the choice)
+    bp = cat.BatchProcessor(lats, executor=executor, progress=False, batched=True)
     res = bp.map(op, **kwargs)
     s = bp.stats()
     assert res.ok and s["mode"] == "batched" and s["batched_items"] == 13
@@ -151,13 +153,13 @@ def test_batch_size_comes_from_the_host_guard(monkeypatch):
         lats[0], np.ones((1, lats[0].n_points), np.uint8), axis=0)
     # room for three lattices in half of "available" memory
     monkeypatch.setattr(engine_module, "available_memory", lambda: 2 * 3 * per_item + 1)
-    bp = cat.BatchProcessor(lats, progress=False)
+    bp = cat.BatchProcessor(lats, progress=False, batched=True)
     res = bp.map("percolates", axis=0)
     s = bp.stats()
     assert s["per_group"][0]["memory"]["batch_size"] == 3 and s["launches"] == 4
     assert list(res) == [L.percolates(0) for L in lats]
     # max_batch_size caps it further
-    bp = cat.BatchProcessor(lats, progress=False, max_batch_size=2)
+    bp = cat.BatchProcessor(lats, progress=False, max_batch_size=2, batched=True)
     bp.map("percolates", axis=0)
     assert bp.stats()["launches"] == 5
 
@@ -195,7 +197,7 @@ def test_a_shortfall_halves_the_call_and_a_failing_item_keeps_its_index():
         for b in range(7):
             masks[b].flat[:b + 1] = True  # item b has b + 1 open sites
         lats = [cat.Lattice(shape=(3, 3), mask=m) for m in masks]
-        bp = cat.BatchProcessor(lats, progress=False)
+        bp = cat.BatchProcessor(lats, progress=False, batched=True)
         res = bp.map("open_count_test")
         s = bp.stats()
         # 7 -> [0 1 2] [3 4 5 6]; [0 1 2] -> [0] [1 2]; [3 4 5 6] -> [3 4] [5 6];
@@ -205,7 +207,8 @@ def test_a_shortfall_halves_the_call_and_a_failing_item_keeps_its_index():
         assert list(res.errors) == [4] and isinstance(res.errors[4], ValueError)
         assert "does not fit" in s["per_group"][0]["fallback"]
         with pytest.raises(cat.BatchError, match="item 4 failed: ValueError"):
-            cat.BatchProcessor(lats, progress=False, fail_fast=True).map("open_count_test")
+            cat.BatchProcessor(lats, progress=False, fail_fast=True,
+                               batched=True).map("open_count_test")
     finally:
         eng.unregister_plugin("short-twin-test")
 

@@ -398,7 +398,7 @@ def test_batched_xor_of_byte_swapped_rows_equals_single_calls(dtype, backend):
 def test_batch_processor_xor_keeps_byte_order_and_equals_single_calls(order):
     L = cat.Lattice(shape=(4, 4), seed=5, aux_memory_size=100)
     arrays = [sample(np.int32, (11,), seed=i).astype(order + "i4") for i in range(3)]
-    bp = cat.BatchProcessor(arrays, lattice=L, progress=False)
+    bp = cat.BatchProcessor(arrays, lattice=L, progress=False, batched=True)
     res = bp.map("xor_transform")
     assert res.errors == {} and bp.stats()["mode"] == "batched"
     for got, a in zip(res, arrays):

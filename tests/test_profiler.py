@@ -529,9 +529,12 @@ def test_batch_processor_threads_record_under_the_callers_region(prof):
     base = cat.Lattice(shape=(10, 10))
     lats = [cat.Lattice(shape=(10, 10)) for _ in range(3)] + [cat.Lattice(shape=(4,))]
     with cat.profile("sweep"):
-        cat.BatchProcessor(lats, executor="threads", progress=False).map("degree")
+        # forced: by predicted cost these tiny items would run serially, on this thread
+        cat.BatchProcessor(lats, executor="threads", progress=False,
+                           force_executor=True).map("degree")
         cat.BatchProcessor([base.with_mask(np.eye(10, dtype=bool)), base],
-                           executor="threads", progress=False).map("percolates", axis=0)
+                           executor="threads", progress=False, force_executor=True,
+                           batched=True).map("percolates", axis=0)
     recs = prof.records()
     (sweep,) = [r for r in recs if r["name"] == "sweep"]
     ops = _ops(recs)
@@ -550,8 +553,8 @@ def test_dask_worker_records_reach_the_client(prof):
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         with cat.profile("distributed"):
-            cat.BatchProcessor(lats, executor="dask", client=client,
-                               progress=False).map("percolates", axis=0)
+            cat.BatchProcessor(lats, executor="dask", client=client, progress=False,
+                               force_executor=True, batched=True).map("percolates", axis=0)
     recs = prof.records()
     (region,) = [r for r in recs if r["kind"] == "region"]
     ops = _ops(recs)

@@ -39,7 +39,8 @@ def _batch_answer(res):
 
 def _batch_calls(L, backends):
     """The batch paths over arrays with ``lattice=L``: each reads the lattice's key
-    through ``batched.xor_transform`` (a twin call over the stack of arrays)."""
+    through ``batched.xor_transform`` (a twin call over the stack of arrays, forced with
+    ``batched=True`` where the cost choice might prefer a loop)."""
     arrays = [np.arange(300, dtype=np.int64) * (7 + i) for i in range(4)]
     keyed = [np.arange(50, dtype=np.int16) + i for i in range(3)]
     calls = []
@@ -47,17 +48,17 @@ def _batch_calls(L, backends):
         calls += [
             (f"batch-map/{executor}", lambda e=executor: _batch_answer(
                 BatchProcessor(arrays, lattice=L, executor=e, max_workers=2,
-                               progress=False).map("xor_transform"))),
+                               progress=False, batched=True).map("xor_transform"))),
             (f"batch_xor_transform/{executor}", lambda e=executor: _batch_answer(
-                batch_xor_transform(L, arrays, executor=e, max_workers=2))),
+                batch_xor_transform(L, arrays, executor=e, max_workers=2, batched=True))),
             (f"batch_xor_transform-key/{executor}", lambda e=executor: _batch_answer(
                 batch_xor_transform(L, keyed, np.array([3, 5], np.int16), executor=e,
-                                    max_workers=2))),
+                                    max_workers=2, batched=True))),
         ]
     for b in backends:
         calls.append((f"batch-map/{b}", lambda b=b: _batch_answer(
-            BatchProcessor(arrays, lattice=L, progress=False).map("xor_transform",
-                                                                  backend=b))))
+            BatchProcessor(arrays, lattice=L, progress=False,
+                           batched=True).map("xor_transform", backend=b))))
     return calls
 
 
@@ -378,11 +379,12 @@ def test_batched_xor_waits_while_the_key_buffer_is_on_loan(entry, executor):
     t.start()
     on_loan.wait()
     if entry == "map":
-        bp = BatchProcessor(arrays, lattice=L, executor=executor, progress=False)
+        bp = BatchProcessor(arrays, lattice=L, executor=executor, progress=False,
+                            batched=True)
         res = bp.map("xor_transform")
         assert bp.stats()["mode"] == "batched"  # the twin ran, not a loop of single calls
     else:
-        res = batch_xor_transform(L, arrays, executor=executor)
+        res = batch_xor_transform(L, arrays, executor=executor, batched=True)
     t.join()
     assert res.errors == {}
     assert all(np.array_equal(g, w) for g, w in zip(res, want))

@@ -69,19 +69,23 @@ def each_lattice(lat, stack):
 
 def components_of_stack(geometry, labels, counts, sizes) -> list:
     """One :class:`Components` per row of a batched labelling, each owning its arrays
-    (as a single call's would), in the lattice's shape."""
+    (as a single call's would), in the lattice's shape: ``labels`` (B, n) rows are
+    copied, a list of one array per row (already their own) is reshaped."""
     from catalytic.operations import Components
 
-    return [Components(labels[b].reshape(geometry.shape).copy(), int(counts[b]), sizes[b])
+    own = isinstance(labels, list)
+    return [Components(labels[b].reshape(geometry.shape) if own
+                       else labels[b].reshape(geometry.shape).copy(), int(counts[b]), sizes[b])
             for b in range(len(counts))]
 
 
 def spanning_of_stack(lat, stack, labels, comps, axes) -> list:
     """:class:`SpanningClusters` for every row of a stack from its labelling: ``labels``
-    (B, n) as the batched kernel gave them (or None), ``comps`` one :class:`Components`
-    per row.
+    (B, n) as the batched kernel gave them, a list of one array per row, or None;
+    ``comps`` one :class:`Components` per row.
     Open axes by one parallel face kernel over all rows, periodic axes by
     :func:`wrapping_labels` row by row."""
+    from catalytic.kernels.cpu.batched import face_spanning_rows
     from catalytic.kernels.cpu.graph import face_spanning_batched
     from catalytic.operations import SpanningClusters
 
@@ -95,7 +99,8 @@ def spanning_of_stack(lat, stack, labels, comps, axes) -> list:
             for b, c in enumerate(comps):
                 found[b][a] = face_spanning(c.labels, a)
             continue
-        for b, labs in enumerate(face_spanning_batched(labels, counts, g.shape, a)):
+        faces = face_spanning_rows if isinstance(labels, list) else face_spanning_batched
+        for b, labs in enumerate(faces(labels, counts, g.shape, a)):
             found[b][a] = labs
     wrapped = [a for a in axes if g.periodic[a]]
     if wrapped:

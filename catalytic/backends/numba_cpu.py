@@ -228,20 +228,45 @@ def spanning_clusters(lat, *, axes):
 
 
 def _label_stack(lat, stack):
-    """``(labels (B, n), comps)``: the rows labelled by one parallel kernel (lattices
-    shared out over threads); lattices too large for one serial labelling one by one
-    (each across threads; ``labels`` is then None: the rows are not stacked)."""
+    """``(labels, comps)``: the rows labelled by one parallel kernel (lattices shared out
+    over threads), each row into an array of its own (``labels``: the list of them);
+    lattices too large for one serial labelling one by one (each across threads;
+    ``labels`` is then None)."""
     g = lat.geometry
     if not _graph().batch_fits(g.shape, g.offsets):
         return None, [connected_components(one) for one in C.each_lattice(lat, stack)]
-    labels, counts, sizes = _graph().connected_components_batched(
-        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
+    labels, counts, sizes = _batched().connected_components_rows(
+        g.shape_arr, g.periodic_arr, g.offsets, stack)
     return labels, C.components_of_stack(g, labels, counts, sizes)
 
 
+def _batched():
+    from catalytic.kernels.cpu import batched
+
+    return batched
+
+
+def batched_percolates(lat, stack, *, axis=0):
+    """Open axes: the rows' run union-find and face check without labels
+    (``kernels.cpu.batched.percolates_batched``); periodic axes (the winding check) and
+    other stencils from the stack's labelling."""
+    g = lat.geometry
+    if _batched().spans_fits(g.shape, g.periodic, g.offsets, axis):
+        out = _batched().percolates_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
+                                            axis)
+        return [bool(x) for x in out]
+    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
+
+
 def batched_distance_field(lat, stack, sources):
-    """The single BFS kernel row by row (one routed call for all rows)."""
-    return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
+    """Every row searched by one serial kernel call, the rows shared out over threads
+    (``kernels.cpu.batched.bfs_distance_batched``); the fields are the rows of one
+    (B, n) array, as the cuda twin returns them."""
+    g = lat.geometry
+    src = np.broadcast_to(np.asarray(sources, dtype=np.int64), (stack.shape[0], len(sources)))
+    d = _batched().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
+                                        g.dedupe, src)
+    return [row.reshape(g.shape) for row in d]
 
 
 def spanning_thresholds(lat, samples, *, axis=0, seed=0):
@@ -373,6 +398,7 @@ IMPLEMENTATIONS = {
     "elementwise": (elementwise, None),
     "random": (random, None),
     **{twin: (func, None) for twin, func in C.stack_twins(_label_stack).items()},
+    "batched.percolates": (batched_percolates, None),
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, None),

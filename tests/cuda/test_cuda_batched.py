@@ -49,7 +49,7 @@ def test_the_monitor_sizes_cuda_batches():
     free = 2 * 2 * per_item + 1  # half of it holds two lattices
     old = mon.set_provider(lambda: (free, 2 * free), device="test")
     try:
-        bp = cat.BatchProcessor(lats, progress=False)
+        bp = cat.BatchProcessor(lats, progress=False, batched=True)
         res = bp.map("percolates", axis=0, backend="cuda")
         s = bp.stats()
         assert s["per_group"][0]["memory"]["device_free"] == free
@@ -110,7 +110,7 @@ def test_batch_processor_on_cuda_equals_single_cuda_calls(op, args, kwargs):
     base, masks = _ensemble(3, (5, 6), (True, False), 5)
     masks[:, 0, 0] = masks[:, -1, -1] = True
     lats = [base.with_mask(m) for m in masks]
-    bp = cat.BatchProcessor(lats, progress=False)
+    bp = cat.BatchProcessor(lats, progress=False, batched=True)  # the twins, whatever they cost
     got = bp.map(op, *args, backend="cuda", **kwargs)
     assert got.ok, got.errors
     for g, L in zip(got, lats):

@@ -2302,14 +2302,12 @@ def _sites_whole(parent, sizes, open_, half, shape, periodic):
 @njit(cache=True, nogil=True, parallel=True)
 def _runs_batched(out, sizes, counts, stack, lo, hi, row_ptr, rs, re, lab, half, shape,
                   periodic):
-    """:func:`_runs_whole` on lattices [lo, hi) of a stack, split into one contiguous
-    share per scratch row (``row_ptr``, ``rs``, ``re``, ``lab`` have one row per
-    share), the shares in parallel."""
-    T = row_ptr.shape[0]
-    for t in prange(T):
-        for b in range(lo + (hi - lo) * t // T, lo + (hi - lo) * (t + 1) // T):
-            counts[b] = _runs_whole(out[b], sizes[b], stack[b], row_ptr[t], rs[t], re[t],
-                                    lab[t], half, shape, periodic)
+    """:func:`_runs_whole` on lattices [lo, hi) of a stack, in parallel, scratch per
+    thread (``row_ptr``, ``rs``, ``re``, ``lab`` have one row per thread)."""
+    for b in prange(lo, hi):
+        t = numba.get_thread_id()
+        counts[b] = _runs_whole(out[b], sizes[b], stack[b], row_ptr[t], rs[t], re[t],
+                                lab[t], half, shape, periodic)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -2349,9 +2347,9 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe):
     -----
     Each lattice is labelled by one serial kernel (:func:`_runs_whole` over runs when
     the stencil holds the unit last-axis step, else :func:`_sites_whole` over sites),
-    and the lattices are shared out over Numba's threads: one parallel launch per
-    ``_BUDGET`` of work instead of six serial-fraction launches per lattice. Scratch
-    is per thread (runs) or the labels themselves (sites); per lattice the result
+    and the lattices are handed out to Numba's threads one at a time: one parallel
+    launch per ``_BUDGET`` of work instead of six serial-fraction launches per lattice.
+    Scratch is per thread (runs) or the labels themselves (sites); per lattice the result
     holds 4 n bytes of labels and 4 n (runs) or 8 n (sites) bytes of sizes until they
     are cut to the counts.
 
@@ -2390,21 +2388,26 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe):
     nrow = n // L
     bound = nrow * ((L + 1) // 2) + 1 if runs else n + 1
     sizes = np.empty((B, bound), dtype=np.int64)
-    T = max(1, min(numba.get_num_threads(), B))
+    T = numba.get_num_threads()  # scratch rows: any thread of the team may take a lattice
     # lattices per kernel call: about one _BUDGET of work (see "Interrupts")
     step = max(T, _BUDGET // max(1, n * (4 + 4 * half.shape[0])))
-    if runs:
-        row_ptr = np.empty((T, nrow + 1), dtype=np.int64)
-        rs = np.empty((T, bound), dtype=np.int32)
-        re = np.empty((T, bound), dtype=np.int32)
-        lab = np.empty((T, bound + 1), dtype=np.int32)
-        for lo in range(0, B, step):
-            _runs_batched(labels, sizes, counts, stack, lo, min(B, lo + step), row_ptr, rs,
-                          re, lab, half, shape, periodic)
-    else:
-        for lo in range(0, B, step):
-            _sites_batched(labels, sizes, counts, stack, lo, min(B, lo + step), half, shape,
-                           periodic)
+    # lattices handed out one at a time: a descheduled thread holds up one, not a share
+    prev = numba.set_parallel_chunksize(1)
+    try:
+        if runs:
+            row_ptr = np.empty((T, nrow + 1), dtype=np.int64)
+            rs = np.empty((T, bound), dtype=np.int32)
+            re = np.empty((T, bound), dtype=np.int32)
+            lab = np.empty((T, bound + 1), dtype=np.int32)
+            for lo in range(0, B, step):
+                _runs_batched(labels, sizes, counts, stack, lo, min(B, lo + step), row_ptr,
+                              rs, re, lab, half, shape, periodic)
+        else:
+            for lo in range(0, B, step):
+                _sites_batched(labels, sizes, counts, stack, lo, min(B, lo + step), half,
+                               shape, periodic)
+    finally:
+        numba.set_parallel_chunksize(prev)
     return labels, counts, [sizes[b, 1:counts[b] + 1].copy() for b in range(B)]
 
 
