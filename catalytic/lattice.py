@@ -283,12 +283,21 @@ class UnifiedCatalyticLattice:
         """A shortest path and its length as :class:`PathResult` (flat indices).
 
         Ties are broken the same way on every backend: walking back from ``end``, the
-        neighbour with the smallest flat index that lies on a shortest path.
+        neighbour with the smallest flat index that lies on a shortest path. On weighted
+        lattices a path's cost is the float64 sum of the weights entered, in path order,
+        and the shortest paths are those of a DAG that stays exact when sums round
+        (``1e16 + 1 == 1e16``) or weights are 0: see
+        ``catalytic.backends._common.plateau_depths``.
         """
         return self._run("shortest_path", start, end, backend=backend)
 
     def count_shortest_paths(self, start, end, *, backend=None) -> int:
-        """Exact number of distinct shortest paths (Python int, never overflows)."""
+        """Exact number of distinct shortest paths (Python int, never overflows).
+
+        On weighted lattices: the paths of the shortest-path DAG that
+        :meth:`find_shortest_path` picks from (so the path it returns is one of them);
+        ``ValueError`` when some weight is 0.
+        """
         return self._run("count_shortest_paths", start, end, backend=backend)
 
     def find_all_paths(self, start, end, max_length=None, *, limit=100_000,

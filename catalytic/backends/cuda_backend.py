@@ -480,10 +480,6 @@ def shortest_path(lat, start, end):
     return C.path_result(g, _graph().shortest_path(*_args(lat), start, end, w, host=host))
 
 
-def _no_zero_weights(lat, *args, **kwargs):
-    return C.zero_weight_reason(lat.geometry)
-
-
 def connected_components(lat):
     g = lat.geometry
     labels, count = _graph().connected_components(*_args(lat))
@@ -678,7 +674,7 @@ def random(shape, seed, distribution):
 IMPLEMENTATIONS = {
     # op: (implementation, device bytes it needs, other condition)
     "distance_field": (distance_field, _sites(24), None),
-    "shortest_path": (shortest_path, _sites(16), _no_zero_weights),
+    "shortest_path": (shortest_path, _sites(16), None),
     "connected_components": (connected_components, _sites(24), None),
     "percolates": (percolates, _sites(24), None),
     "spanning_clusters": (spanning_clusters, _sites(24), None),

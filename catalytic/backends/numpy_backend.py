@@ -101,16 +101,19 @@ def _count_weighted(g, start, end):
             "count_shortest_paths is not defined on lattices with zero-weight sites: "
             "zero-cost cycles make the number of minimum-cost paths infinite"
         )
+    # the paths of the shortest-path DAG (see _common.plateau_depths), counted in an
+    # order of its edges: by cost, then by depth on the cost's plateau
+    depth = C.plateau_depths(g, dist, start)
     cand = np.flatnonzero(dist <= dist[end])
-    order = cand[np.argsort(dist[cand], kind="stable")]
+    order = cand[np.lexsort((depth[cand], dist[cand]))]
     count = {start: 1}
     for v in order:
         v = int(v)
         if v == start:
             continue
-        count[v] = sum(
-            count.get(int(u), 0) for u in g.get_neighbors(v) if dist[u] + w[v] == dist[v]
-        )
+        nbrs = g.get_neighbors(v)
+        on = C.on_dag(dist, w, depth, nbrs, v)
+        count[v] = sum(count.get(int(u), 0) for u in nbrs[on])
     return int(count[end])
 
 
