@@ -19,6 +19,12 @@ import numpy as np
 from catalytic.kernels.cpu._lattice import c_strides
 
 _INT64_MAX = np.iinfo(np.int64).max
+#: the most the weights may sum to. A path enters each site at most once, so its exact
+#: cost is at most the exact sum; the float64 sums the searches compute, and NumPy's sum
+#: of the weights, are within a factor (1 + 2**-53)**n < 1.01 of exact ones for n < 2**46
+#: sites. So below half the largest float64 every path cost, and every sum a search tries
+#: (a path cost plus one weight), stays finite: inf only ever means unreachable.
+WEIGHT_SUM_LIMIT = 2.0**1022
 STENCILS = ("von_neumann", "moore")
 
 
@@ -135,7 +141,10 @@ class Geometry:
         True where a site exists. Copied; the copy (``mask``, and its flat uint8 view
         ``open_flat``) is read-only, as device copies of it are cached.
     weights : real ndarray of ``shape``, optional
-        Cost of entering each site; finite and >= 0. Copied as float64, read-only.
+        Cost of entering each site; finite and >= 0, summing to at most 2**1022 (about
+        4.49e307, blocked sites included) so that no path cost overflows to inf, the
+        value that means unreachable (see :data:`WEIGHT_SUM_LIMIT`). Copied as float64,
+        read-only.
 
     Examples
     --------
@@ -221,6 +230,15 @@ class Geometry:
             where = np.argwhere(out < 0)[0]
             raise ValueError(
                 f"weights must be >= 0, got {out[tuple(where)]} at {where.tolist()}"
+            )
+        with np.errstate(over="ignore"):
+            total = float(out.sum())
+        if total > WEIGHT_SUM_LIMIT:
+            big = np.argwhere(out == out.max())[0].tolist()
+            raise ValueError(
+                f"weights sum to {total:.6g}, more than 2**1022 (about 4.49e307): a path's "
+                "cost could overflow float64 to inf, which means unreachable; scale the "
+                f"weights down (the largest, {out.max():.6g}, is at {big})"
             )
         return out
 

@@ -295,3 +295,21 @@ def test_mask_and_weights_are_read_only():
     assert m[0, 0] != g.mask[0, 0]
     np.testing.assert_array_equal(g.open_flat, g.mask.reshape(-1))
     assert cat.Lattice(shape=(3,)).geometry.open_flat.flags.writeable is False
+
+
+# -- weights whose sums could overflow (issue 23, item 5) -------------------------------------------
+def test_weights_whose_path_sums_could_overflow_are_refused():
+    """The issue's case: a connected 1 x 5 lattice with three sites of 1e308 made every
+    path past them cost inf, which reads as unreachable. Such weights are refused, with
+    the reason, before any operation can run."""
+    w = np.array([[1, 1e308, 1e308, 1e308, 1.0]])
+    with pytest.raises(ValueError, match=r"weights sum to inf, more than 2\*\*1022") as info:
+        cat.Lattice(shape=(1, 5), weights=w)
+    assert "overflow" in str(info.value) and "unreachable" in str(info.value)
+    # finite sums past the limit too, and blocked sites count (with_mask may open them)
+    w = np.full((1, 5), 2.0**1021)
+    with pytest.raises(ValueError, match="sum to 1.12"):
+        cat.Lattice(shape=(1, 5), weights=w, mask=np.array([[1, 1, 0, 0, 0]], bool))
+    # at the limit exactly: accepted
+    w = np.array([[0, 2.0**1020, 2.0**1020, 2.0**1020, 2.0**1020]])
+    assert cat.Lattice(shape=(1, 5), weights=w).weights.sum() == 2.0**1022

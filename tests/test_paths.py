@@ -315,6 +315,23 @@ def test_count_unreachable_is_zero(backend, on_backend):
     assert on_backend(L.count_shortest_paths, 0, 0) == 1
 
 
+# -- weights near the overflow limit (issue 23, item 5) -----------------------------------------------
+def test_path_costs_at_the_weight_limit_stay_finite():
+    """Weights summing to 2**1022, the most accepted: no path cost, nor any sum a search
+    tries on the way, reaches inf, so every site is reachable on every backend."""
+    w = np.full((2, 5), 2.0**1022 / 10)
+    L = cat.Lattice(shape=(2, 5), weights=w, periodic=(False, True))
+    with pytest.raises(ValueError, match="overflow"):
+        cat.Lattice(shape=(1, 5), weights=np.array([[1, 1e308, 1e308, 1e308, 1.0]]))
+    for b in available_backends():
+        d = L.distance_field(0, backend=b)
+        assert np.isfinite(d).all(), b
+        res = L.find_shortest_path(0, 7, backend=b)
+        assert res.path.tolist() == [0, 1, 2, 7] and res.distance == 3 * w[0, 0], b
+        if declines(b, "count_shortest_paths", L, 0, 7) is None:
+            assert L.count_shortest_paths(0, 7, backend=b) == 3, b
+
+
 # -- weights across many orders of magnitude: float sums that tie ---------------------------------
 #: the CUDA simulator runs a few thousand threads a second: fewer draws there
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
