@@ -107,7 +107,8 @@ class UnifiedCatalyticLattice:
         enable_smart_routing=True,
         engine=None,
     ):
-        shape = _as_shape(_resolve_shape(dimensions, size, shape))
+        # shape= may have an axis of 0 sites (a zero-size lattice); the older size= may not
+        shape = _as_shape(_resolve_shape(dimensions, size, shape), allow_empty=shape is not None)
         self.seed = _check_seed(seed)
         if isinstance(aux_memory_size, bool) or not isinstance(
             aux_memory_size, (numbers.Integral, np.integer)
@@ -625,7 +626,7 @@ class UnifiedCatalyticLattice:
             weights_bytes=mem["weights"],
             aux_bytes=mem["aux"],
             total_bytes=mem["total_held"],
-            bytes_per_site=mem["total_held"] / self.n_points,
+            bytes_per_site=mem["total_held"] / self.n_points if self.n_points else math.nan,
             process_rss=int(psutil.Process().memory_info().rss),
             last_decision=None if dec is None else str(dec).splitlines()[0],
         )

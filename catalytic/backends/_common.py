@@ -132,6 +132,8 @@ def stack_twins(label_stack) -> dict:
 def face_spanning(labels: np.ndarray, axis: int) -> np.ndarray:
     """Sorted labels (int64) of the clusters touching both faces (index 0 and -1) of
     ``axis``."""
+    if labels.shape[axis] == 0:  # a zero-size lattice has no face to touch
+        return np.zeros(0, dtype=np.int64)
     lo = np.take(labels, 0, axis=axis)
     hi = np.take(labels, -1, axis=axis)
     return np.intersect1d(lo[lo > 0], hi[hi > 0]).astype(np.int64)
@@ -179,6 +181,9 @@ def _stencil_edges(geometry, sites, axes):
         src.append(sites[keep])
         dst.append(flat[keep])
         turns.append(t[keep])
+    if not src:  # an empty stencil: no step at all
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, np.zeros((0, len(axes)), dtype=np.int64)
     return np.concatenate(src), np.concatenate(dst), np.concatenate(turns)
 
 

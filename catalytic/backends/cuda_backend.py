@@ -555,6 +555,8 @@ def _field_io(lat, field):
 def laplacian(lat, field):
     """Graph Laplacian on the device; a device field gives a device result."""
     f, out, dev = _field_io(lat, field)
+    if out.size == 0:  # a zero-size lattice: nothing to launch
+        return out.reshape(lat.geometry.shape)
     res = _fields().laplacian(*_args(lat), f, out)
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
@@ -562,6 +564,8 @@ def laplacian(lat, field):
 def diffuse(lat, field, *, steps=1, alpha=0.1):
     """Explicit diffusion steps on the device; a device field gives a device result."""
     f, out, dev = _field_io(lat, field)
+    if out.size == 0:  # a zero-size lattice: nothing to launch
+        return out.reshape(lat.geometry.shape)
     res = _fields().diffuse(*_args(lat), f, steps, alpha, out)
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 

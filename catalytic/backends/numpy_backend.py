@@ -328,6 +328,8 @@ def analyze_structure(lat, *, max_diameter_sites=20_000):
 
 def _diameter(g, a, open_idx, max_sites, n_comp):
     """Largest finite hop distance between two sites (max over components)."""
+    if len(open_idx) == 0:
+        return 0, "empty"
     if g.mask is None and g.stencil in ("von_neumann", "moore") and not g.dedupe:
         reach = [(s // 2 if p else s - 1) for s, p in zip(g.shape, g.periodic)]
         d = sum(reach) if g.stencil == "von_neumann" else max(reach)
@@ -337,8 +339,6 @@ def _diameter(g, a, open_idx, max_sites, n_comp):
             f"skipped: {len(open_idx)} sites > max_diameter_sites={max_sites} "
             "(exact diameter is all-pairs BFS, O(V E))"
         )
-    if len(open_idx) == 0:
-        return 0, "empty"
     from scipy.sparse.csgraph import dijkstra
 
     best = 0

@@ -2543,7 +2543,7 @@ def face_spanning_batched(labels, counts, shape, axis) -> list:
     B = labels.shape[0]
     out = np.empty((B, outer * inner), dtype=np.int64)
     found = np.zeros(B, dtype=np.int64)
-    if B and outer * inner:
+    if B and outer * inner and shape[axis]:
         _faces_batched(labels, np.ascontiguousarray(counts, dtype=np.int64), outer,
                        shape[axis], inner, out, found)
     return [out[b, :found[b]].copy() for b in range(B)]
