@@ -885,6 +885,9 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
     of smallest index with a tight step ``u -> v`` that rises in cost or, where ``v`` has
     a plateau depth ``> 0`` in ``depth``, one that comes from depth ``depth[v] - 1``.
 
+    The stencil steps are spelled out here and in :func:`_plateau_part` (a call of
+    :func:`_step`, even inlined, made these loops about 5x slower).
+
     Returns ``(m, status)`` after about ``budget`` units: status 0 (call again), 1
     (``path[m - 1]`` is ``start``), 2 (``path[m - 1]`` has no rising tight step and no
     depth yet: compute its plateau's depths with :func:`_plateau_part`, then call again)
@@ -901,8 +904,15 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
         hv = depth[v] if depth.shape[0] else -1
         best = -1
         for k in range(K):
-            u = _step(pw, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
-            if u < 0 or pw[u] < 0 or pd[u] + wv != dv:
+            if mode == 0:
+                u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
+                if u < 0:
+                    continue
+            else:
+                u = v + nfoff[k]
+                if mode == 2 and pw[u] == PORTAL:
+                    u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
+            if pw[u] < 0 or pd[u] + wv != dv:
                 continue
             if hv > 0:
                 ok = pd[u] == dv and depth[u] == hv - 1
@@ -947,8 +957,15 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
             if c + pw[x] != c:
                 continue  # entering x changes the cost: no plateau step into it
             for k in range(K):
-                u = _step(pw, x, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
-                if u >= 0 and pw[u] >= 0 and depth[u] == -1 and pd[u] == c:
+                if mode == 0:
+                    u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                    if u < 0:
+                        continue
+                else:
+                    u = x + nfoff[k]
+                    if mode == 2 and pw[u] == PORTAL:
+                        u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                if pw[u] >= 0 and depth[u] == -1 and pd[u] == c:
                     depth[u] = -2
                     members[m] = u
                     m += 1
@@ -963,8 +980,15 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
             for k in range(K):
                 if entry:
                     break
-                u = _step(pw, x, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
-                if u >= 0 and pw[u] >= 0 and pd[u] < c and pd[u] + pw[x] == c:
+                if mode == 0:
+                    u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                    if u < 0:
+                        continue
+                else:
+                    u = x + nfoff[k]
+                    if mode == 2 and pw[u] == PORTAL:
+                        u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                if pw[u] >= 0 and pd[u] < c and pd[u] + pw[x] == c:
                     entry = True
             if entry:
                 depth[x] = 0
@@ -978,8 +1002,15 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
             j += 1
             used += K
             for k in range(K):
-                y = _step(pw, x, k, foff, offs, r, shape, pstrides, periodic, mode)
-                if y >= 0 and pw[y] >= 0 and depth[y] == -2 and pd[y] == c and c + pw[y] == c:
+                if mode == 0:
+                    y = _resolve(x, k, offs, r, shape, pstrides, periodic)
+                    if y < 0:
+                        continue
+                else:
+                    y = x + foff[k]
+                    if mode == 2 and pw[y] == PORTAL:
+                        y = _resolve(x, k, offs, r, shape, pstrides, periodic)
+                if pw[y] >= 0 and depth[y] == -2 and pd[y] == c and c + pw[y] == c:
                     depth[y] = depth[x] + 1
                     queue[t] = y
                     t += 1
