@@ -19,10 +19,18 @@ import numpy as np
 from catalytic.kernels.cpu._lattice import c_strides
 
 _INT64_MAX = np.iinfo(np.int64).max
+#: the most the weights may sum to. A path enters each site at most once, so its exact
+#: cost is at most the exact sum; the float64 sums the searches compute, and NumPy's sum
+#: of the weights, are within a factor (1 + 2**-53)**n < 1.01 of exact ones for n < 2**46
+#: sites. So below half the largest float64 every path cost, and every sum a search tries
+#: (a path cost plus one weight), stays finite: inf only ever means unreachable.
+WEIGHT_SUM_LIMIT = 2.0**1022
 STENCILS = ("von_neumann", "moore")
 
 
-def _as_shape(shape) -> tuple[int, ...]:
+def _as_shape(shape, *, allow_empty: bool = False) -> tuple[int, ...]:
+    """``shape`` as a tuple of Python ints; with ``allow_empty`` an axis may have 0 sites
+    (a zero-size lattice, as NumPy and SciPy allow a zero-size image)."""
     if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     try:
@@ -40,8 +48,11 @@ def _as_shape(shape) -> tuple[int, ...]:
                     f"use {int(s)}"
                 )
             raise ValueError(f"shape sizes must be positive integers, got {s!r} in {tuple(items)!r}")
-        if s <= 0:
-            raise ValueError(f"shape sizes must be positive, got {int(s)} in {tuple(items)!r}")
+        if s < 0 or (s == 0 and not allow_empty):
+            zero = " (or 0 for an empty axis)" if allow_empty else ""
+            raise ValueError(
+                f"shape sizes must be positive{zero}, got {int(s)} in {tuple(items)!r}"
+            )
         out.append(int(s))
     n = math.prod(out)
     if n > _INT64_MAX:
@@ -78,6 +89,8 @@ def stencil_offsets(stencil, d: int) -> tuple[str, np.ndarray]:
     [[-1, 0], [1, 0], [0, -1], [0, 1]]
     >>> stencil_offsets("moore", 3)[1].shape
     (26, 3)
+    >>> stencil_offsets(np.zeros((0, 2), int), 2)[1].shape  # no neighbours at all
+    (0, 2)
     """
     if isinstance(stencil, str):
         if stencil == "von_neumann":
@@ -91,6 +104,9 @@ def stencil_offsets(stencil, d: int) -> tuple[str, np.ndarray]:
             return stencil, np.array(rows, dtype=np.int64).reshape(-1, d)
         raise ValueError(f"unknown stencil {stencil!r}; use one of {STENCILS} or an array of offsets")
     arr = np.asarray(stencil)
+    if arr.size == 0 and arr.ndim <= 2 and (arr.ndim < 2 or arr.shape[1] == d):
+        # no offsets (SciPy's structuring element with only its centre): every site alone
+        return "custom", np.zeros((0, d), dtype=np.int64)
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
@@ -98,10 +114,9 @@ def stencil_offsets(stencil, d: int) -> tuple[str, np.ndarray]:
             raise ValueError(f"stencil offsets must be integers, got dtype {arr.dtype}")
     if arr.ndim == 1 and d == 1:
         arr = arr.reshape(-1, 1)
-    if arr.ndim != 2 or arr.shape[1] != d or arr.shape[0] == 0:
+    if arr.ndim != 2 or arr.shape[1] != d:
         raise ValueError(
-            f"stencil offsets must have shape (k, {d}) with k >= 1 for a {d}-D lattice, "
-            f"got {arr.shape}"
+            f"stencil offsets must have shape (k, {d}) for a {d}-D lattice, got {arr.shape}"
         )
     if np.abs(arr.astype(object)).max() >= 2**31:
         raise ValueError(f"stencil offsets must be smaller than 2**31 in magnitude, got {arr.tolist()}")
@@ -126,16 +141,22 @@ class Geometry:
     Parameters
     ----------
     shape : int or sequence of int
-        Sites per axis, each >= 1.
+        Sites per axis, each >= 0 (an axis of 0 sites makes a lattice of no sites, as a
+        zero-size image: no component, nothing to index).
     periodic : bool or sequence of bool
         Whether each axis wraps.
     stencil : {"von_neumann", "moore"} or array_like of shape (k, d)
-        Neighbour offsets. A user array must be integer, symmetric and free of zero rows.
+        Neighbour offsets. A user array must be integer, symmetric and free of zero rows;
+        it may be empty (k = 0, SciPy's structuring element with only its centre): then
+        no site has a neighbour and each is its own component.
     mask : bool ndarray of ``shape``, optional
         True where a site exists. Copied; the copy (``mask``, and its flat uint8 view
         ``open_flat``) is read-only, as device copies of it are cached.
     weights : real ndarray of ``shape``, optional
-        Cost of entering each site; finite and >= 0. Copied as float64, read-only.
+        Cost of entering each site; finite and >= 0, summing to at most 2**1022 (about
+        4.49e307, blocked sites included) so that no path cost overflows to inf, the
+        value that means unreachable (see :data:`WEIGHT_SUM_LIMIT`). Copied as float64,
+        read-only.
 
     Examples
     --------
@@ -147,7 +168,7 @@ class Geometry:
     """
 
     def __init__(self, shape, periodic=False, stencil="von_neumann", mask=None, weights=None):
-        self.shape = _as_shape(shape)
+        self.shape = _as_shape(shape, allow_empty=True)
         d = len(self.shape)
         self.dimensions = d
         self.n_points = math.prod(self.shape)
@@ -156,7 +177,7 @@ class Geometry:
         self.strides = c_strides(self.shape)
         self.shape_arr = np.asarray(self.shape, dtype=np.int64)
         self.periodic_arr = np.asarray(self.periodic, dtype=np.uint8)
-        reach = np.abs(self.offsets).max(axis=0)
+        reach = np.abs(self.offsets).max(axis=0, initial=0)
         # a periodic axis shorter than 2*reach+1 can fold two offsets (or one and the
         # site itself) onto the same site; kernels then de-duplicate
         self.dedupe = bool(
@@ -221,6 +242,15 @@ class Geometry:
             where = np.argwhere(out < 0)[0]
             raise ValueError(
                 f"weights must be >= 0, got {out[tuple(where)]} at {where.tolist()}"
+            )
+        with np.errstate(over="ignore"):
+            total = float(out.sum())
+        if total > WEIGHT_SUM_LIMIT:
+            big = np.argwhere(out == out.max())[0].tolist()
+            raise ValueError(
+                f"weights sum to {total:.6g}, more than 2**1022 (about 4.49e307): a path's "
+                "cost could overflow float64 to inf, which means unreachable; scale the "
+                f"weights down (the largest, {out.max():.6g}, is at {big})"
             )
         return out
 

@@ -107,7 +107,8 @@ class UnifiedCatalyticLattice:
         enable_smart_routing=True,
         engine=None,
     ):
-        shape = _as_shape(_resolve_shape(dimensions, size, shape))
+        # shape= may have an axis of 0 sites (a zero-size lattice); the older size= may not
+        shape = _as_shape(_resolve_shape(dimensions, size, shape), allow_empty=shape is not None)
         self.seed = _check_seed(seed)
         if isinstance(aux_memory_size, bool) or not isinstance(
             aux_memory_size, (numbers.Integral, np.integer)
@@ -283,12 +284,21 @@ class UnifiedCatalyticLattice:
         """A shortest path and its length as :class:`PathResult` (flat indices).
 
         Ties are broken the same way on every backend: walking back from ``end``, the
-        neighbour with the smallest flat index that lies on a shortest path.
+        neighbour with the smallest flat index that lies on a shortest path. On weighted
+        lattices a path's cost is the float64 sum of the weights entered, in path order,
+        and the shortest paths are those of a DAG that stays exact when sums round
+        (``1e16 + 1 == 1e16``) or weights are 0: see
+        ``catalytic.backends._common.plateau_depths``.
         """
         return self._run("shortest_path", start, end, backend=backend)
 
     def count_shortest_paths(self, start, end, *, backend=None) -> int:
-        """Exact number of distinct shortest paths (Python int, never overflows)."""
+        """Exact number of distinct shortest paths (Python int, never overflows).
+
+        On weighted lattices: the paths of the shortest-path DAG that
+        :meth:`find_shortest_path` picks from (so the path it returns is one of them);
+        ``ValueError`` when some weight is 0.
+        """
         return self._run("count_shortest_paths", start, end, backend=backend)
 
     def find_all_paths(self, start, end, max_length=None, *, limit=100_000,
@@ -664,7 +674,7 @@ class UnifiedCatalyticLattice:
             weights_bytes=mem["weights"],
             aux_bytes=mem["aux"],
             total_bytes=mem["total_held"],
-            bytes_per_site=mem["total_held"] / self.n_points,
+            bytes_per_site=mem["total_held"] / self.n_points if self.n_points else math.nan,
             process_rss=int(psutil.Process().memory_info().rss),
             last_decision=None if dec is None else str(dec).splitlines()[0],
         )

@@ -166,3 +166,74 @@ def test_backends_agree_with_reference_on_larger_lattices(spec):
             want = (L.percolates(axis, backend="numpy") if spec["periodic"][axis]
                     else spans_oracle(ref.labels, axis))
             assert L.percolates(axis, backend=b) == want
+
+
+# -- edges SciPy and cc3d accept (issue 23, item 18) -------------------------------------------
+def centre_only(d):
+    """SciPy's structuring element with only its centre: no site touches another."""
+    s = np.zeros((3,) * d, dtype=bool)
+    s[(1,) * d] = True
+    return s
+
+
+def offsets_from_structure(structure):
+    """A structuring element as stencil offsets (the centre dropped), as a user converts
+    one: an empty (0, d) array for the centre alone."""
+    centre = np.array(structure.shape) // 2
+    off = np.argwhere(structure) - centre
+    return off[np.any(off != 0, axis=1)]
+
+
+@pytest.mark.parametrize("shape", [(7,), (5, 6), (3, 4, 5), (1, 9), (2, 1, 3)])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_empty_stencil_every_site_alone_as_ndimage_label(shape, periodic):
+    """SciPy labels every foreground site apart under the centre-only element; so does
+    catalytic with the empty stencil it converts to, on every backend and in batches."""
+    d = len(shape)
+    mask = np.random.default_rng(d).random(shape) < 0.6
+    mask.reshape(-1)[0] = True
+    structure = centre_only(d)
+    want, count = ndimage.label(mask, structure=structure)
+    stencil = offsets_from_structure(structure)
+    assert stencil.shape == (0, d)
+    L = cat.Lattice(shape=shape, stencil=stencil, periodic=periodic, mask=mask)
+    for b in available_backends():
+        comp = L.connected_components(backend=b)
+        np.testing.assert_array_equal(comp.labels, want, err_msg=b)
+        assert comp.count == count == mask.sum()
+        np.testing.assert_array_equal(comp.sizes, np.ones(count, dtype=np.int64))
+        np.testing.assert_array_equal(L.run("degree", backend=b), np.zeros(shape, np.int64))
+        for axis in range(d):
+            # one site touches both faces of an open axis of length 1; nothing wraps
+            spans = not periodic and spans_oracle(want, axis)
+            assert L.percolates(axis, backend=b) == spans, (b, axis)
+        stack = np.stack([mask, ~mask])
+        got = L.run("batched.connected_components", stack, backend=b)
+        assert [c.count for c in got] == [count, int((~mask).sum())]
+        np.testing.assert_array_equal(got[1].labels, ndimage.label(~mask, structure)[0])
+        dist = L.distance_field(0, backend=b)
+        assert dist.reshape(-1)[0] == 0 and (dist.reshape(-1)[1:] == -1).all()
+    assert cat.Lattice(shape=shape, stencil=[]).stencil == "custom"
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4, 2), (2, 3, 0)])
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("stencil", ["von_neumann", "moore"])
+def test_zero_size_lattice_has_no_component(shape, periodic, stencil):
+    """A zero-size image: scipy.ndimage.label gives empty labels and 0 components; so
+    does every backend, and nothing percolates or spans."""
+    want, count = ndimage.label(np.ones(shape, bool))
+    assert want.shape == shape and count == 0
+    L = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil)
+    assert L.n_points == 0
+    for b in available_backends():
+        comp = L.connected_components(backend=b)
+        assert comp.labels.shape == shape and comp.count == 0 and comp.sizes.size == 0, b
+        assert all(L.percolates(a, backend=b) is False for a in range(len(shape))), b
+        span = L.run("spanning_clusters", axes=tuple(range(len(shape))), backend=b)
+        assert all(v.size == 0 for v in span.clusters.values())
+        assert L.run("degree", backend=b).shape == shape
+        twins = L.run("batched.percolates", np.ones((2,) + shape, bool), backend=b)
+        assert twins == [False, False], b
+        with pytest.raises(IndexError, match="out of range for 0 sites"):
+            L.distance_field(0, backend=b)

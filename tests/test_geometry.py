@@ -295,3 +295,66 @@ def test_mask_and_weights_are_read_only():
     assert m[0, 0] != g.mask[0, 0]
     np.testing.assert_array_equal(g.open_flat, g.mask.reshape(-1))
     assert cat.Lattice(shape=(3,)).geometry.open_flat.flags.writeable is False
+
+
+# -- empty stencils and zero-size lattices (issue 23, item 18) -----------------------------------
+@pytest.mark.parametrize("stencil", [np.zeros((0, 2), int), [], np.zeros((0, 2)), ()])
+def test_empty_stencil_gives_no_neighbours(stencil):
+    L = cat.Lattice(shape=(3, 4), stencil=stencil, periodic=(True, False))
+    assert L.geometry.offsets.shape == (0, 2) and L.stencil == "custom"
+    assert all(L.get_neighbors(i).size == 0 for i in range(L.n_points))
+    assert L.get_adjacency_matrix().nnz == 0
+    H = L.to_networkx()
+    assert H.number_of_nodes() == 12 and H.number_of_edges() == 0
+    for b in available_backends():
+        np.testing.assert_array_equal(L.run("degree", backend=b), np.zeros((3, 4), np.int64))
+        f = np.arange(12.0).reshape(3, 4)
+        np.testing.assert_array_equal(L.laplacian(f, backend=b), np.zeros((3, 4)))
+    info = L.analyze_structure()
+    assert (info["edges"], info["n_components"], info["diameter"]) == (0, 12, 0)
+
+
+@pytest.mark.parametrize("shape", [(0,), (4, 0), (0, 0, 3)])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_zero_size_lattice(shape, periodic):
+    """An axis of 0 sites is a lattice with no site (NumPy's and SciPy's zero-size
+    arrays): every per-site result is empty in the lattice's shape, and a site is out
+    of range."""
+    L = cat.Lattice(shape=shape, periodic=periodic)
+    assert L.shape == shape and L.n_points == 0 and L.geometry.n_open == 0
+    with pytest.raises(IndexError, match="out of range"):
+        L.index_to_coords(0)
+    with pytest.raises(IndexError, match="out of range"):
+        L.coords_to_index((0,) * len(shape))
+    with pytest.raises(IndexError, match="out of range for 0 sites"):
+        L.get_neighbors(0)
+    assert L.get_adjacency_matrix().shape == (0, 0)
+    assert L.get_adjacency_matrix(dense=True).shape == (0, 0)
+    assert L.to_networkx().number_of_nodes() == 0
+    info = L.analyze_structure()
+    assert (info["vertices"], info["edges"], info["n_components"], info["diameter"]) == (0, 0, 0, 0)
+    assert math.isnan(L.get_metrics().bytes_per_site)
+    for b in available_backends():
+        assert L.run("degree", backend=b).shape == shape
+        assert L.laplacian(np.zeros(shape), backend=b).shape == shape
+        assert L.diffuse(np.zeros(shape), 2, 0.1, backend=b).shape == shape
+    with pytest.raises(ValueError, match="positive"):  # the older API keeps size >= 1
+        cat.UnifiedCatalyticLattice(dimensions=2, size=0)
+
+
+# -- weights whose sums could overflow (issue 23, item 5) -------------------------------------------
+def test_weights_whose_path_sums_could_overflow_are_refused():
+    """The issue's case: a connected 1 x 5 lattice with three sites of 1e308 made every
+    path past them cost inf, which reads as unreachable. Such weights are refused, with
+    the reason, before any operation can run."""
+    w = np.array([[1, 1e308, 1e308, 1e308, 1.0]])
+    with pytest.raises(ValueError, match=r"weights sum to inf, more than 2\*\*1022") as info:
+        cat.Lattice(shape=(1, 5), weights=w)
+    assert "overflow" in str(info.value) and "unreachable" in str(info.value)
+    # finite sums past the limit too, and blocked sites count (with_mask may open them)
+    w = np.full((1, 5), 2.0**1021)
+    with pytest.raises(ValueError, match="sum to 1.12"):
+        cat.Lattice(shape=(1, 5), weights=w, mask=np.array([[1, 1, 0, 0, 0]], bool))
+    # at the limit exactly: accepted
+    w = np.array([[0, 2.0**1020, 2.0**1020, 2.0**1020, 2.0**1020]])
+    assert cat.Lattice(shape=(1, 5), weights=w).weights.sum() == 2.0**1022

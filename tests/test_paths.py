@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import networkx as nx
 import numpy as np
@@ -312,6 +313,194 @@ def test_count_unreachable_is_zero(backend, on_backend):
     L = cat.Lattice(shape=(3, 5), mask=mask)
     assert on_backend(L.count_shortest_paths, 0, 14) == 0
     assert on_backend(L.count_shortest_paths, 0, 0) == 1
+
+
+# -- weights near the overflow limit (issue 23, item 5) -----------------------------------------------
+def test_path_costs_at_the_weight_limit_stay_finite():
+    """Weights summing to 2**1022, the most accepted: no path cost, nor any sum a search
+    tries on the way, reaches inf, so every site is reachable on every backend."""
+    w = np.full((2, 5), 2.0**1022 / 10)
+    L = cat.Lattice(shape=(2, 5), weights=w, periodic=(False, True))
+    with pytest.raises(ValueError, match="overflow"):
+        cat.Lattice(shape=(1, 5), weights=np.array([[1, 1e308, 1e308, 1e308, 1.0]]))
+    for b in available_backends():
+        d = L.distance_field(0, backend=b)
+        assert np.isfinite(d).all(), b
+        res = L.find_shortest_path(0, 7, backend=b)
+        assert res.path.tolist() == [0, 1, 2, 7] and res.distance == 3 * w[0, 0], b
+        if declines(b, "count_shortest_paths", L, 0, 7) is None:
+            assert L.count_shortest_paths(0, 7, backend=b) == 3, b
+
+
+# -- weights across many orders of magnitude: float sums that tie ---------------------------------
+#: the CUDA simulator runs a few thousand threads a second: fewer draws there
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def float_dag_oracle(G, w, s, t):
+    """The shortest paths of a weighted lattice from their definition (see
+    ``catalytic.backends._common.plateau_depths``), on NetworkX alone, by enumeration.
+
+    ``D``: NetworkX's Dijkstra on the entering-cost digraph, which sums in path order in
+    float64 as catalytic does. A step u -> v is tight when ``D[u] + w[v] == D[v]``; the
+    depth of ``s`` and of each site entered by a tight step that rises in cost is 0, any
+    other site's is its hop distance from those over tight steps of equal cost. The
+    shortest paths are the simple paths of tight steps (enumerated by NetworkX) whose
+    equal-cost steps go one level deeper each. Returns ``(D, paths)``, ``paths`` None
+    when ``t`` is unreachable."""
+    D = nx.single_source_dijkstra_path_length(entering_cost_digraph(G, w), s, weight="weight")
+    if t not in D:
+        return D, None
+
+    def tight(u, v):
+        return D[u] + w[v] == D[v]
+
+    entries = {v for v in D if v == s or any(tight(u, v) and D[u] < D[v] for u in G[v])}
+    P = nx.DiGraph()
+    P.add_nodes_from(D)
+    P.add_edges_from((u, v) for u in D for v in G[u] if D[u] == D[v] and tight(u, v))
+    depth = nx.multi_source_dijkstra_path_length(P, entries)  # unit steps: BFS depth
+    T = nx.DiGraph()
+    T.add_nodes_from(D)
+    T.add_edges_from((u, v) for u in D for v in G[u] if tight(u, v))
+    paths = [p for p in nx.all_simple_paths(T, s, t)] if s != t else [[s]]
+    paths = [p for p in paths
+             if all(D[u] < D[v] or depth[u] + 1 == depth[v] for u, v in zip(p, p[1:]))]
+    return D, paths
+
+
+def path_sum(w, path):
+    """The float64 cost of a path: the weights entered, summed left to right."""
+    total = 0.0
+    for v in path[1:]:
+        total += float(w[v])
+    return total
+
+
+#: weights that make float sums tie: 1e16 + 1 == 1e16, 2**53 + 1 == 2**53, 1e-17 vanishes
+#: next to 1, and ordinary values between
+MAGNITUDES = [1.0, 1.0, 2.0, 0.5, 3.0, 1e-17, 1e-8, 1e8, 2.0**53, 1e16, 3e16, 1e20, 1e300]
+
+
+@st.composite
+def mixed_magnitude_specs(draw, *, zeros):
+    spec = draw(lattice_specs(max_sites=14, max_dim=3))
+    n = math.prod(spec["shape"])
+    choices = MAGNITUDES + ([0.0] if zeros else [])
+    spec["weights"] = np.array(
+        draw(st.lists(st.sampled_from(choices), min_size=n, max_size=n)), dtype=np.float64
+    ).reshape(spec["shape"])
+    return spec
+
+
+def test_absorbed_weights_regression_1d():
+    """Issue 23, item 9: in float64 1e16 + 1 == 1e16, so sites 0, 1 and 2 all cost 1e16
+    from 3; the count was 0 (site 1 counted before site 2) and the numpy walk back from
+    1 stepped 1 -> 0 -> 1 for ever."""
+    w = np.array([1, 1, 1e16, 1.0])
+    L = cat.Lattice(shape=(4,), weights=w)
+    assert L.count_shortest_paths(3, 1) == 1
+    assert L.count_shortest_paths(3, 0) == 1
+    for b in available_backends():
+        for end, want in ((1, [3, 2, 1]), (0, [3, 2, 1, 0]), (2, [3, 2])):
+            res = L.find_shortest_path(3, end, backend=b)
+            assert res.path.tolist() == want, b
+            assert res.distance == 1e16, b
+        assert L.find_shortest_path(0, 3, backend=b).path.tolist() == [0, 1, 2, 3]
+        if declines(b, "count_shortest_paths", L, 3, 1) is None:
+            assert L.count_shortest_paths(3, 1, backend=b) == 1, b
+
+
+def test_absorbed_weights_plateau_2d():
+    """A whole region behind two 1e16 sites costs 1e16 (each 1 it adds vanishes). From
+    the last corner to the first, index order runs against the paths: the count (which
+    summed sites in index order) was wrong, and the walk back must cross the plateau by
+    the fewest equal-cost steps instead of wandering along tight steps."""
+    w = np.ones((4, 5))
+    w[3, 3] = 1e16
+    w[2, 4] = 1e16
+    L = cat.Lattice(shape=(4, 5), weights=w)
+    G = oracle_graph((4, 5), False)
+    D, paths = float_dag_oracle(G, w.reshape(-1), 19, 0)
+    # enter at (3, 3) or (2, 4) (depth 0), then 6 plateau steps, each one deeper
+    assert len(paths) == math.comb(6, 3) + math.comb(6, 2)
+    want = min(paths, key=lambda p: p[::-1])
+    assert L.count_shortest_paths(19, 0) == len(paths)
+    for b in available_backends():
+        np.testing.assert_array_equal(L.distance_field(19, backend=b).reshape(-1),
+                                      [D[i] for i in range(20)], err_msg=b)
+        res = L.find_shortest_path(19, 0, backend=b)
+        assert res.path.tolist() == want and res.distance == D[0] == 1e16, b
+        assert len(res.path) == 8
+
+
+@settings(max_examples=10 if SIM else 150)
+@given(spec=mixed_magnitude_specs(zeros=False), data=st.data())
+def test_mixed_magnitude_weights_match_the_float_dag_oracle(spec, data):
+    """Weights from 1e-17 to 1e300 (ties in float64 everywhere): every backend's costs,
+    path and count are those of the explicit-graph oracle, and the path is one of the
+    paths counted."""
+    L = make(spec)
+    G = graph_of(spec)
+    w = spec["weights"].reshape(-1)
+    s, t = pick_open(spec, data, "start"), pick_open(spec, data, "end")
+    D, paths = float_dag_oracle(G, w, s, t)
+    want_d = np.array([D.get(i, np.inf) for i in range(L.n_points)])
+    for b in available_backends():
+        np.testing.assert_array_equal(L.distance_field(s, backend=b).reshape(-1), want_d,
+                                      err_msg=b)
+        res = L.find_shortest_path(s, t, backend=b)
+        if paths is None:
+            assert len(res.path) == 0 and res.distance == np.inf, b
+            continue
+        assert res.path.tolist() == min(paths, key=lambda p: p[::-1]), b
+        assert res.distance == D[t] == path_sum(w, res.path), b
+        if declines(b, "count_shortest_paths", L, s, t) is None:
+            assert L.count_shortest_paths(s, t, backend=b) == len(paths), b
+
+
+@settings(max_examples=6 if SIM else 60)
+@given(spec=mixed_magnitude_specs(zeros=True), data=st.data())
+def test_mixed_magnitude_and_zero_weights_paths_agree(spec, data):
+    """Zero weights as well (paths on every backend now, a count nowhere): the path is
+    the oracle's, on every backend."""
+    L = make(spec)
+    w = spec["weights"].reshape(-1)
+    s, t = pick_open(spec, data, "start"), pick_open(spec, data, "end")
+    D, paths = float_dag_oracle(graph_of(spec), w, s, t)
+    for b in available_backends():
+        res = L.find_shortest_path(s, t, backend=b)
+        if paths is None:
+            assert len(res.path) == 0, b
+        else:
+            assert res.path.tolist() == min(paths, key=lambda p: p[::-1]), b
+            assert res.distance == D[t] == path_sum(w, res.path), b
+
+
+@settings(max_examples=8 if SIM else 80)
+@given(spec=lattice_specs(max_sites=16, max_dim=3), data=st.data())
+def test_exact_integer_weights_count_every_exact_shortest_path(spec, data):
+    """Where float sums are exact (small integers), the DAG is the exact one: the count
+    is the number of least-cost paths in Fraction arithmetic, by NetworkX."""
+    from fractions import Fraction
+
+    n = math.prod(spec["shape"])
+    w = np.array(data.draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)), dtype=float)
+    spec["weights"] = w.reshape(spec["shape"])
+    L = make(spec)
+    G = graph_of(spec)
+    s, t = pick_open(spec, data, "start"), pick_open(spec, data, "end")
+    E = nx.DiGraph()
+    E.add_nodes_from(G.nodes)
+    for u, v in G.edges:
+        E.add_edge(u, v, weight=Fraction(int(w[v])))
+        E.add_edge(v, u, weight=Fraction(int(w[u])))
+    want = 0
+    if nx.has_path(E, s, t):
+        want = sum(1 for _ in nx.all_shortest_paths(E, s, t, weight="weight"))
+    for b in available_backends():
+        if declines(b, "count_shortest_paths", L, s, t) is None:
+            assert L.count_shortest_paths(s, t, backend=b) == want, b
 
 
 # -- all simple paths ------------------------------------------------------------------------------

@@ -137,6 +137,8 @@ def stack_twins(label_stack) -> dict:
 def face_spanning(labels: np.ndarray, axis: int) -> np.ndarray:
     """Sorted labels (int64) of the clusters touching both faces (index 0 and -1) of
     ``axis``."""
+    if labels.shape[axis] == 0:  # a zero-size lattice has no face to touch
+        return np.zeros(0, dtype=np.int64)
     lo = np.take(labels, 0, axis=axis)
     hi = np.take(labels, -1, axis=axis)
     return np.intersect1d(lo[lo > 0], hi[hi > 0]).astype(np.int64)
@@ -184,6 +186,9 @@ def _stencil_edges(geometry, sites, axes):
         src.append(sites[keep])
         dst.append(flat[keep])
         turns.append(t[keep])
+    if not src:  # an empty stencil: no step at all
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, np.zeros((0, len(axes)), dtype=np.int64)
     return np.concatenate(src), np.concatenate(dst), np.concatenate(turns)
 
 
@@ -250,52 +255,97 @@ def walk_back(geometry, dist: np.ndarray, start: int, end: int) -> np.ndarray:
     """Shortest path start -> end from a distance field measured from ``start``.
 
     The tie rule every backend uses: from site v, step to the neighbour u with the
-    smallest flat index such that ``dist[u] == dist[v] - 1`` (hops) or
-    ``dist[u] + w[v] == dist[v]`` (weighted: a "tight" step). When some weights are zero,
-    tight steps can form cycles, so the walk also requires the hop count along tight
-    steps from the start to drop by one. Returns flat indices, start first.
+    smallest flat index such that ``dist[u] == dist[v] - 1`` (hops), or such that the
+    step u -> v is an edge of the shortest-path DAG (weighted, see :func:`plateau_depths`).
+    Returns flat indices, start first.
     """
     w = None if geometry.weights is None else geometry.weights.reshape(-1)
     unreachable = (dist[end] < 0) if w is None else not np.isfinite(dist[end])
     if unreachable:
         return np.zeros(0, dtype=np.int64)
-    hops = None
-    if w is not None and not (w > 0).all():
-        hops = _tight_hops(geometry, dist, w, start, end)
+    depth = None if w is None else plateau_depths(geometry, dist, start)
     path = [end]
     v = end
     while v != start:
         nbrs = np.sort(geometry.get_neighbors(v))
-        dv = dist[v]
         if w is None:
-            ok = dist[nbrs] == dv - 1
+            ok = dist[nbrs] == dist[v] - 1
         else:
-            ok = dist[nbrs] + w[v] == dv
-            if hops is not None:
-                ok &= np.array([hops.get(int(u), -2) == hops[v] - 1 for u in nbrs], dtype=bool)
+            ok = on_dag(dist, w, depth, nbrs, v)
         if not ok.any():
             raise AssertionError(f"distance field inconsistent at site {v}")
-        u = int(nbrs[np.argmax(ok)])
-        path.append(u)
-        v = u
+        v = int(nbrs[np.argmax(ok)])
+        path.append(v)
     return np.array(path[::-1], dtype=np.int64)
 
 
-def _tight_hops(geometry, dist, w, start, end) -> dict:
-    """Hop counts from ``start`` over tight steps (dist[u] + w[v] == dist[v]), BFS."""
-    from collections import deque
+def on_dag(dist, w, depth, u, v):
+    """Whether each step ``u -> v`` (``u`` an array of neighbours of site ``v``) is an
+    edge of the shortest-path DAG of :func:`plateau_depths`: tight (``dist[u] + w[v]
+    == dist[v]`` in float64), and either rising in cost or one plateau step deeper."""
+    du, dv = dist[u], dist[v]
+    return (du + w[v] == dv) & ((du < dv) | (depth[u] == depth[v] - 1))
 
-    limit = dist[end]
-    hops = {start: 0}
-    queue = deque([start])
-    while queue:
-        v = queue.popleft()
-        for u in geometry.get_neighbors(v):
-            u = int(u)
-            if u not in hops and dist[u] <= limit and dist[v] + w[u] == dist[u]:
-                hops[u] = hops[v] + 1
-                queue.append(u)
-    return hops
+
+def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
+    """Depth of every site on its cost plateau, which makes the shortest paths of a
+    weighted lattice a DAG whatever the float sums do (int64, -1 where unreached).
+
+    Definitions (every backend follows them; ``D = dist``, least costs from ``start``,
+    each the left-to-right float64 sum of the weights entered along a best path, which
+    is what any float64 Dijkstra computes):
+
+    - a step u -> v is *tight* when ``fl(D[u] + w[v]) == D[v]``;
+    - a tight step with ``D[u] == D[v]`` is a *plateau* step: ``w[v]`` is 0, or too small
+      to change ``D[v]`` in float64 (``1e16 + 1 == 1e16``). Plateau steps can form
+      cycles (1 -> 0 -> 1 above), so float equality alone does not order them;
+    - the depth of ``start`` and of every site entered by a tight step that rises in
+      cost is 0; any other reached site is one deeper than its shallowest plateau
+      in-neighbour (a breadth-first search over plateau steps, from depth 0);
+    - the *shortest-path DAG* holds the tight steps that rise in cost and the plateau
+      steps that go one level deeper. It is acyclic (along a cycle of tight steps the
+      cost is constant, so the depth would have to grow all round), and every reached
+      site but ``start`` has an edge into it (the step that gave it its cost, or its
+      search parent on the plateau), so a walk back along it always ends at ``start``.
+
+    The shortest paths are the paths of this DAG from ``start``: each one's cost,
+    summed in path order in float64, is ``D`` at its end, and so is the returned
+    path's; :func:`walk_back` picks one, ``count_shortest_paths`` counts them. Without
+    plateau steps (positive weights whose sums all change) the DAG is every tight step
+    and every depth is 0. O(n k) time and memory, only when some reached site has
+    ``fl(D[v] + w[v]) == D[v]`` (O(n) to check).
+    """
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import dijkstra
+
+    d = np.asarray(dist, dtype=np.float64).reshape(-1)
+    w = geometry.weights.reshape(-1)
+    reached = np.isfinite(d)
+    depth = np.where(reached, 0, -1).astype(np.int64)
+    flat = reached & (d + w == d)
+    flat[start] = False
+    if not flat.any():
+        return depth
+    rows, cols = geometry.neighbor_pairs()  # steps rows -> cols (symmetric stencils)
+    keep = flat[cols] & reached[rows]
+    u, v = rows[keep], cols[keep]
+    tight = d[u] + w[v] == d[v]
+    rise = tight & (d[u] < d[v])
+    deep = flat.copy()
+    deep[v[rise]] = False  # entered by a rising step: depth 0
+    plat = tight & (d[u] == d[v]) & deep[v]
+    u, v = u[plat], v[plat]
+    # breadth-first from a super-root n hung above every depth-0 site with plateau steps
+    n = d.shape[0]
+    roots = np.unique(u[~deep[u]])
+    g = csr_array((np.ones(len(u) + len(roots), dtype=np.int8),
+                   (np.concatenate([u, np.full(len(roots), n)]), np.concatenate([v, roots]))),
+                  shape=(n + 1, n + 1))
+    hops = dijkstra(g, indices=n, unweighted=True)[:n]
+    if np.isinf(hops[deep]).any():
+        raise AssertionError("a site on a cost plateau was not reached by the plateau search")
+    depth[deep] = hops[deep].astype(np.int64) - 1
+    return depth
 
 
 def path_result(geometry, path: np.ndarray):
@@ -315,14 +365,6 @@ def path_result(geometry, path: np.ndarray):
     if len(path) == 1:
         return PathResult(path, 0.0)
     return PathResult(path, float(np.cumsum(geometry.weights.reshape(-1)[path[1:]])[-1]))
-
-
-def zero_weight_reason(geometry):
-    """Why a greedy-walk-back backend cannot find paths here, or None."""
-    w = geometry.weights
-    if w is not None and not (w > 0).all():
-        return "zero-weight sites: the greedy walk-back needs strictly positive weights"
-    return None
 
 
 def finish_centrality(geometry, values: np.ndarray, *, degree: bool) -> np.ndarray:

@@ -480,10 +480,6 @@ def shortest_path(lat, start, end):
     return C.path_result(g, _graph().shortest_path(*_args(lat), start, end, w, host=host))
 
 
-def _no_zero_weights(lat, *args, **kwargs):
-    return C.zero_weight_reason(lat.geometry)
-
-
 def connected_components(lat):
     g = lat.geometry
     labels, count = _graph().connected_components(*_args(lat))
@@ -559,6 +555,8 @@ def _field_io(lat, field):
 def laplacian(lat, field):
     """Graph Laplacian on the device; a device field gives a device result."""
     f, out, dev = _field_io(lat, field)
+    if out.size == 0:  # a zero-size lattice: nothing to launch
+        return out.reshape(lat.geometry.shape)
     res = _fields().laplacian(*_args(lat), f, out)
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
@@ -566,6 +564,8 @@ def laplacian(lat, field):
 def diffuse(lat, field, *, steps=1, alpha=0.1):
     """Explicit diffusion steps on the device; a device field gives a device result."""
     f, out, dev = _field_io(lat, field)
+    if out.size == 0:  # a zero-size lattice: nothing to launch
+        return out.reshape(lat.geometry.shape)
     res = _fields().diffuse(*_args(lat), f, steps, alpha, out)
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
@@ -681,7 +681,7 @@ def random(shape, seed, distribution):
 IMPLEMENTATIONS = {
     # op: (implementation, device bytes it needs, other condition)
     "distance_field": (distance_field, _sites(24), None),
-    "shortest_path": (shortest_path, _sites(16), _no_zero_weights),
+    "shortest_path": (shortest_path, _sites(16), None),
     "connected_components": (connected_components, _sites(24), None),
     "percolates": (percolates, _sites(24), None),
     "spanning_clusters": (spanning_clusters, _sites(24), None),

@@ -182,10 +182,6 @@ def shortest_path(lat, start, end):
     return C.path_result(g, _graph().shortest_path(*_k(lat), start, end, w))
 
 
-def _no_zero_weights(lat, *args, **kwargs):
-    return C.zero_weight_reason(lat.geometry)
-
-
 def count_shortest_paths(lat, start, end):
     count, overflowed = _graph().count_shortest_paths(*_k(lat), start, end)
     if overflowed:
@@ -380,7 +376,7 @@ def random(shape, seed, distribution):
 
 IMPLEMENTATIONS = {
     "distance_field": (distance_field, None),
-    "shortest_path": (shortest_path, _no_zero_weights),
+    "shortest_path": (shortest_path, None),
     "count_shortest_paths": (count_shortest_paths, _unweighted_only),
     "path_catalytic": (path_catalytic, None),
     "connected_components": (connected_components, None),

@@ -101,16 +101,19 @@ def _count_weighted(g, start, end):
             "count_shortest_paths is not defined on lattices with zero-weight sites: "
             "zero-cost cycles make the number of minimum-cost paths infinite"
         )
+    # the paths of the shortest-path DAG (see _common.plateau_depths), counted in an
+    # order of its edges: by cost, then by depth on the cost's plateau
+    depth = C.plateau_depths(g, dist, start)
     cand = np.flatnonzero(dist <= dist[end])
-    order = cand[np.argsort(dist[cand], kind="stable")]
+    order = cand[np.lexsort((depth[cand], dist[cand]))]
     count = {start: 1}
     for v in order:
         v = int(v)
         if v == start:
             continue
-        count[v] = sum(
-            count.get(int(u), 0) for u in g.get_neighbors(v) if dist[u] + w[v] == dist[v]
-        )
+        nbrs = g.get_neighbors(v)
+        on = C.on_dag(dist, w, depth, nbrs, v)
+        count[v] = sum(count.get(int(u), 0) for u in nbrs[on])
     return int(count[end])
 
 
@@ -325,6 +328,8 @@ def analyze_structure(lat, *, max_diameter_sites=20_000):
 
 def _diameter(g, a, open_idx, max_sites, n_comp):
     """Largest finite hop distance between two sites (max over components)."""
+    if len(open_idx) == 0:
+        return 0, "empty"
     if g.mask is None and g.stencil in ("von_neumann", "moore") and not g.dedupe:
         reach = [(s // 2 if p else s - 1) for s, p in zip(g.shape, g.periodic)]
         d = sum(reach) if g.stencil == "von_neumann" else max(reach)
@@ -334,8 +339,6 @@ def _diameter(g, a, open_idx, max_sites, n_comp):
             f"skipped: {len(open_idx)} sites > max_diameter_sites={max_sites} "
             "(exact diameter is all-pairs BFS, O(V E))"
         )
-    if len(open_idx) == 0:
-        return 0, "empty"
     from scipy.sparse.csgraph import dijkstra
 
     best = 0

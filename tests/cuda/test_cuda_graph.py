@@ -100,9 +100,11 @@ def _weights(lat, seed, kind):
     rng = np.random.default_rng(seed)
     if kind == "ties":  # small integers: many equal-cost paths, exercises the tie rule
         return rng.integers(1, 4, n).astype(np.float64)
-    if kind == "zeros":  # zero-cost sites: the walk-back's marks and backtracking
+    if kind == "zeros":  # zero-cost sites: plateaus of equal cost, walked by depth
         w = rng.integers(0, 3, n).astype(np.float64)
         return w
+    if kind == "absorbed":  # 1 next to 1e16 vanishes in float64: plateaus again
+        return rng.choice([1.0, 1.0, 2.0, 1e16], n)
     return rng.random(n) + 0.01
 
 
@@ -153,7 +155,7 @@ def test_shortest_path_hops_is_the_cpu_path(lat):
 
 
 @sim
-@pytest.mark.parametrize("kind", ["float", "ties", "zeros"])
+@pytest.mark.parametrize("kind", ["float", "ties", "zeros", "absorbed"])
 @pytest.mark.parametrize("lat", [CASES[2], CASES[3], CASES[5], CASES[8]])
 def test_shortest_path_weighted_is_the_cpu_path(lat, kind):
     g = _graph()
@@ -162,6 +164,24 @@ def test_shortest_path_weighted_is_the_cpu_path(lat, kind):
     got = g.shortest_path(*lat, int(s), int(e), w)
     want = cpu.shortest_path(*lat, int(s), int(e), w)
     np.testing.assert_array_equal(got, want)
+
+
+@sim
+def test_shortest_path_across_absorbed_weights():
+    """Issue 23, item 9: 1e16 + 1 == 1e16, so sites 0..2 all cost 1e16 from 3; the walk
+    back must follow the plateau by depth (3, 2, 1, 0), never 1 -> 0 -> 1."""
+    g = _graph()
+    lat = (np.array([4]), np.zeros(1, np.uint8), von_neumann(1), np.zeros(0, np.uint8), False)
+    w = np.array([1, 1, 1e16, 1.0])
+    for end, want in ((1, [3, 2, 1]), (0, [3, 2, 1, 0]), (3, [3])):
+        np.testing.assert_array_equal(g.shortest_path(*lat, 3, end, w), want)
+    # a 4 x 5 plateau behind (3, 3) and (2, 4): crossed in 6 equal-cost steps, each one
+    # level deeper, to the first corner (the old walk wandered 15 steps along the rows)
+    lat = (np.array([4, 5]), np.zeros(2, np.uint8), von_neumann(2), np.zeros(0, np.uint8),
+           False)
+    w = np.ones(20)
+    w[[18, 14]] = 1e16
+    np.testing.assert_array_equal(g.shortest_path(*lat, 19, 0, w), [19, 14, 9, 4, 3, 2, 1, 0])
 
 
 @sim

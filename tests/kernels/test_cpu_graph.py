@@ -15,7 +15,7 @@ import networkx as nx
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 import scipy.ndimage as ndi
 import scipy.sparse as sp
@@ -688,29 +688,48 @@ def _relax_oracle(shape, mask, w, sources):
         dist = best
 
 
+def _vn_open_neighbours(shape, mask, v):
+    """Open von Neumann neighbours of flat site ``v`` on an open lattice, in pure Python."""
+    strides = [math.prod(shape[a + 1:]) for a in range(len(shape))]
+    out = []
+    for a, (n_a, s_a) in enumerate(zip(shape, strides)):
+        x = (v // s_a) % n_a
+        for step in (-1, 1):
+            if 0 <= x + step < n_a and mask[v + step * s_a]:
+                out.append(v + step * s_a)
+    return out
+
+
 def _tie_walk(shape, mask, w, dist, start, end):
-    """The project's tie rule on a given cost field: from ``end``, step to the unvisited
-    in-neighbour of smallest flat index with ``dist[u] + w[v] == dist[v]``, back up from
-    a dead end (zero weights make cycles of such steps)."""
+    """The project's tie rule on a given cost field, from its statement
+    (``backends._common.plateau_depths``): a step u -> v is tight when ``dist[u] + w[v]
+    == dist[v]``; the depth of ``start`` and of each site entered by a tight step rising
+    in cost is 0, any other site's is one more than its shallowest in-neighbour along a
+    tight step of equal cost (breadth-first); from ``end``, step to the in-neighbour of
+    smallest flat index along a rising tight step or an equal-cost one from one level
+    shallower."""
+    from collections import deque
+
+    limit = dist[end]
+    near = [v for v in np.flatnonzero(dist <= limit).tolist()]
+    nb = {v: _vn_open_neighbours(shape, mask, v) for v in near}
+    depth = {}
+    for v in near:
+        if v == start or any(dist[u] < dist[v] and dist[u] + w[v] == dist[v] for u in nb[v]):
+            depth[v] = 0
+    queue = deque(sorted(depth))
+    while queue:
+        x = queue.popleft()
+        for y in nb[x]:
+            if y in nb and y not in depth and dist[y] == dist[x] and dist[x] + w[y] == dist[y]:
+                depth[y] = depth[x] + 1
+                queue.append(y)
     path = [end]
-    seen = {end}
     while path[-1] != start:
         v = path[-1]
-        c = np.unravel_index(v, shape)
-        cand = []
-        for a in range(len(shape)):
-            for s in (-1, 1):
-                y = list(c)
-                y[a] += s
-                if 0 <= y[a] < shape[a]:
-                    u = int(np.ravel_multi_index(y, shape))
-                    if mask[u] and u not in seen and dist[u] + w[v] == dist[v]:
-                        cand.append(u)
-        if cand:
-            path.append(min(cand))
-            seen.add(path[-1])
-        else:
-            path.pop()
+        path.append(min(u for u in nb[v] if dist[u] + w[v] == dist[v] and (
+            dist[u] < dist[v] or depth.get(u, -9) == depth[v] - 1)))
+        assert len(path) <= len(near)
     return np.array(path[::-1], dtype=np.int64)
 
 
@@ -874,6 +893,43 @@ def test_weighted_path_settles_every_cost_tied_with_the_end(shape, s, e, w):
     mask = np.ones(w.size, dtype=bool)
     want = _tie_walk(shape, mask, w, _relax_oracle(shape, mask, w, [s]), s, e)
     np.testing.assert_array_equal(G.shortest_path(*_args(shape, mask), s, e, weights=w), want)
+
+
+def test_weighted_path_across_absorbed_weights():
+    """Issue 23, item 9: in float64 1e16 + 1 == 1e16, so every site behind the 1e16 one
+    costs 1e16: the walk follows the plateau by depth (a shortest crossing), where the
+    old walk went along tight steps in index order (3 -> 2 -> 1 -> 0 -> back up)."""
+    args = _args((4,), np.ones(4, bool))
+    w = np.array([1, 1, 1e16, 1.0])
+    np.testing.assert_array_equal(G.shortest_path(*args, 3, 1, weights=w), [3, 2, 1])
+    np.testing.assert_array_equal(G.shortest_path(*args, 3, 0, weights=w), [3, 2, 1, 0])
+    shape = (4, 5)
+    w = np.ones(20)
+    w[[18, 14]] = 1e16  # (3, 3) and (2, 4), beside the start (3, 4)
+    got = G.shortest_path(*_args(shape, np.ones(20, bool)), 19, 0, weights=w)
+    assert got.size == 8  # 1 entry step and 6 plateau steps, not a wander of 15
+    field = G.dijkstra_distance(*_args(shape, np.ones(20, bool)), w, [19])
+    np.testing.assert_array_equal(got, _tie_walk(shape, np.ones(20, bool), w, field, 19, 0))
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(zero_tie_lattices(), st.sampled_from([1e16, 2.0**60]))
+def test_weighted_path_with_absorbed_ties_resumes_bit_for_bit(monkeypatch, lat, big):
+    """Plateaus made by rounding (big weights next to 0.5, 1 and 0) as well as by zeros:
+    the walk is the rule's, with plateau depths computed in kernel calls of a few units
+    each as in one call."""
+    shape, mask, w, s, e = lat
+    w = np.where(w == 0.5, big, w)
+    field = _relax_oracle(shape, mask, w, [s])
+    want = G.shortest_path(*_args(shape, mask), s, e, weights=w)
+    if not np.isfinite(field[e]):
+        assert want.size == 0
+        return
+    np.testing.assert_array_equal(want, _tie_walk(shape, mask, w, field, s, e))
+    with monkeypatch.context() as m:
+        m.setattr(G, "_BUDGET", 3)
+        np.testing.assert_array_equal(G.shortest_path(*_args(shape, mask), s, e, weights=w),
+                                      want)
 
 
 # -- padded layout: NumPy for small lattices, parallel kernels for large ones ---------------

@@ -878,55 +878,188 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
 
 
 @njit(cache=True, nogil=True)
-def _walk_weighted_part(pd, pw, mark, stack, top, budget, nfoff, noffs, r, shape, pstrides,
-                        periodic, mode, start):
-    """Resumable core of :func:`_walk_back_weighted`: continue the walk whose stack is
-    ``stack[:top]``. Returns ``(top, done)`` after about ``budget`` units; when done,
-    ``top`` is the path length (0 if ``start`` was not reached)."""
+def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstrides, periodic,
+                   mode, start):
+    """Continue the walk back whose sites so far are ``path[:m]`` (end first) over the
+    shortest-path DAG (see :func:`weighted_walk`): from ``v``, to the in-neighbour ``u``
+    of smallest index with a tight step ``u -> v`` that rises in cost or, where ``v`` has
+    a plateau depth ``> 0`` in ``depth``, one that comes from depth ``depth[v] - 1``.
+
+    The stencil steps are spelled out here and in :func:`_plateau_part` (a call of
+    :func:`_step`, even inlined, made these loops about 5x slower).
+
+    Returns ``(m, status)`` after about ``budget`` units: status 0 (call again), 1
+    (``path[m - 1]`` is ``start``), 2 (``path[m - 1]`` has no rising tight step and no
+    depth yet: compute its plateau's depths with :func:`_plateau_part`, then call again)
+    or 3 (no step into ``path[m - 1]``: the costs are inconsistent)."""
     K = nfoff.shape[0]
     used = 0
-    while top > 0:
+    v = path[m - 1]
+    while v != start:
         if used >= budget:
-            return top, False
+            return m, 0
         used += K + _LEVEL_COST
-        v = stack[top - 1]
-        if v == start:
-            return top, True
-        wv = pw[v]
         dv = pd[v]
+        wv = pw[v]
+        hv = depth[v] if depth.shape[0] else -1
         best = -1
         for k in range(K):
-            u = _step(pw, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
-            if u < 0 or pw[u] < 0 or mark[u] != 0:
+            if mode == 0:
+                u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
+                if u < 0:
+                    continue
+            else:
+                u = v + nfoff[k]
+                if mode == 2 and pw[u] == PORTAL:
+                    u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
+            if pw[u] < 0 or pd[u] + wv != dv:
                 continue
-            if pd[u] + wv == dv and (best < 0 or u < best):
+            if hv > 0:
+                ok = pd[u] == dv and depth[u] == hv - 1
+            else:
+                ok = pd[u] < dv
+            if ok and (best < 0 or u < best):
                 best = u
         if best < 0:
-            top -= 1
-        else:
-            mark[best] = 1
-            stack[top] = best
-            top += 1
-    return 0, True
+            return m, (2 if hv == -1 else 3)
+        path[m] = best
+        m += 1
+        v = best
+    return m, 1
 
 
 @njit(cache=True, nogil=True)
-def _walk_back_weighted(pd, pw, mark, stack, nfoff, noffs, r, shape, pstrides, periodic,
-                        mode, start, end):
-    """Walk from ``end`` back to ``start`` over tight in-edges (``pd[u] + pw[v] == pd[v]``),
-    always to the smallest-index unmarked candidate; backtrack on a dead end.
+def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, nfoff, noffs,
+                  r, shape, pstrides, periodic, mode):
+    """Plateau depths (see :func:`weighted_walk`) for the sites from which a path of
+    plateau steps leads to ``members[0]``, resumable. ``depth`` is -1 where unknown.
 
-    With strictly positive increments this is the plain greedy walk; the marks only
-    matter when zero-cost steps allow cycles. Writes end..start into ``stack`` and
-    returns its length (0 if ``start`` was not reached, which cannot happen after a
-    successful Dijkstra). One call (the CPU host function calls
-    :func:`_walk_weighted_part` in chunks instead). O(visited * k).
+    ``st = [phase, i, m, j, t]``. Phase 0 collects those sites into ``members[:m]``
+    (marked -2 in ``depth``) by a search back over plateau steps from ``members[0]``;
+    phase 1 gives depth 0 to ``start`` and to the members entered by a tight step that
+    rises in cost, queueing them in ``queue``; phase 2 searches forward from them over
+    plateau steps among the members, each one deeper than its parent (``queue[j:t]``
+    still to expand). A shallowest plateau path into a member only passes through
+    members, so its depth is the one a search over the whole plateau gives. Returns 1
+    when done, 0 to be called again (about ``budget`` units a call). O(members k)."""
+    K = foff.shape[0]
+    c = pd[members[0]]
+    used = 0
+    phase, i, m, j, t = st[0], st[1], st[2], st[3], st[4]
+    while used < budget:
+        if phase == 0:
+            if i == m:
+                phase, i = 1, 0
+                continue
+            x = members[i]
+            i += 1
+            used += K
+            if c + pw[x] != c:
+                continue  # entering x changes the cost: no plateau step into it
+            for k in range(K):
+                if mode == 0:
+                    u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                    if u < 0:
+                        continue
+                else:
+                    u = x + nfoff[k]
+                    if mode == 2 and pw[u] == PORTAL:
+                        u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                if pw[u] >= 0 and depth[u] == -1 and pd[u] == c:
+                    depth[u] = -2
+                    members[m] = u
+                    m += 1
+        elif phase == 1:
+            if i == m:
+                phase = 2
+                continue
+            x = members[i]
+            i += 1
+            used += K
+            entry = x == start
+            for k in range(K):
+                if entry:
+                    break
+                if mode == 0:
+                    u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                    if u < 0:
+                        continue
+                else:
+                    u = x + nfoff[k]
+                    if mode == 2 and pw[u] == PORTAL:
+                        u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                if pw[u] >= 0 and pd[u] < c and pd[u] + pw[x] == c:
+                    entry = True
+            if entry:
+                depth[x] = 0
+                queue[t] = x
+                t += 1
+        else:
+            if j == t:
+                st[0], st[1], st[2], st[3], st[4] = phase, i, m, j, t
+                return 1
+            x = queue[j]
+            j += 1
+            used += K
+            for k in range(K):
+                if mode == 0:
+                    y = _resolve(x, k, offs, r, shape, pstrides, periodic)
+                    if y < 0:
+                        continue
+                else:
+                    y = x + foff[k]
+                    if mode == 2 and pw[y] == PORTAL:
+                        y = _resolve(x, k, offs, r, shape, pstrides, periodic)
+                if pw[y] >= 0 and depth[y] == -2 and pd[y] == c and c + pw[y] == c:
+                    depth[y] = depth[x] + 1
+                    queue[t] = y
+                    t += 1
+    st[0], st[1], st[2], st[3], st[4] = phase, i, m, j, t
+    return 0
+
+
+def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo) -> np.ndarray:
+    """The shortest path ``ps .. pe`` (padded or, with mode 0 tables, plain indices) on
+    the costs ``pd`` of a search from ``ps``; ``pw`` the entry weights (negative on walls
+    and portals), ``geo``/``ngeo`` the stencil tables forward and negated.
+
+    The tie rule, shared with the numpy reference (``backends._common.plateau_depths``,
+    where the definitions are): a step u -> v is tight when ``pd[u] + pw[v] == pd[v]``
+    in float64; a tight step with ``pd[u] == pd[v]`` (a zero weight, or one too small to
+    change the sum) is a plateau step; the depth of ``ps`` and of every site entered by
+    a rising tight step is 0, any other site's is one more than its shallowest plateau
+    in-neighbour's. The walk goes from ``pe`` to the in-neighbour of smallest index
+    along a rising tight step, or along a plateau step from one level shallower: the
+    shortest-path DAG, so it always ends, on a simple path whose float64 cost in path
+    order is ``pd[pe]``. Depths are computed only for the plateaus the walk meets
+    (:func:`_plateau_part`), so lattices without them pay nothing for them. Only costs
+    ``<= pd[pe]`` are read: a search stopped once those are final is enough.
+    O(visited k); kernel calls of about ``_BUDGET`` units.
     """
-    stack[0] = end
-    mark[end] = 1
-    top, _ = _walk_weighted_part(pd, pw, mark, stack, 1, INT64_MAX, nfoff, noffs, r, shape,
-                                 pstrides, periodic, mode, start)
-    return top
+    path = np.empty(max(n_open, 1), dtype=np.int64)
+    path[0] = pe
+    m = 1
+    depth = np.empty(0, dtype=np.int64)
+    budget = _BUDGET
+    while True:
+        m, status = _walk_dag_part(pd, pw, depth, path, m, budget, *ngeo, ps)
+        if status == 1:
+            return path[:m][::-1]
+        if status == 3:
+            raise AssertionError(f"weighted walk: no shortest-path step into cell {path[m - 1]}")
+        if status == 2:
+            if depth.shape[0] == 0:  # the first plateau met: room for the depths
+                depth = _filled(pd.shape[0], -1, np.int64)
+                members = np.empty(max(n_open, 1), dtype=np.int64)
+                queue = np.empty(max(n_open, 1), dtype=np.int64)
+            members[0] = path[m - 1]
+            depth[members[0]] = -2
+            st = np.array([0, 0, 1, 0, 0], dtype=np.int64)
+            while not _plateau_part(pd, pw, depth, members, queue, st, budget, ps, *geo[:2],
+                                    *ngeo[:2], *geo[2:]):
+                pass
+            if depth[members[0]] <= 0:
+                raise AssertionError(f"weighted walk: cell {members[0]} has no plateau depth")
 
 
 @intrinsic
@@ -2047,11 +2180,11 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     -----
     Distances from ``start`` (the search stops once ``end``'s distance is final), then a
     walk back from ``end``: at site v with distance D it moves to the in-neighbour u of
-    smallest flat index with dist[u] == D - 1 (hops) or dist[u] + weights[v] == dist[v]
-    (weighted). Zero (or below-rounding) weights can make that greedy walk cycle; the
-    weighted walk therefore never revisits a site and backtracks from dead ends, which
-    gives the same path whenever the greedy walk does not revisit. O(n k) hops,
-    O((n + e) log n) weighted. The search and the walk run in kernel calls of about
+    smallest flat index with dist[u] == D - 1 (hops), or along an edge of the weighted
+    shortest-path DAG (:func:`weighted_walk`: a tight step dist[u] + weights[v] ==
+    dist[v] that rises in cost, or one of equal cost, which zero or below-rounding
+    weights make, from one plateau level shallower). O(n k) hops, O((n + e) log n)
+    weighted. The search and the walk run in kernel calls of about
     ``_BUDGET`` units, so a signal handler (Ctrl-C) runs between two of them; see
     "Interrupts" in the module docstring.
 
@@ -2080,14 +2213,7 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     pd, pw = _weighted_search(g, weights, [ps], stop=pe)
     if not np.isfinite(pd[pe]):
         return np.empty(0, dtype=np.int64)
-    mark = np.zeros(g.psize, dtype=np.uint8)
-    stack = np.empty(max(g.n_open, 1), dtype=np.int64)
-    stack[0] = pe
-    mark[pe] = 1
-    m, done = 1, False
-    while not done:
-        m, done = _walk_weighted_part(pd, pw, mark, stack, m, budget, *ngeo, ps)
-    return _to_real(stack[:m][::-1], g)
+    return _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo), g)
 
 
 def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
@@ -2451,7 +2577,7 @@ def face_spanning_batched(labels, counts, shape, axis) -> list:
     B = labels.shape[0]
     out = np.empty((B, outer * inner), dtype=np.int64)
     found = np.zeros(B, dtype=np.int64)
-    if B and outer * inner:
+    if B and outer * inner and shape[axis]:
         _faces_batched(labels, np.ascontiguousarray(counts, dtype=np.int64), outer,
                        shape[axis], inner, out, found)
     return [out[b, :found[b]].copy() for b in range(B)]

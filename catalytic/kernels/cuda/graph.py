@@ -907,11 +907,11 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     (:func:`_walk_hops`), to the in-neighbour of smallest flat index one hop closer,
     the CPU twin's rule; only the path (8 bytes a site on it) and ``end``'s distance
     come back. Weighted: the costs come back and the walk runs on the host with the CPU
-    twin's own kernel (``_walk_back_weighted`` in unpadded mode), so its tie rule, a
-    tight step with marks and backtracking for zero weights, is the CPU's by
-    construction. Weighted distances beyond cost(end) differ from the CPU's
-    early-stopped Dijkstra, but no such site can be tight on the walk, so the path is
-    the same. O(n k) device work; O(D k) for the walk.
+    twin's own walk (``weighted_walk`` in unpadded mode), so its tie rule, the
+    shortest-path DAG with its plateau depths for zero or absorbed weights, is the
+    CPU's by construction. Weighted distances beyond cost(end) differ from the CPU's
+    early-stopped Dijkstra, but the walk reads none of them, so the path is the same.
+    O(n k) device work; O(D k) for the walk.
 
     Examples
     --------
@@ -921,7 +921,7 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     ...               0, 8)  # doctest: +SKIP
     array([0, 1, 2, 5, 8])
     """
-    from catalytic.kernels.cpu.graph import _walk_back_weighted
+    from catalytic.kernels.cpu.graph import weighted_walk
 
     t = _tables(shape, periodic, offsets, stream)
     start = int(start)
@@ -939,8 +939,9 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
                                  *t.d_nfast, d_open, d_dist, np.int64(end), d_path)
         return _read(d_path, stream)[::-1].copy()
     k = t.offsets.shape[0]
-    nfoff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
+    foff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
     noffs = np.ascontiguousarray(-t.offsets)
+    offs = np.ascontiguousarray(t.offsets, dtype=np.int64)
     r = np.zeros(t.shape.shape[0], dtype=np.int64)
     d_w = _device(weights, np.float64, stream)
     pd = _read(_relax_run(t, d_open, d_w, [start], stream), stream)
@@ -950,11 +951,9 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     open_h = _host(open_ if host is None else host[0], np.uint8)
     pw = w.copy() if open_h.shape[0] == 0 else np.where(open_h != 0, w, -2.0)
     n_open = t.n if open_h.shape[0] == 0 else int(np.count_nonzero(open_h))
-    mark = np.zeros(t.n, dtype=np.uint8)
-    stack = np.empty(max(n_open, 1), dtype=np.int64)
-    m = _walk_back_weighted(pd, pw, mark, stack, nfoff, noffs, r, t.shape, t.strides,
-                            t.periodic, 0, start, end)
-    return stack[:m][::-1].copy()
+    tail = (r, t.shape, t.strides, t.periodic, 0)
+    return weighted_walk(pd, pw, start, end, n_open, (foff, offs) + tail,
+                         (foff, noffs) + tail).copy()
 
 
 def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0):
