@@ -98,6 +98,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from threading import get_ident as _get_ident
 
 from catalytic._profile_docs import (  # noqa: F401 - the profiler's public names
     _FIELDS,
@@ -267,9 +268,12 @@ class Profiler:
             moved = transfer_counts()
             extra = {}
             gpu = _gpu_begin(extra)
-        return (next(self._ids), self.current_region(), self._thread(), start, moved,
+        thread = self._threads.get(_get_ident())
+        return (next(self._ids), self.current_region() if _OPEN.get() else None,
+                self._thread() if thread is None else thread, start, moved,
                 _peak_rss() if self.rss else None, gpu, extra, decision.backend,
-                _nvtx_push(decision.op), self.epoch, _compiled.__dict__.get("s", 0.0))
+                _nvtx_push(decision.op) if _nvtx is not False else None, self.epoch,
+                _compiled.__dict__.get("s", 0.0))
 
     def end_op(self, tok, decision, error: BaseException | None = None) -> None:
         """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
@@ -279,7 +283,8 @@ class Profiler:
             _gpu_end(extra, gpu)
         wall = time.perf_counter() - start
         # compile seconds of this thread since begin_op (never above the call's own time)
-        comp = min(_compiled.__dict__.get("s", 0.0) - comp, wall)
+        comp = _compiled.__dict__.get("s", 0.0) - comp
+        comp = min(comp, wall) if comp else 0.0  # one shared 0.0 object for most records
         if nvtx:
             _nvtx_pop(nvtx)
         if rss is not None:
@@ -311,10 +316,15 @@ class Profiler:
                 reason = decision.reason
             except Exception:  # a reason that cannot be worded must not fail the call
                 reason = None
-        self._add(_tuple_new(_Record, (
+        rec = _tuple_new(_Record, (
             "op", decision.op, rid, parent, thread, start - epoch, wall, backend, reason,
             bool(decision.forced), decision.work, predicted, runner, rss, comp,
-            extra or None)))
+            extra or None))
+        with self._lock:  # _add, inlined: this runs once per recorded call
+            if len(self._records) < self.max_records:
+                self._records.append(rec)
+            else:
+                self.dropped += 1
 
     # -- reading --------------------------------------------------------------------------
     def _refs(self) -> list:

@@ -1156,6 +1156,9 @@ def test_numba_compilation_is_recorded_apart_from_the_run(prof):
     first, second = _ops(doc["records"])
     assert 0 < first["compile_s"] <= first["wall_s"]  # the first call compiled
     assert second["compile_s"] == 0.0  # the second found the compiled function
+    assert "rss_peak_growth_bytes" not in first  # opt-in: enable(rss=True)
+    with pytest.raises(TypeError, match="rss"):
+        prof.enable(rss="yes")
     entry = prof.summary()["compile_test"]
     assert entry["compile_total_s"] == first["compile_s"] and entry["compile_calls"] == 1
     run_times = [r["wall_s"] - r["compile_s"] for r in (first, second)]
