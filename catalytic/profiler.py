@@ -34,9 +34,10 @@ no cost parameters), ``work``; on the cuda backend on a real GPU also ``device_s
 events around the call on the default stream), ``h2d_bytes`` and ``d2h_bytes`` (bytes
 this thread copied each way during the call, from the transfer counter), and
 ``memory_before`` / ``memory_after`` (device-memory monitor snapshots). On every backend
-``compile_s``: the seconds Numba spent compiling on the call's thread during the call
-(its ``numba:compile`` events, outermost only, so a nested compile counts once; 0.0 when
-nothing was compiled). The run time of a call is ``wall_s - compile_s``: summaries,
+``compile_s``: the seconds Numba spent compiling on the call's thread during the call,
+or loading compiled code from its disk cache (its ``numba:compile`` and
+``numba:compiler_lock`` events, outermost only, so a nested compile counts once; 0.0 when
+nothing was compiled or loaded). The run time of a call is ``wall_s - compile_s``: summaries,
 :meth:`Profiler.bottlenecks` and :func:`compare` use it, and show compilation apart
 (``compile_total_s``), so a cold cache is not read as a slow or regressed operation. A
 record without ``compile_s`` (written before it existed) compiled nothing that was seen.
@@ -821,8 +822,13 @@ _listening = [0, None]  # enabled profilers, the installed listener
 _listen_lock = threading.Lock()
 
 
+#: Numba's events timed as compilation: a compile, and the compiler lock held around it
+#: and around a load from the disk cache (which fires no compile event)
+_COMPILE_EVENTS = ("numba:compiler_lock", "numba:compile")
+
+
 def _compile_listener():
-    """A listener of ``numba:compile`` events adding each outermost compile's duration to
+    """A listener of :data:`_COMPILE_EVENTS` adding each outermost event's duration to
     the compiling thread's ``_compiled.s`` (a compile inside a compile counts once)."""
     from numba.core import event
 
@@ -853,9 +859,11 @@ def _listen(change: int) -> None:
         _listening[0] = max(0, before + change)
         if before == 0 and _listening[0] > 0:
             _listening[1] = _listening[1] or _compile_listener()
-            event.register("numba:compile", _listening[1])
+            for kind in _COMPILE_EVENTS:
+                event.register(kind, _listening[1])
         elif before > 0 and _listening[0] == 0:
-            event.unregister("numba:compile", _listening[1])
+            for kind in _COMPILE_EVENTS:
+                event.unregister(kind, _listening[1])
 
 
 # -- GPU timing and NVTX (absent where they cannot be had) --------------------------------
