@@ -59,7 +59,7 @@ def per_call(func, calls):
     return (time.perf_counter() - t0) / calls
 
 
-def measure(name, func, calls, rounds):
+def measure(name, func, calls, rounds, **enable):
     prof = cat.get_profiler()
     func()  # warm-up: JIT, caches
     off, on = [], []
@@ -67,7 +67,7 @@ def measure(name, func, calls, rounds):
         prof.disable()
         prof.reset()
         off.append(per_call(func, calls))
-        prof.enable()
+        prof.enable(**enable)
         on.append(per_call(func, calls))
         prof.disable()
         prof.reset()
@@ -160,6 +160,8 @@ def main(argv=None):
                 args.rounds),
         measure("L.xor_transform(10 int64) (numpy)", lambda: L.xor_transform(data),
                 args.calls, args.rounds),
+        measure("L.degree() on 8 x 8, enable(rss=True)", L.degree, args.calls, args.rounds,
+                rss=True),
     ]
     cat.get_profiler().disable()
     alone = recording()
@@ -185,13 +187,15 @@ def main(argv=None):
         lines.append(f"| {r['name']} | {r['off'] * 1e6:.2f} | {r['on'] * 1e6:.2f} | "
                      f"{over:.2f} | {'yes' if over <= LIMIT_US else 'NO'} |")
     spread = min(r["off_spread"] for r in rows) * 1e6
+    rss_words = (f"two `getrusage` calls, {2 * rss * 1e6:.2f} us measured on their own"
+                 if rss else "not available on this platform")
     lines += [
         "",
         "Enabled, each call records its operation, backend, reason, predicted and "
-        "measured time and the growth of the process's peak RSS (two `getrusage` calls"
-        + (f", {2 * rss * 1e6:.2f} us of the overhead measured on their own" if rss else
-           ": not available on this platform")
-        + "); on a GPU backend also CUDA events, transfer counts and monitor snapshots "
+        "measured time and the seconds Numba compiled during it (two thread-local reads); "
+        "the growth of the process's peak RSS only with `enable(rss=True)` (last row: "
+        f"{rss_words}); on a GPU backend also CUDA events, transfer counts and monitor "
+        "snapshots "
         "(not measured here: no GPU). Recording alone (`begin_op` + `end_op` on a "
         f"routing decision, best of 200 batches of 2000): {alone * 1e6:.2f} us per call.",
         "",

@@ -69,6 +69,7 @@ _FIELDS = {
     "h2d_bytes": (_is_count, "an integer >= 0"),
     "d2h_bytes": (_is_count, "an integer >= 0"),
     "rss_peak_growth_bytes": (_is_count, "an integer >= 0"),
+    "compile_s": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
     "error": (lambda v: isinstance(v, str), "a string"),
     "fallback_from": (lambda v: isinstance(v, str), "a string"),
     "memory_before": (lambda v: isinstance(v, dict), "an object"),
@@ -118,6 +119,9 @@ def check_document(doc, where="profile") -> None:
             if rule is not None and not rule[0](value):
                 raise ValueError(f"{where}: record {i}: field {key!r} must be {rule[1]}, "
                                  f"got {_short(value)}")
+        if "compile_s" in r and r["compile_s"] > r["wall_s"]:
+            raise ValueError(f"{where}: record {i}: field 'compile_s' {_short(r['compile_s'])}"
+                             f" is more than its 'wall_s' {_short(r['wall_s'])}")
         if r["id"] in position:
             raise ValueError(f"{where}: record {i}: field 'id' {r['id']} is also record "
                              f"{position[r['id']]}'s")
@@ -182,26 +186,41 @@ class _Stats:
 def summarize(records) -> dict:
     """:meth:`Profiler.summary` of plain records (any iterable, read once, in memory
     that grows with the number of names, not of records): per operation (regions as
-    ``"[region] name"``) count, total, mean, min, max and std of the wall time, with
+    ``"[region] name"``) count, total, mean, min, max and std of the run time, with
     ``backends`` (calls per backend) and ``by_backend`` (the same figures per backend),
-    and ``device_total_s`` where device time was measured."""
+    and ``device_total_s`` where device time was measured.
+
+    An operation's run time is its ``wall_s`` less its ``compile_s`` (Numba compiling
+    on the call's thread; a record without it compiled nothing that was seen); the
+    compilation is summed apart in ``compile_total_s``, with ``compile_calls`` the calls
+    that compiled, on every operation entry. A region's time is its wall time (what
+    was compiled inside it included)."""
     groups: dict = {}
     for r in records:
-        key = r["name"] if r["kind"] == "op" else f"[region] {r['name']}"
+        op = r["kind"] == "op"
+        key = r["name"] if op else f"[region] {r['name']}"
         g = groups.get(key)
         if g is None:
-            g = groups[key] = [_Stats(), {}, None]
-        g[0].add(r["wall_s"])
+            g = groups[key] = [_Stats(), {}, None, 0.0, 0, op]
+        comp = r.get("compile_s", 0.0) if op else 0.0
+        run = max(r["wall_s"] - comp, 0.0)
+        g[0].add(run)
+        if comp > 0:
+            g[3] += comp
+            g[4] += 1
         if "backend" in r:
             per = g[1].get(r["backend"])
             if per is None:
                 per = g[1][r["backend"]] = _Stats()
-            per.add(r["wall_s"])
+            per.add(run)
         if "device_s" in r:
             g[2] = (g[2] or 0.0) + r["device_s"]
     out = {}
-    for key, (total, per, device) in groups.items():
+    for key, (total, per, device, comp, n_comp, op) in groups.items():
         entry = total.as_dict()
+        if op:
+            entry["compile_total_s"] = comp
+            entry["compile_calls"] = n_comp
         if per:
             entry["backends"] = {b: st.count for b, st in per.items()}
             entry["by_backend"] = {b: st.as_dict() for b, st in per.items()}
@@ -212,7 +231,7 @@ def summarize(records) -> dict:
 
 
 def bottlenecks(records, n=5) -> list:
-    """:meth:`Profiler.bottlenecks` of plain records."""
+    """:meth:`Profiler.bottlenecks` of plain records (run time: compilation left out)."""
     s = {k: v for k, v in summarize(records).items() if not k.startswith("[region]")}
     total = sum(v["total_s"] for v in s.values()) or 1.0
     top = sorted(s.items(), key=lambda kv: -kv[1]["total_s"])[:n]
@@ -222,11 +241,17 @@ def bottlenecks(records, n=5) -> list:
 def format_summary(summary) -> str:
     rows = sorted(summary.items(), key=lambda kv: -kv[1]["total_s"])
     lines = [f"{'operation':<34}{'count':>7}{'total':>11}{'mean':>11}{'min':>11}"
-             f"{'max':>11}{'std':>11}  backends"]
+             f"{'max':>11}{'std':>11}{'compile':>11}  backends"]
     for k, v in rows:
         be = ", ".join(f"{b} x{c}" for b, c in v.get("backends", {}).items())
+        comp = _fmt(v["compile_total_s"]) if "compile_total_s" in v else "-"
         lines.append(f"{k:<34}{v['count']:>7}{_fmt(v['total_s']):>11}{_fmt(v['mean_s']):>11}"
-                     f"{_fmt(v['min_s']):>11}{_fmt(v['max_s']):>11}{_fmt(v['std_s']):>11}  {be}")
+                     f"{_fmt(v['min_s']):>11}{_fmt(v['max_s']):>11}{_fmt(v['std_s']):>11}"
+                     f"{comp:>11}  {be}")
+    compiled = sum(v.get("compile_total_s", 0.0) for v in summary.values())
+    lines.append(f"Numba compilation: {_fmt(compiled)} in "
+                 f"{sum(v.get('compile_calls', 0) for v in summary.values())} call(s), not "
+                 "counted in the operations' times (regions' times include it)")
     return "\n".join(lines)
 
 
@@ -276,7 +301,8 @@ class Comparison:
 def compare(a, b, *, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     """Compare two runs (profilers, loaded documents or paths) per operation.
 
-    An operation regressed when its mean wall time in ``b`` is more than ``threshold``
+    An operation regressed when its mean run time (wall time less Numba compilation:
+    :func:`summarize`) in ``b`` is more than ``threshold``
     (0.25: 25%) above ``a``'s, *and* the difference is larger than three standard
     errors of the difference (from each run's spread; with a single sample on either
     side only the threshold applies). Noise within a run's spread is not flagged.

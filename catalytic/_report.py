@@ -59,6 +59,8 @@ def _label(r) -> str:
     bits = [r["name"], _fmt(r["wall_s"])]
     if r["kind"] == "op":
         bits.append(f"on {r['backend']}")
+        if r.get("compile_s"):
+            bits.append(f"of which Numba compiling {_fmt(r['compile_s'])}")
         if "predicted_s" in r:
             bits.append(f"predicted {_fmt(r['predicted_s'])}")
         if "device_s" in r:
@@ -113,24 +115,37 @@ def _timeline(records, colours) -> str:
     return "".join(parts)
 
 
+#: the colour of Numba's compilation (its own bar, never an operation's)
+COMPILE_COLOUR = "#9e9e9e"
+
+
 def _bars(summary, colours) -> str:
-    ops = sorted(((k, v) for k, v in summary.items() if not k.startswith("[region]")),
-                 key=lambda kv: -kv[1]["total_s"])
+    """Run time per operation, slowest first, and Numba's compilation in a bar of its
+    own (its total over every operation) placed among them by its size."""
+    ops = [(k, v["total_s"], v) for k, v in summary.items() if not k.startswith("[region]")]
     if not ops:
         return "<p class='note'>No operations were recorded.</p>"
-    top = ops[0][1]["total_s"] or 1e-12
+    compiled = sum(v.get("compile_total_s", 0.0) for _, _, v in ops)
+    calls = sum(v.get("compile_calls", 0) for _, _, v in ops)
+    if compiled > 0:
+        ops.append((None, compiled, {"count": calls}))
+    ops.sort(key=lambda kv: -kv[1])
+    top = ops[0][1] or 1e-12
     width, left, row_h = 700, 230, 22
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 120}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 160}" '
              f'height="{len(ops) * row_h + 10}" role="img" aria-label="time per operation">']
-    for i, (name, v) in enumerate(ops):
+    for i, (name, total, v) in enumerate(ops):
         y = 5 + i * row_h
-        w = max(v["total_s"] / top * width, 1.0)
-        parts.append(f'<text x="4" y="{y + 14}">{_e(name)}</text>'
+        w = max(total / top * width, 1.0)
+        n = v["count"]
+        label, fill, what = ((name, _colour(name, colours), "call") if name is not None
+                             else ("Numba compilation", COMPILE_COLOUR, "compiling call"))
+        parts.append(f'<g class="bar" data-name="{_e(label)}">'
+                     f'<text x="4" y="{y + 14}">{_e(label)}</text>'
                      f'<rect x="{left}" y="{y}" width="{w:.2f}" height="{row_h - 6}" '
-                     f'fill="{_colour(name, colours)}"/>'
+                     f'fill="{fill}"/>'
                      f'<text x="{left + w + 6:.2f}" y="{y + 14}">'
-                     f'{_e(_fmt(v["total_s"]))} ({_e(v["count"])} '
-                     f'call{"s" if v["count"] != 1 else ""})</text>')
+                     f'{_e(_fmt(total))} ({_e(n)} {what}{"s" if n != 1 else ""})</text></g>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -138,13 +153,15 @@ def _bars(summary, colours) -> str:
 def _summary_table(summary) -> str:
     rows = sorted(summary.items(), key=lambda kv: -kv[1]["total_s"])
     out = ["<table><tr><th class='l'>operation / region</th><th>count</th><th>total</th>"
-           "<th>mean</th><th>min</th><th>max</th><th>std</th><th class='l'>backends</th>"
-           "</tr>"]
+           "<th>mean</th><th>min</th><th>max</th><th>std</th><th>compile</th>"
+           "<th class='l'>backends</th></tr>"]
     for k, v in rows:
         be = ", ".join(f"{_e(b)} &times;{_e(c)}" for b, c in v.get("backends", {}).items())
         out.append(f"<tr><td class='l'>{_e(k)}</td><td>{_e(v['count'])}</td>"
                    + "".join(f"<td>{_e(_fmt(v[f]))}</td>"
                              for f in ("total_s", "mean_s", "min_s", "max_s", "std_s"))
+                   + (f"<td>{_e(_fmt(v['compile_total_s']))}</td>"
+                      if "compile_total_s" in v else "<td>&ndash;</td>")
                    + f"<td class='l'>{be}</td></tr>")
     out.append("</table>")
     return "".join(out)
@@ -152,7 +169,8 @@ def _summary_table(summary) -> str:
 
 def _records_table(records) -> str:
     out = ["<table><tr><th class='l'>kind</th><th class='l'>name</th><th>thread</th>"
-           "<th>start</th><th>wall</th><th class='l'>backend</th><th>predicted</th>"
+           "<th>start</th><th>wall</th><th>compile</th><th class='l'>backend</th>"
+           "<th>predicted</th>"
            "<th>device</th><th>host&rarr;device</th><th>device&rarr;host</th>"
            "<th class='l'>reason</th></tr>"]
     for r in records:
@@ -161,7 +179,7 @@ def _records_table(records) -> str:
 
         out.append(f"<tr><td class='l'>{_e(r['kind'])}</td><td class='l'>{_e(r['name'])}"
                    f"</td><td>{_e(str(r['thread']))}</td>{cell('start_s')}"
-                   f"{cell('wall_s')}<td class='l'>{_e(r.get('backend', ''))}</td>"
+                   f"{cell('wall_s')}{cell('compile_s')}<td class='l'>{_e(r.get('backend', ''))}</td>"
                    f"{cell('predicted_s')}{cell('device_s')}"
                    f"{cell('h2d_bytes', lambda b: f'{b} B')}"
                    f"{cell('d2h_bytes', lambda b: f'{b} B')}"
@@ -198,7 +216,10 @@ def page(head: dict, drawn: list, summary: dict, n_records: int, n_ops: int,
         f"<p class='note'>Recorded {_e(str(head.get('created', '')))} on "
         f"{_e(about)}: {n_ops} operations, {n_records - n_ops} regions. Every "
         "figure was measured; a blank means it could not be measured here.</p>"
-        f"{cut}<h2>Time per operation</h2>{_bars(summary, colours)}"
+        f"{cut}<h2>Time per operation</h2><p class='note'>Run time (wall time less "
+        "Numba compilation on the call's thread); compilation has its own bar and "
+        "column, and is not counted in the operations' figures.</p>"
+        f"{_bars(summary, colours)}"
         f"<h2>Timeline</h2><p class='note'>One lane per thread; regions in grey hold "
         "the operations below them. Hover a bar for its figures.</p>"
         f"{_timeline(drawn, colours)}<h2>Summary</h2>{_summary_table(summary)}"

@@ -34,11 +34,21 @@ no cost parameters), ``work``; on the cuda backend on a real GPU also ``device_s
 events around the call on the default stream), ``h2d_bytes`` and ``d2h_bytes`` (bytes
 this thread copied each way during the call, from the transfer counter), and
 ``memory_before`` / ``memory_after`` (device-memory monitor snapshots). On every backend
-``rss_peak_growth_bytes``: how far the call raised the process's peak resident set
-(``getrusage`` high-water mark; 0 when the call stayed below an earlier peak, which is
-all that can be measured without tracing every allocation). A figure that cannot be
-measured on this machine is absent, never estimated: no ``device_s`` on a CPU backend or
-under the CUDA simulator.
+``compile_s``: the seconds Numba spent compiling on the call's thread during the call,
+or loading compiled code from its disk cache (its ``numba:compile`` and
+``numba:compiler_lock`` events, outermost only, so a nested compile counts once; 0.0 when
+nothing was compiled or loaded). The run time of a call is ``wall_s - compile_s``: summaries,
+:meth:`Profiler.bottlenecks` and :func:`compare` use it, and show compilation apart
+(``compile_total_s``), so a cold cache is not read as a slow or regressed operation. A
+record without ``compile_s`` (written before it existed) compiled nothing that was seen.
+
+Opt-in, because it costs two ``getrusage`` system calls per call (a large part of the
+recording cost of a small call): with ``enable(rss=True)`` (or ``CATALYTIC_PROFILE_RSS=1``)
+every operation also records ``rss_peak_growth_bytes``: how far the call raised the
+process's peak resident set (``getrusage`` high-water mark; 0 when the call stayed below
+an earlier peak, which is all that can be measured without tracing every allocation);
+otherwise that field is absent. A figure that cannot be measured on this machine is
+absent, never estimated: no ``device_s`` on a CPU backend or under the CUDA simulator.
 
 On a GPU with the ``nvtx`` package installed, every operation and region is also an
 NVTX range, so Nsight Systems shows them on its timeline.
@@ -89,6 +99,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from threading import get_ident as _get_ident
 
 from catalytic._profile_docs import (  # noqa: F401 - the profiler's public names
     _FIELDS,
@@ -128,7 +139,7 @@ except ImportError:  # Windows: not measurable this way
 #: merged record's others) or is None.
 _Record = collections.namedtuple(
     "_Record", "kind name id parent thread start wall backend reason forced work "
-    "predicted runner rss extra")
+    "predicted runner rss compile extra")
 _tuple_new = tuple.__new__  # _Record from a tuple display, without namedtuple's own __new__
 
 
@@ -136,7 +147,7 @@ def _region_record(name, head, wall, extra) -> _Record:
     """A region's record: ``head`` is (id, parent, thread, start) from Profiler._head_of."""
     rid, parent, thread, start = head
     return _tuple_new(_Record, ("region", name, rid, parent, thread, start, wall, None, None,
-                                None, None, None, None, None, extra))
+                                None, None, None, None, None, None, extra))
 
 
 #: ``_Record.reason`` of a router's default reason, worded only when read out (wording
@@ -144,7 +155,8 @@ def _region_record(name, head, wall, extra) -> _Record:
 _WORD_LATER = object()
 #: schema fields with a place in _Record (the others of a merged record go to ``extra``)
 _SLOTTED = {"kind", "name", "id", "parent", "thread", "start_s", "wall_s", "backend",
-            "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes"}
+            "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes",
+            "compile_s"}
 _BY_ID = operator.attrgetter("id")
 
 
@@ -169,6 +181,7 @@ class Profiler:
 
     def __init__(self):
         self.enabled = False
+        self.rss = False
         self.dropped = 0
         self._lock = threading.Lock()
         self._records: list = []
@@ -178,13 +191,22 @@ class Profiler:
         self.epoch = time.perf_counter()
 
     # -- switching -------------------------------------------------------------------
-    def enable(self) -> None:
-        """Start recording."""
-        self.enabled = True
+    def enable(self, rss: bool = False) -> None:
+        """Start recording; ``rss=True`` also records each operation's
+        ``rss_peak_growth_bytes`` (two system calls per call: module docstring). Numba's
+        compile events are listened to only while some profiler is enabled."""
+        if not isinstance(rss, bool):
+            raise TypeError(f"rss must be True or False, got {rss!r}")
+        self.rss = rss and _peak_rss is not None
+        if not self.enabled:
+            self.enabled = True
+            _listen(+1)
 
     def disable(self) -> None:
         """Stop recording; what was recorded stays until :meth:`reset`."""
-        self.enabled = False
+        if self.enabled:
+            self.enabled = False
+            _listen(-1)
 
     def reset(self) -> None:
         """Forget every record (regions open in some thread stay open there, and are
@@ -247,17 +269,23 @@ class Profiler:
             moved = transfer_counts()
             extra = {}
             gpu = _gpu_begin(extra)
-        return (next(self._ids), self.current_region(), self._thread(), start, moved,
-                _peak_rss() if _peak_rss else None, gpu, extra, decision.backend,
-                _nvtx_push(decision.op), self.epoch)
+        thread = self._threads.get(_get_ident())
+        return (next(self._ids), self.current_region() if _OPEN.get() else None,
+                self._thread() if thread is None else thread, start, moved,
+                _peak_rss() if self.rss else None, gpu, extra, decision.backend,
+                _nvtx_push(decision.op) if _nvtx is not False else None, self.epoch,
+                _compiled.__dict__.get("s", 0.0))
 
     def end_op(self, tok, decision, error: BaseException | None = None) -> None:
         """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
         the call ran in the end (a fallback's, when the chosen backend failed)."""
-        rid, parent, thread, start, moved, rss, gpu, extra, chosen, nvtx, epoch = tok
+        rid, parent, thread, start, moved, rss, gpu, extra, chosen, nvtx, epoch, comp = tok
         if gpu is not None:
             _gpu_end(extra, gpu)
         wall = time.perf_counter() - start
+        # compile seconds of this thread since begin_op (never above the call's own time)
+        comp = _compiled.__dict__.get("s", 0.0) - comp
+        comp = min(comp, wall) if comp else 0.0  # one shared 0.0 object for most records
         if nvtx:
             _nvtx_pop(nvtx)
         if rss is not None:
@@ -289,9 +317,15 @@ class Profiler:
                 reason = decision.reason
             except Exception:  # a reason that cannot be worded must not fail the call
                 reason = None
-        self._add(_tuple_new(_Record, (
+        rec = _tuple_new(_Record, (
             "op", decision.op, rid, parent, thread, start - epoch, wall, backend, reason,
-            bool(decision.forced), decision.work, predicted, runner, rss, extra or None)))
+            bool(decision.forced), decision.work, predicted, runner, rss, comp,
+            extra or None))
+        with self._lock:  # _add, inlined: this runs once per recorded call
+            if len(self._records) < self.max_records:
+                self._records.append(rec)
+            else:
+                self.dropped += 1
 
     # -- reading --------------------------------------------------------------------------
     def _refs(self) -> list:
@@ -328,6 +362,8 @@ class Profiler:
             d["predicted_s"] = r.predicted
         if r.rss is not None:
             d["rss_peak_growth_bytes"] = r.rss
+        if r.compile is not None:
+            d["compile_s"] = r.compile
         if r.extra:
             d.update(r.extra)
         return d
@@ -427,7 +463,8 @@ class Profiler:
                     parent if up is None else mapping.get(up, parent), worker,
                     r["start_s"], r["wall_s"], _once(r.get("backend")),
                     _once(r.get("reason")), r.get("forced"), r.get("work"),
-                    r.get("predicted_s"), None, r.get("rss_peak_growth_bytes"), extra))
+                    r.get("predicted_s"), None, r.get("rss_peak_growth_bytes"),
+                    r.get("compile_s"), extra))
                 self._records.append(rec)
 
 
@@ -726,8 +763,6 @@ class profile:  # noqa: N801 - used as a decorator and a context manager, like c
 
 # -- the process-wide profiler ----------------------------------------------------------
 _PROFILER = Profiler()
-if os.environ.get("CATALYTIC_PROFILE", "").strip() in ("1", "true", "yes", "on"):
-    _PROFILER.enable()
 
 
 def get_profiler() -> Profiler:
@@ -759,7 +794,7 @@ class task_profiler:  # noqa: N801
     def __enter__(self):
         global _tasks_open
         self.profiler = Profiler()
-        self.profiler.enable()
+        self.profiler.enable(rss=_PROFILER.rss)
         self._prev = getattr(_task, "profiler", None)
         _task.profiler = self.profiler
         with _tasks_lock:
@@ -769,6 +804,7 @@ class task_profiler:  # noqa: N801
     def __exit__(self, *exc):
         global _tasks_open
         _task.profiler = self._prev
+        self.profiler.disable()
         with _tasks_lock:
             _tasks_open -= 1
         self.records = self.profiler._plain()
@@ -777,6 +813,57 @@ class task_profiler:  # noqa: N801
 
 
 _tasks_lock = threading.Lock()
+
+
+# -- Numba's compile events -------------------------------------------------------------
+#: this thread's seconds of Numba compilation seen so far (attribute ``s``)
+_compiled = threading.local()
+_listening = [0, None]  # enabled profilers, the installed listener
+_listen_lock = threading.Lock()
+
+
+#: Numba's events timed as compilation: a compile, and the compiler lock held around it
+#: and around a load from the disk cache (which fires no compile event)
+_COMPILE_EVENTS = ("numba:compiler_lock", "numba:compile")
+
+
+def _compile_listener():
+    """A listener of :data:`_COMPILE_EVENTS` adding each outermost event's duration to
+    the compiling thread's ``_compiled.s`` (a compile inside a compile counts once)."""
+    from numba.core import event
+
+    class _Compiles(event.Listener):
+        def on_start(self, ev):
+            d = _compiled.__dict__
+            depth = d.get("depth", 0)
+            if depth == 0:
+                d["t0"] = time.perf_counter()
+            d["depth"] = depth + 1
+
+        def on_end(self, ev):
+            d = _compiled.__dict__
+            d["depth"] = depth = max(0, d.get("depth", 1) - 1)
+            if depth == 0 and "t0" in d:
+                d["s"] = d.get("s", 0.0) + (time.perf_counter() - d.pop("t0"))
+
+    return _Compiles()
+
+
+def _listen(change: int) -> None:
+    """Count an enabled (+1) or disabled (-1) profiler; the listener is registered with
+    Numba while the count is above 0 (disabled, profiling costs nothing at compile time)."""
+    from numba.core import event
+
+    with _listen_lock:
+        before = _listening[0]
+        _listening[0] = max(0, before + change)
+        if before == 0 and _listening[0] > 0:
+            _listening[1] = _listening[1] or _compile_listener()
+            for kind in _COMPILE_EVENTS:
+                event.register(kind, _listening[1])
+        elif before > 0 and _listening[0] == 0:
+            for kind in _COMPILE_EVENTS:
+                event.unregister(kind, _listening[1])
 
 
 # -- GPU timing and NVTX (absent where they cannot be had) --------------------------------
@@ -868,3 +955,8 @@ def _replacing(path):
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+if os.environ.get("CATALYTIC_PROFILE", "").strip() in ("1", "true", "yes", "on"):
+    _PROFILER.enable(rss=os.environ.get("CATALYTIC_PROFILE_RSS", "").strip()
+                     in ("1", "true", "yes", "on"))

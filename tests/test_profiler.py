@@ -289,6 +289,7 @@ def test_profile_decorates_methods(prof):
 
 
 def test_an_operation_record_holds_what_was_measured(prof):
+    prof.enable(rss=True)  # rss_peak_growth_bytes is opt-in (two system calls per call)
     L = cat.Lattice(shape=(32, 32))
     L.connected_components()
     L.distance_field(0, backend="numpy")
@@ -849,7 +850,8 @@ WRONG = {
     "backend": [None, 3, ["numpy"]], "reason": [3, None, ["r"]], "forced": ["no", 0, None],
     "work": ["64", float("inf"), None], "predicted_s": [-0.1, "x", float("nan")],
     "device_s": [-1, "x"], "h2d_bytes": [-8, 1.5, "8", True], "d2h_bytes": [-1, None],
-    "rss_peak_growth_bytes": [-1, 0.5], "error": [1, None], "fallback_from": [1, None],
+    "rss_peak_growth_bytes": [-1, 0.5], "compile_s": [-0.1, "x", float("nan"), None, 1e9],
+    "error": [1, None], "fallback_from": [1, None],
     "memory_before": [[1], "x", None], "memory_after": [1, "x"],
 }
 
@@ -1109,3 +1111,111 @@ def test_deeply_nested_regions_make_a_page(prof, tmp_path):
     from catalytic.cli import main
 
     assert main(["report", str(prof.export_json(tmp_path / "deep.json"))]) == 0
+
+
+# -- Numba compilation, recorded apart -------------------------------------------------------
+class _Compiler:
+    """A plugin operation whose implementation calls a Numba function made for this
+    instance: its first call compiles (a fresh dispatcher, no cache), later ones do not.
+    The sleep gives every call the same known run time beside it."""
+
+    def __init__(self, sleep=0.0):
+        from numba import njit
+
+        @njit
+        def triple(x):
+            total = 0
+            for i in range(x):
+                total += 3 * i
+            return total
+
+        self.triple, self.sleep = triple, sleep
+
+    @cat.hookimpl
+    def catalytic_add_operations(self, registry):
+        def run(n):
+            time.sleep(self.sleep)
+            return self.triple(n)
+
+        registry.add_operation("compile_test", work=lambda n: 1.0)
+        registry.add_implementation("compile_test", "numpy", run)
+
+
+def _listeners():
+    from numba.core import event
+
+    return [list(event._registered[k]) for k in ("numba:compile", "numba:compiler_lock")]
+
+
+def test_numba_compilation_is_recorded_apart_from_the_run(prof):
+    eng = cat.get_engine()
+    eng.register_plugin(_Compiler(), "compiler-test")
+    try:
+        assert eng.run("compile_test", 10) == 135 and eng.run("compile_test", 10) == 135
+    finally:
+        eng.unregister_plugin("compiler-test")
+    doc = prof.as_dict()
+    P.check_document(doc)
+    first, second = _ops(doc["records"])
+    assert 0 < first["compile_s"] <= first["wall_s"]  # the first call compiled
+    assert second["compile_s"] == 0.0  # the second found the compiled function
+    assert "rss_peak_growth_bytes" not in first  # opt-in: enable(rss=True)
+    with pytest.raises(TypeError, match="rss"):
+        prof.enable(rss="yes")
+    entry = prof.summary()["compile_test"]
+    assert entry["compile_total_s"] == first["compile_s"] and entry["compile_calls"] == 1
+    run_times = [r["wall_s"] - r["compile_s"] for r in (first, second)]
+    assert entry["total_s"] == pytest.approx(sum(run_times))
+    assert entry["max_s"] == pytest.approx(max(run_times))
+    (top,) = prof.bottlenecks(1)
+    assert top[0] == "compile_test" and top[1] == pytest.approx(sum(run_times))
+    assert "Numba compilation" in P.format_summary(prof.summary())
+    from catalytic._report import COMPILE_COLOUR, html_report
+
+    page = html_report(doc)
+    assert 'data-name="Numba compilation"' in page and COMPILE_COLOUR in page
+    assert "<th>compile</th>" in page
+
+
+def test_compile_listener_is_installed_only_while_profiling():
+    p = cat.get_profiler()
+    p.disable()
+    before = _listeners()
+    p.enable()
+    try:
+        grown = [len(b) + 1 for b in before]
+        assert [len(x) for x in _listeners()] == grown
+        with P.task_profiler():  # a second enabled profiler shares the one listener
+            assert [len(x) for x in _listeners()] == grown
+        assert [len(x) for x in _listeners()] == grown
+    finally:
+        p.disable()
+        p.reset()
+    assert _listeners() == before
+
+
+def test_compare_is_not_tripped_by_a_cold_cache():
+    eng = cat.get_engine()
+    plugin = _Compiler(sleep=0.02)
+    eng.register_plugin(plugin, "compiler-test")
+    prof = cat.get_profiler()
+    try:
+        cold = _run_of_op("compile_test", 10, prof)  # compiles: one call each side
+        warm = _run_of_op("compile_test", 10, prof)
+    finally:
+        eng.unregister_plugin("compiler-test")
+        prof.reset()
+    (c,) = _ops(cold["records"])
+    (w,) = _ops(warm["records"])
+    assert c["compile_s"] > 0 and w["compile_s"] == 0.0
+    for a, b in ((warm, cold), (cold, warm)):
+        result = P.compare(a, b)
+        assert len(result.rows) == 1 and not result.regressions, str(result)
+
+
+def _run_of_op(op, arg, prof):
+    prof.reset()
+    prof.enable()
+    cat.get_engine().run(op, arg)
+    prof.disable()
+    return prof.as_dict()
