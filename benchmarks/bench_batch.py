@@ -202,8 +202,8 @@ def report(args, rows, tiny, cross, study) -> str:
         f"{os.cpu_count()} CPUs, Numba {numba.__version__} ({numba.get_num_threads()} "
         f"threads), Python {platform.python_version()}; all figures from one run"
         + (f", load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
-           "(1 / 5 / 15 min: other processes were running; the variants of a table were "
-           "run in turn, round by round, so they shared that load)" if load else "") + ".",
+           "(1 / 5 / 15 min; the variants of a table were run in turn, round by round, so "
+           "they shared whatever load there was)" if load else "") + ".",
         "",
         f"## {args.lattices} lattices of {SHAPE[0]} x {SHAPE[1]}, site masks at p = 0.6",
         "",
@@ -254,7 +254,7 @@ def report(args, rows, tiny, cross, study) -> str:
         f"`batched=False`, serial against `executor='threads'` (2 threads, forced); best of "
         f"{args.rounds} interleaved rounds. The executor runs threads by itself where the "
         f"predicted call is at least `THREAD_MIN_ITEM_S` = {B.THREAD_MIN_ITEM_S * 1e6:.0f} us "
-        "(where these runs cross over; lattices of 2^16 sites and more already run each "
+        "(set from where these runs cross over on a machine with no other work; lattices of 2^16 sites and more already run each "
         "call on every free thread).",
         "",
         "| lattice | calls | predicted us per call | serial ms | threads ms | serial / threads |",

@@ -111,7 +111,7 @@ MEMORY_FRACTION = 0.5
 #: predicted to take at least this long: below it the call is mostly Python holding the
 #: GIL, and threads only add their handoffs (the crossover benchmarks/bench_batch.py
 #: measures)
-THREAD_MIN_ITEM_S = 60e-6
+THREAD_MIN_ITEM_S = 300e-6
 #: tasks per worker thread a loop group is cut into (contiguous chunks of items)
 CHUNKS_PER_WORKER = 4
 #: the Dask executor's own costs, for the choice against serial: starting a LocalCluster
