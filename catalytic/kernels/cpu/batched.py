@@ -191,19 +191,7 @@ def _faces_rows(addrs, like, n, counts, outer, L, inner, out, found):
     """``graph._faces_batched`` over labellings held at ``addrs`` (n int32 each)."""
     for b in prange(addrs.shape[0]):
         row = numba.carray(_pointer(addrs[b], like), n)
-        seen = np.zeros(counts[b] + 1, dtype=np.uint8)
-        for o in range(outer):
-            lo = o * L * inner
-            hi = lo + (L - 1) * inner
-            for i in range(inner):
-                seen[row[lo + i]] |= 1
-                seen[row[hi + i]] |= 2
-        k = 0
-        for c in range(1, counts[b] + 1):
-            if seen[c] == 3:
-                out[b, k] = c
-                k += 1
-        found[b] = k
+        found[b] = G._face_labels(row, counts[b], outer, L, inner, out[b])
 
 
 def face_spanning_rows(labels, counts, shape, axis) -> list:

@@ -2543,20 +2543,26 @@ def _faces_batched(labels, counts, outer, L, inner, out, found):
     labels on both faces (index 0 and L - 1 of the middle axis), ascending, into
     ``out[b, :found[b]]``. O(face + count) per row."""
     for b in prange(labels.shape[0]):
-        seen = np.zeros(counts[b] + 1, dtype=np.uint8)
-        row = labels[b]
-        for o in range(outer):
-            lo = o * L * inner
-            hi = lo + (L - 1) * inner
-            for i in range(inner):
-                seen[row[lo + i]] |= 1
-                seen[row[hi + i]] |= 2
-        k = 0
-        for c in range(1, counts[b] + 1):
-            if seen[c] == 3:
-                out[b, k] = c
-                k += 1
-        found[b] = k
+        found[b] = _face_labels(labels[b], counts[b], outer, L, inner, out[b])
+
+
+@njit(cache=True, nogil=True)
+def _face_labels(row, count, outer, L, inner, out) -> int:
+    """The labels (1..count) of one labelling ``row``, viewed as (outer, L, inner), that
+    lie on both faces of the middle axis, ascending, into ``out``; returns how many."""
+    seen = np.zeros(count + 1, dtype=np.uint8)
+    for o in range(outer):
+        lo = o * L * inner
+        hi = lo + (L - 1) * inner
+        for i in range(inner):
+            seen[row[lo + i]] |= 1
+            seen[row[hi + i]] |= 2
+    k = 0
+    for c in range(1, count + 1):
+        if seen[c] == 3:
+            out[k] = c
+            k += 1
+    return k
 
 
 def face_spanning_batched(labels, counts, shape, axis) -> list:
