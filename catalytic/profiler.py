@@ -100,6 +100,7 @@ import threading
 import time
 from pathlib import Path
 from threading import get_ident as _get_ident
+from time import perf_counter as _perf_counter
 
 from catalytic._profile_docs import (  # noqa: F401 - the profiler's public names
     _FIELDS,
@@ -141,6 +142,14 @@ _Record = collections.namedtuple(
     "_Record", "kind name id parent thread start wall backend reason forced work "
     "predicted runner rss compile extra")
 _tuple_new = tuple.__new__  # _Record from a tuple display, without namedtuple's own __new__
+#: The record of a routed CPU call the router sent by comparing two backends' predicted
+#: costs, which ran there and compiled nothing (most calls), is kept as a plain tuple of
+#: these fields instead, built with the least work while the call returns
+#: (:meth:`Profiler.end_op`): ``open`` is the regions open in the caller's context (its
+#: parent is found among them when read), ``ident`` the thread's ident. Its id and start
+#: are at a _Record's places. :meth:`Profiler._resolved` makes it a _Record.
+_FAST = ("name", "backend", "id", "open", "ident", "start", "wall", "predicted", "runner",
+         "forced", "work")
 
 
 def _region_record(name, head, wall, extra) -> _Record:
@@ -157,14 +166,14 @@ _WORD_LATER = object()
 _SLOTTED = {"kind", "name", "id", "parent", "thread", "start_s", "wall_s", "backend",
             "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes",
             "compile_s"}
-_BY_ID = operator.attrgetter("id")
+_BY_ID = operator.itemgetter(2)  # a _Record's id, and a _FAST record's
 
 
 def _once(text):
     """``text`` as the one string object of its value (None and non-strings as they are)."""
     return sys.intern(text) if type(text) is str else text
 
-_BY_START = operator.attrgetter("start")
+_BY_START = operator.itemgetter(5)  # a _Record's start, and a _FAST record's
 
 
 class Profiler:
@@ -185,6 +194,9 @@ class Profiler:
         self.dropped = 0
         self._lock = threading.Lock()
         self._records: list = []
+        # places taken in _records since the last reset: next() on it is atomic, so
+        # threads recording at once keep at most max_records without a lock
+        self._taken = itertools.count()
         self._ids = itertools.count(1)
         self._threads: dict = {}
         self._decision_type = None  # the router's Decision class, to word reasons
@@ -213,6 +225,7 @@ class Profiler:
         recorded when they end)."""
         with self._lock:
             self._records = []
+            self._taken = itertools.count()
             self.dropped = 0
             self.epoch = time.perf_counter()
 
@@ -225,13 +238,19 @@ class Profiler:
     def current_region(self):
         """The id of the innermost region of this profiler open in the caller's context
         (its thread, or its asyncio task), or None."""
-        for frame in reversed(_OPEN.get()):
+        return self._innermost(_OPEN.get())
+
+    def _innermost(self, frames):
+        """The id of the innermost region of this profiler among ``frames``, or None."""
+        for frame in reversed(frames):
             if frame.prof is self:
                 return frame.rid
         return None
 
-    def _thread(self):
-        t = threading.get_ident()
+    def _thread(self, t=None):
+        """The number of thread ``t`` (its ident; default the caller's) in this run."""
+        if t is None:
+            t = _get_ident()
         num = self._threads.get(t)
         if num is None:
             with self._lock:
@@ -239,11 +258,14 @@ class Profiler:
         return num
 
     def _add(self, rec) -> None:
+        if next(self._taken) < self.max_records:
+            self._records.append(rec)
+        else:
+            self._drop()
+
+    def _drop(self) -> None:
         with self._lock:
-            if len(self._records) < self.max_records:
-                self._records.append(rec)
-            else:
-                self.dropped += 1
+            self.dropped += 1
 
     def _head_of(self, start) -> tuple:
         """(id, parent, thread, start relative to the epoch) of a record starting now."""
@@ -261,50 +283,82 @@ class Profiler:
 
     # -- operations (called by the engine) ----------------------------------------------
     def begin_op(self, decision, device: str):
-        """Start an operation record; returns a token for :meth:`end_op`. On a CPU
-        backend nothing is copied to a device, so the transfer counter is not read."""
-        start = time.perf_counter()
+        """Start an operation record; returns a token for :meth:`end_op`.
+
+        The token is ``(decision, start, compile sequence, id, more)``: ``more`` is None
+        for a CPU call without ``rss`` or NVTX, the common case, which :meth:`end_op`
+        records with the least work (this runs on every routed call while recording);
+        else what the other measurements began with. On a CPU backend nothing is copied
+        to a device, so the transfer counter is not read."""
+        if device == "cpu" and not self.rss and _nvtx is False:
+            return decision, _perf_counter(), _compile_seq, next(self._ids), None
+        start = _perf_counter()
         gpu = moved = extra = None
         if device != "cpu":
             moved = transfer_counts()
             extra = {}
             gpu = _gpu_begin(extra)
-        thread = self._threads.get(_get_ident())
-        return (next(self._ids), self.current_region() if _OPEN.get() else None,
-                self._thread() if thread is None else thread, start, moved,
-                _peak_rss() if self.rss else None, gpu, extra, decision.backend,
-                _nvtx_push(decision.op) if _nvtx is not False else None, self.epoch,
-                _compiled.__dict__.get("s", 0.0))
+        more = (moved, _peak_rss() if self.rss else None, gpu, extra,
+                _nvtx_push(decision.op) if _nvtx is not False else None)
+        return decision, start, _compile_seq, next(self._ids), more
 
     def end_op(self, tok, decision, error: BaseException | None = None) -> None:
         """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
         the call ran in the end (a fallback's, when the chosen backend failed)."""
-        rid, parent, thread, start, moved, rss, gpu, extra, chosen, nvtx, epoch, comp = tok
+        chosen, start, seq, rid, more = tok
+        wall = _perf_counter() - start
+        preds = decision.predictions
+        if (more is not None or chosen is not decision or error is not None
+                or seq != _compile_seq or decision._reason is not None or len(preds) != 2):
+            return self._end_op(tok, decision, error, wall)
+        # The common case: a CPU call that ran where the router's cost comparison of two
+        # backends sent it, compiling nothing. It is kept as a plain tuple (_FAST) of
+        # what cannot be had later; the regions open (their parent) and the thread are
+        # resolved when read (_resolved). This runs on every recorded routed call.
+        try:
+            predicted = preds[decision.backend]
+        except KeyError:
+            return self._end_op(tok, decision, error, wall)
+        first, second = preds.values()
+        if self._decision_type is None:
+            self._decision_type = type(decision)
+        rec = (decision.op, decision.backend, rid, _OPEN.get(), _get_ident(),
+               start - self.epoch, wall, predicted, second if first is predicted else first,
+               decision.forced, decision.work)
+        if next(self._taken) < self.max_records:  # atomic: no lock on this path
+            self._records.append(rec)
+        else:
+            self._drop()
+
+    def _end_op(self, tok, decision, error, wall) -> None:
+        """:meth:`end_op` with everything measured: a device's figures, the peak RSS,
+        NVTX, compilation during the call, a fallback, an error."""
+        chosen, start, seq, rid, more = tok
+        moved, rss, gpu, extra, nvtx = (None,) * 5 if more is None else more
         if gpu is not None:
             _gpu_end(extra, gpu)
-        wall = time.perf_counter() - start
-        # compile seconds of this thread since begin_op (never above the call's own time)
-        comp = _compiled.__dict__.get("s", 0.0) - comp
-        comp = min(comp, wall) if comp else 0.0  # one shared 0.0 object for most records
+            wall = _perf_counter() - start
         if nvtx:
             _nvtx_pop(nvtx)
         if rss is not None:
             rss = max(0, _peak_rss() - rss)
+        comp = _compile_seconds_since(seq) if seq != _compile_seq else 0.0
+        comp = min(comp, wall) if comp else 0.0  # never above the call's own time
         backend = decision.backend
-        if moved is not None or backend != chosen or error is not None:
+        if moved is not None or backend != chosen.backend or error is not None:
             extra = {} if extra is None else extra
             if moved is not None:
                 after = transfer_counts()
                 extra["h2d_bytes"] = after[0] - moved[0]
                 extra["d2h_bytes"] = after[1] - moved[1]
-            if backend != chosen:
-                extra["fallback_from"] = chosen
+            if backend != chosen.backend:
+                extra["fallback_from"] = chosen.backend
             if error is not None:
                 extra["error"] = type(error).__name__
         preds = decision.predictions
         predicted = preds.get(backend)
         runner = None
-        reason = decision._reason  # None: the router's default, worded from the figures
+        reason = decision._reason
         if reason is None and predicted is not None:
             for other, t in preds.items():
                 if other != backend and (runner is None or t < runner):
@@ -318,14 +372,11 @@ class Profiler:
             except Exception:  # a reason that cannot be worded must not fail the call
                 reason = None
         rec = _tuple_new(_Record, (
-            "op", decision.op, rid, parent, thread, start - epoch, wall, backend, reason,
+            "op", decision.op, rid, self.current_region() if _OPEN.get() else None,
+            self._thread(), start - self.epoch, wall, backend, reason,
             bool(decision.forced), decision.work, predicted, runner, rss, comp,
             extra or None))
-        with self._lock:  # _add, inlined: this runs once per recorded call
-            if len(self._records) < self.max_records:
-                self._records.append(rec)
-            else:
-                self.dropped += 1
+        self._add(rec)
 
     # -- reading --------------------------------------------------------------------------
     def _refs(self) -> list:
@@ -336,6 +387,16 @@ class Profiler:
         refs.sort(key=_BY_ID)
         refs.sort(key=_BY_START)  # stable: ties in start time stay in id order
         return refs
+
+    def _resolved(self, r):
+        """Record ``r`` as a _Record (a _FAST one resolved; others as they are)."""
+        if type(r) is not tuple:
+            return r
+        name, backend, rid, frames, ident, start, wall, predicted, runner, forced, work = r
+        return _tuple_new(_Record, (
+            "op", name, rid, self._innermost(frames) if frames else None,
+            self._thread(ident), start, wall, backend, _WORD_LATER, forced, work, predicted,
+            runner, None, 0.0, None))
 
     def _reason(self, r):
         if r.reason is not _WORD_LATER:
@@ -348,6 +409,7 @@ class Profiler:
     def _plain_record(self, r, words: bool = True) -> dict:
         """Record ``r`` as the schema's dict (JSON-ready); ``words=False`` leaves the
         reason out (summaries do not need it)."""
+        r = self._resolved(r)
         d = {"kind": r.kind, "name": r.name, "id": r.id, "parent": r.parent,
              "thread": r.thread, "start_s": r.start, "wall_s": r.wall}
         if r.backend is not None:
@@ -438,7 +500,7 @@ class Profiler:
         refs = self._refs()
         drawn = [self._plain_record(r) for r in refs[:MAX_DRAWN]]
         summary = summarize(self._plain_record(r, False) for r in refs)
-        n_ops = sum(1 for r in refs if r.kind == "op")
+        n_ops = sum(1 for r in refs if type(r) is tuple or r.kind == "op")
         return _write(path, page(self._head(), drawn, summary, len(refs), n_ops, title))
 
     # -- Dask workers ----------------------------------------------------------------------
@@ -452,7 +514,7 @@ class Profiler:
             mapping = {r["id"]: next(self._ids) for r in records}
             self.dropped += dropped
             for r in records:
-                if len(self._records) >= self.max_records:
+                if next(self._taken) >= self.max_records:
                     self.dropped += 1
                     continue
                 up = r.get("parent")
@@ -816,10 +878,15 @@ _tasks_lock = threading.Lock()
 
 
 # -- Numba's compile events -------------------------------------------------------------
-#: this thread's seconds of Numba compilation seen so far (attribute ``s``)
+#: compilations finished in the process so far, any thread (a recorded call that sees it
+#: unchanged compiled nothing, without looking further)
+_compile_seq = 0
+#: this thread's compilations: attribute ``log``, a list of (``_compile_seq`` after it,
+#: seconds); ``depth`` and ``t0`` while one is under way
 _compiled = threading.local()
 _listening = [0, None]  # enabled profilers, the installed listener
 _listen_lock = threading.Lock()
+_seq_lock = threading.Lock()
 
 
 #: Numba's events timed as compilation: a compile, and the compiler lock held around it
@@ -827,9 +894,19 @@ _listen_lock = threading.Lock()
 _COMPILE_EVENTS = ("numba:compiler_lock", "numba:compile")
 
 
+def _compile_seconds_since(seq) -> float:
+    """Seconds this thread spent compiling since ``_compile_seq`` was ``seq``."""
+    total = 0.0
+    for after, seconds in reversed(_compiled.__dict__.get("log", ())):
+        if after <= seq:
+            break
+        total += seconds
+    return total
+
+
 def _compile_listener():
-    """A listener of :data:`_COMPILE_EVENTS` adding each outermost event's duration to
-    the compiling thread's ``_compiled.s`` (a compile inside a compile counts once)."""
+    """A listener of :data:`_COMPILE_EVENTS` logging each outermost event's duration in
+    the compiling thread's ``_compiled.log`` (a compile inside a compile counts once)."""
     from numba.core import event
 
     class _Compiles(event.Listener):
@@ -841,12 +918,25 @@ def _compile_listener():
             d["depth"] = depth + 1
 
         def on_end(self, ev):
+            global _compile_seq
             d = _compiled.__dict__
             d["depth"] = depth = max(0, d.get("depth", 1) - 1)
             if depth == 0 and "t0" in d:
-                d["s"] = d.get("s", 0.0) + (time.perf_counter() - d.pop("t0"))
+                seconds = time.perf_counter() - d.pop("t0")
+                with _seq_lock:  # threads compile at once (the event ends unlocked)
+                    _compile_seq += 1
+                    seq = _compile_seq
+                log = d.setdefault("log", [])
+                log.append((seq, seconds))
+                if len(log) > _COMPILE_LOG:
+                    del log[: len(log) // 2]
 
     return _Compiles()
+
+
+#: compilations a thread's log keeps (a call spanning more than half of them would
+#: count too few seconds of compilation; each takes milliseconds or more)
+_COMPILE_LOG = 4096
 
 
 def _listen(change: int) -> None:

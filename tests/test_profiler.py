@@ -1221,3 +1221,72 @@ def _run_of_op(op, arg, prof):
     cat.get_engine().run(op, arg)
     prof.disable()
     return prof.as_dict()
+
+
+# -- the recorded call's two paths (Profiler.end_op) -------------------------------------------
+def test_a_plain_call_records_what_the_full_path_records(prof):
+    """end_op keeps the common call (CPU, ran where sent, compiled nothing) in a compact
+    form resolved when read; read out, it says what the full path says."""
+    L = cat.Lattice(shape=(16, 16))
+    decision = L.engine.router.decide("degree", (L,), {})
+    assert decision._reason is None and len(decision.predictions) == 2  # the common case
+    with cat.profile("outer"):
+        for path in ("fast", "full"):
+            tok = prof.begin_op(decision, "cpu")
+            if path == "fast":
+                prof.end_op(tok, decision)
+            else:
+                prof._end_op(tok, decision, None, 1e-6)
+    region, fast, full = prof.records()
+    assert type(prof._records[0]) is tuple  # kept compact, resolved above
+    for r in (fast, full):
+        del r["id"], r["start_s"], r["wall_s"]
+    assert fast == full
+    assert fast["parent"] == region["id"] and fast["thread"] == region["thread"]
+    assert fast["reason"] == decision.reason and fast["compile_s"] == 0.0
+
+
+def test_threads_recording_at_once_keep_the_cap(prof, monkeypatch):
+    """No lock on the common path: the cap still holds with threads recording at once."""
+    monkeypatch.setattr(prof, "max_records", 50)
+    L = cat.Lattice(shape=(8, 8))
+    L.degree()
+    prof.reset()
+    go = threading.Barrier(4)
+
+    def work():
+        go.wait()
+        for _ in range(40):
+            L.degree()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    records = prof.records()
+    assert len(records) == 50 and prof.dropped == 4 * 40 - 50
+    assert len({r["id"] for r in records}) == 50
+    assert {r["thread"] for r in records} <= set(prof._threads.values())
+
+
+def test_a_compile_in_another_thread_is_not_this_calls():
+    """Compile seconds are the calling thread's: another thread's compile during a call
+    changes the process-wide count, but adds nothing to this thread's seconds."""
+    listener = P._compile_listener()
+    seq = P._compile_seq
+    seen = {}
+
+    def compile_elsewhere():
+        listener.on_start(None)
+        time.sleep(0.01)
+        listener.on_end(None)
+        seen["there"] = P._compile_seconds_since(seq)
+
+    t = threading.Thread(target=compile_elsewhere)
+    t.start()
+    t.join()
+    assert P._compile_seq > seq
+    assert seen["there"] >= 0.009
+    assert P._compile_seconds_since(seq) == 0.0
+    assert P._compile_seconds_since(P._compile_seq) == 0.0
