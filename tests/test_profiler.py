@@ -442,9 +442,11 @@ def test_compare_flags_a_planted_regression_and_not_noise(tmp_path):
     eng.register_plugin(_Sleeper(), "sleeper-test")
     prof = cat.get_profiler()
     try:
-        before = _run_of(0.002, 8, prof)
-        again = _run_of(0.002, 8, prof)
-        slower = _run_of(0.004, 8, prof)
+        # sleeps long enough that a loaded machine's scheduling delays (a millisecond
+        # or two) stay well inside compare()'s threshold: the same run is not flagged
+        before = _run_of(0.02, 8, prof)
+        again = _run_of(0.02, 8, prof)
+        slower = _run_of(0.04, 8, prof)
     finally:
         eng.unregister_plugin("sleeper-test")
         prof.reset()
