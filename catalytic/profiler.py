@@ -142,14 +142,13 @@ _Record = collections.namedtuple(
     "_Record", "kind name id parent thread start wall backend reason forced work "
     "predicted runner rss compile extra")
 _tuple_new = tuple.__new__  # _Record from a tuple display, without namedtuple's own __new__
-#: The record of a routed CPU call the router sent by comparing two backends' predicted
-#: costs, which ran there and compiled nothing (most calls), is kept as a plain tuple of
-#: these fields instead, built with the least work while the call returns
-#: (:meth:`Profiler.end_op`): ``open`` is the regions open in the caller's context (its
-#: parent is found among them when read), ``ident`` the thread's ident. Its id and start
-#: are at a _Record's places. :meth:`Profiler._resolved` makes it a _Record.
-_FAST = ("name", "backend", "id", "open", "ident", "start", "wall", "predicted", "runner",
-         "forced", "work")
+# The record of a routed CPU call the router sent by comparing two backends' predicted
+# costs, which ran there and compiled nothing (most calls), is kept as a plain tuple
+# instead, built with the least work while the call returns (Profiler.end_op):
+# (name, backend, id, open, ident, start, wall, predicted, runner, forced, work), where
+# ``open`` is the regions open in the caller's context (its parent is found among them
+# when read) and ``ident`` the thread's ident. Its id and start are at a _Record's
+# places; Profiler._resolved makes it a _Record.
 
 
 def _region_record(name, head, wall, extra) -> _Record:
@@ -166,14 +165,14 @@ _WORD_LATER = object()
 _SLOTTED = {"kind", "name", "id", "parent", "thread", "start_s", "wall_s", "backend",
             "reason", "forced", "work", "predicted_s", "rss_peak_growth_bytes",
             "compile_s"}
-_BY_ID = operator.itemgetter(2)  # a _Record's id, and a _FAST record's
+_BY_ID = operator.itemgetter(2)  # a _Record's id, and a plain tuple record's
 
 
 def _once(text):
     """``text`` as the one string object of its value (None and non-strings as they are)."""
     return sys.intern(text) if type(text) is str else text
 
-_BY_START = operator.itemgetter(5)  # a _Record's start, and a _FAST record's
+_BY_START = operator.itemgetter(5)  # a _Record's start, and a plain tuple record's
 
 
 class Profiler:
@@ -195,7 +194,8 @@ class Profiler:
         self._lock = threading.Lock()
         self._records: list = []
         # places taken in _records since the last reset: next() on it is atomic, so
-        # threads recording at once keep at most max_records without a lock
+        # threads recording at once keep at most max_records without a lock (a call
+        # ending while reset() runs may add one past it)
         self._taken = itertools.count()
         self._ids = itertools.count(1)
         self._threads: dict = {}
@@ -312,9 +312,9 @@ class Profiler:
                 or seq != _compile_seq or decision._reason is not None or len(preds) != 2):
             return self._end_op(tok, decision, error, wall)
         # The common case: a CPU call that ran where the router's cost comparison of two
-        # backends sent it, compiling nothing. It is kept as a plain tuple (_FAST) of
-        # what cannot be had later; the regions open (their parent) and the thread are
-        # resolved when read (_resolved). This runs on every recorded routed call.
+        # backends sent it, compiling nothing. It is kept as a plain tuple (see _Record)
+        # of what cannot be had later; the regions open (their parent) and the thread
+        # are resolved when read (_resolved). This runs on every recorded routed call.
         try:
             predicted = preds[decision.backend]
         except KeyError:
@@ -389,7 +389,7 @@ class Profiler:
         return refs
 
     def _resolved(self, r):
-        """Record ``r`` as a _Record (a _FAST one resolved; others as they are)."""
+        """Record ``r`` as a _Record (a plain tuple one resolved; others as they are)."""
         if type(r) is not tuple:
             return r
         name, backend, rid, frames, ident, start, wall, predicted, runner, forced, work = r
