@@ -70,7 +70,8 @@ self-contained HTML page (no network) with a timeline and per-operation bars.
 ``catalytic report --compare before.json after.json`` exits 1 on one, and when the runs
 share no operation (nothing was compared).
 
-Threads and tasks: records from every thread go to one list under a lock; a region is
+Threads and tasks: records from every thread go to one list (an atomic count of the
+places taken keeps ``max_records`` across threads); a region is
 the parent of the operations run inside it in its own thread, or its own asyncio task
 (open regions are kept in a context variable); the batch processor passes the caller's
 region to its worker threads and Dask tasks. Generators and coroutines: see
