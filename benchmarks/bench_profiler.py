@@ -165,6 +165,8 @@ def main(argv=None):
     ap.add_argument("--records", type=int, default=100_000,
                     help="records for the memory measurement")
     args = ap.parse_args(argv)
+    if args.rounds < 2 or args.calls < 1 or args.records < 2:
+        ap.error("--rounds needs at least 2 (quartiles), --calls 1, --records 2")
     load = _load()
     L = cat.Lattice(shape=(8, 8))
     data = np.arange(10, dtype=np.int64)
