@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import networkx as nx
-import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,17 +17,6 @@ from scipy import ndimage
 from catalytic.kernels.cpu import batched as KB
 from catalytic.kernels.cpu import graph as G
 from lattice_oracles import lattice_specs, offsets_of, oracle_graph
-
-
-@pytest.fixture(params=["one-thread", "all-threads"])
-def threads(request):
-    prev = numba.get_num_threads()
-    if request.param == "one-thread":
-        numba.set_num_threads(1)
-    try:
-        yield request.param
-    finally:
-        numba.set_num_threads(prev)
 
 
 def _masks(shape, rows, seed, p=None):

@@ -24,17 +24,8 @@ from scipy.sparse import csgraph
 from catalytic.kernels.cpu import graph as G
 
 
-@pytest.fixture(autouse=True, params=["one-thread", "all-threads"])
-def threads(request):
-    """Every test on one thread (as the backend runs small lattices) and on all of
-    Numba's threads (row chunks, seams, per-thread buffers)."""
-    prev = numba.get_num_threads()
-    if request.param == "one-thread":
-        numba.set_num_threads(1)
-    try:
-        yield request.param
-    finally:
-        numba.set_num_threads(prev)
+#: every test on one thread and on all of Numba's threads (tests/kernels/conftest.py)
+pytestmark = pytest.mark.usefixtures("threads")
 
 
 # -- oracle side ---------------------------------------------------------------------------
