@@ -4,6 +4,7 @@ a user runs them (subprocess, exit codes)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1292,3 +1294,27 @@ def test_a_compile_in_another_thread_is_not_this_calls():
     assert seen["there"] >= 0.009
     assert P._compile_seconds_since(seq) == 0.0
     assert P._compile_seconds_since(P._compile_seq) == 0.0
+
+
+def test_bench_profiler_rewrites_its_tables_and_keeps_the_notes_below_them(tmp_path):
+    """benchmarks/bench_profiler.py at a tiny size: it writes the overhead tables with
+    the lower-bound rows, keeps what is below its marker in an earlier report, and puts
+    the profiler's methods back after the lower-bound rounds."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_profiler.py"
+    spec = importlib.util.spec_from_file_location("bench_profiler", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "profiler.md"
+    out.write_text(f"# old tables\n\n{bench.KEPT}\n\n## Notes\n\nkept by hand\n")
+    methods = P.Profiler.begin_op, P.Profiler.end_op
+    try:
+        assert bench.main(["--rounds", "2", "--calls", "1", "--records", "10",
+                           "--output", str(out)]) == 0
+    finally:
+        cat.get_profiler().disable()
+        cat.get_profiler().reset()
+    assert (P.Profiler.begin_op, P.Profiler.end_op) == methods
+    text = out.read_text()
+    assert "# old tables" not in text and text.startswith("# Profiler overhead")
+    assert text.count(bench.KEPT) == 1 and text.endswith("## Notes\n\nkept by hand\n")
+    assert "both doing nothing" in text and "keeping one tuple" in text
