@@ -9,7 +9,8 @@
 from catalytic import memory, ops, profiler
 from catalytic.backends.cuda_backend import devices
 from catalytic.batch import BatchError, BatchProcessor, BatchResult
-from catalytic.engine import Engine, get_engine, hookimpl, reset_engine
+from catalytic.engine import Engine, get_engine, reset_engine
+from catalytic.hookspecs import hookimpl
 from catalytic.errors import (
     CalibrationError,
     CatalyticError,

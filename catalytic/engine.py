@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import threading
 import time
@@ -37,7 +36,17 @@ from catalytic.profiler import active as profiler_active
 from catalytic.registry import Registry
 from catalytic.router import Decision, Router, gpu_input, preference_order
 
-hookimpl = pluggy.HookimplMarker("catalytic")
+#: plugins written for 0.1 took the marker from here; it lives in the plugin API now
+hookimpl = hookspecs.hookimpl
+
+#: the built-in plugins, registered in this order at start-up: (plugin name, module,
+#: optional). A required one that fails to load raises; an optional one (a device that
+#: may be absent) is reported in ``plugin_errors`` with a RuntimeWarning.
+BUILTIN_PLUGINS = (
+    ("numpy", "catalytic.backends.numpy_backend", False),
+    ("numba-cpu", "catalytic.backends.numba_cpu", False),
+    ("cuda", "catalytic.backends.cuda_backend", True),
+)
 
 #: below this many bytes the host-memory check is skipped (psutil costs ~30 us a call)
 MEMORY_CHECK_MIN_BYTES = 32 * 2**20
@@ -119,20 +128,16 @@ class Engine:
 
     # -- plugins ------------------------------------------------------------------------
     def _register_builtins(self):
-        from catalytic.backends import numba_cpu, numpy_backend
-
-        self.register_plugin(numpy_backend, "numpy")
-        self.register_plugin(numba_cpu, "numba-cpu")
-        # the cuda backend (next milestone) slots in here once its module exists; a
-        # module that exists but fails to import is reported, never silently skipped
-        if importlib.util.find_spec("catalytic.backends.cuda_backend") is not None:
+        for name, module, optional in BUILTIN_PLUGINS:
+            if not optional:
+                self.register_plugin(importlib.import_module(module), name)
+                continue
             try:
-                cuda_backend = importlib.import_module("catalytic.backends.cuda_backend")
-                self.register_plugin(cuda_backend, "cuda")
-            except Exception as err:
-                msg = f"built-in plugin 'cuda' failed to load: {type(err).__name__}: {err}"
-                self.plugin_errors["cuda"] = msg
-                warnings.warn(msg, RuntimeWarning, stacklevel=2)
+                self.register_plugin(importlib.import_module(module), name)
+            except Exception as err:  # reported, never silently skipped
+                msg = f"built-in plugin {name!r} failed to load: {type(err).__name__}: {err}"
+                self.plugin_errors[name] = msg
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
     def _load_entrypoints(self):
         for ep in metadata.entry_points(group="catalytic"):
@@ -381,16 +386,13 @@ class Engine:
                               f"catalytic_memory_pressure: {type(err).__name__}: {err}",
                               RuntimeWarning)
 
-    def _plugin_of(self, name: str):
-        backend = self.registry.backends.get(name)
-        return self.pm.get_plugin(backend.plugin) if backend is not None else None
-
     def _fatal_reason(self, name: str, err: BaseException) -> str | None:
         """Why ``err`` leaves backend ``name`` unusable for the rest of the process (a
-        sticky CUDA error poisons the context), asked of the backend plugin's
-        ``fatal_error(err)``; None when a retry may succeed."""
-        judge = getattr(self._plugin_of(name), "fatal_error", None)
-        if not callable(judge):
+        sticky CUDA error poisons the context), asked of the ``fatal_error(err)`` the
+        backend declared; None when a retry may succeed."""
+        backend = self.registry.backends.get(name)
+        judge = backend.fatal_error if backend is not None else None
+        if judge is None:
             return None
         try:
             why = judge(err)
@@ -400,16 +402,17 @@ class Engine:
 
     def _device_done(self, backend, op: str) -> None:
         """After a call on a non-CPU backend: wait for the device to finish, so the time
-        recorded is device time and not launch time (the plugin's ``synchronize()``;
-        an asynchronous launch failure surfaces here, inside the failure handling)."""
-        sync = getattr(self._plugin_of(backend.name), "synchronize", None)
-        if callable(sync):
-            sync()
+        recorded is device time and not launch time (the ``synchronize()`` the backend
+        declared; an asynchronous launch failure surfaces here, inside the failure
+        handling)."""
+        if backend.synchronize is not None:
+            backend.synchronize()
 
     def _monitor(self, name: str, op: str) -> None:
-        """Let the device-memory monitor read the device after a call on a backend whose
-        plugin says ``MONITORED = True``, and clean up when usage reached the threshold."""
-        if getattr(self._plugin_of(name), "MONITORED", False):
+        """Let the device-memory monitor read the device after a call on a backend
+        declared ``monitored``, and clean up when usage reached the threshold."""
+        backend = self.registry.backends.get(name)
+        if backend is not None and backend.monitored:
             from catalytic.memory import get_monitor
 
             get_monitor().check(op, threshold=self.settings.memory_threshold)
@@ -475,10 +478,10 @@ class Engine:
         )
 
     def _cleanup_backend(self, name: str) -> None:
-        cleanup = getattr(self._plugin_of(name), "cleanup", None)
-        if callable(cleanup):
+        backend = self.registry.backends.get(name)
+        if backend is not None and backend.cleanup is not None:
             try:
-                cleanup()
+                backend.cleanup()
             except Exception as err:  # cleanup must never hide the original failure
                 warnings.warn(f"cleanup of backend {name!r} failed: {err}", RuntimeWarning)
 

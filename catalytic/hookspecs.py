@@ -1,10 +1,25 @@
-"""Hook specifications for catalytic plugins.
+"""The plugin API: ``hookimpl``, the hook specifications, and the backend contract.
 
-A plugin is any object or module with functions marked ``@catalytic.hookimpl``. Register
-one with ``catalytic.get_engine().register_plugin(obj, name)`` or expose it under the
-``catalytic`` entry-point group. The engine calls a plugin's registration hooks when the
-plugin is registered, so a plugin registered after start-up gets the same calls as the
-built-in backends (which are plugins like any other).
+A plugin is any object or module with functions marked ``@catalytic.hookimpl`` (this
+module's ``hookimpl``: a plugin needs nothing else from catalytic to declare its hooks).
+Register one with ``catalytic.get_engine().register_plugin(obj, name)`` or expose it
+under the ``catalytic`` entry-point group. The engine calls a plugin's registration hooks
+when the plugin is registered, so a plugin registered after start-up gets the same calls
+as the built-in backends, which are plugins like any other (the engine registers them
+from a list of module names, ``catalytic.engine.BUILTIN_PLUGINS``).
+
+The backend contract
+--------------------
+A backend is what ``registry.add_backend`` declares in ``catalytic_add_backends``: its
+name, whether it can run here (``available``), its ``device`` (``"cpu"`` or a device),
+and, for a device, its lifecycle: ``fatal_error(err)`` (does this failure leave the
+device unusable for the process?), ``synchronize()`` (wait for the device after a call),
+``cleanup()`` (free caches after a failure) and ``monitored`` (the device-memory monitor
+reads it after each call). The engine uses only what was declared there; see
+:meth:`catalytic.registry.Registry.add_backend`. Operations get implementations through
+``registry.add_implementation`` in ``catalytic_add_operations``: an implementation takes
+the operation's validated arguments and returns what the operation's reference (numpy)
+implementation returns for them (:mod:`catalytic.operations`).
 """
 
 from __future__ import annotations
@@ -17,14 +32,15 @@ if TYPE_CHECKING:
     from catalytic.registry import Registry
 
 hookspec = pluggy.HookspecMarker("catalytic")
+hookimpl = pluggy.HookimplMarker("catalytic")
 
 
 @hookspec
 def catalytic_add_backends(registry: Registry) -> None:
     """Called once when the plugin is registered, before its operations are added.
 
-    Add backends with ``registry.add_backend(name, available=..., device=...)``.
-    Returns nothing.
+    Add backends with ``registry.add_backend(name, available=..., device=...)`` and, for
+    a device, its lifecycle (module docstring). Returns nothing.
     """
 
 

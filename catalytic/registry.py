@@ -43,6 +43,10 @@ class Backend:
     the backend out of service for the process (repeated failures, see
     :meth:`Registry.disable_backend`); it wins over the probe until
     :meth:`Registry.enable_backend`.
+
+    The lifecycle a device backend declares (all optional; see
+    :meth:`Registry.add_backend`): ``fatal_error(err)``, ``synchronize()``,
+    ``cleanup()`` and ``monitored``.
     """
 
     name: str
@@ -50,6 +54,10 @@ class Backend:
     device: str = "cpu"
     plugin: str = ""
     description: str = ""
+    fatal_error: Callable[[BaseException], str | None] | None = None
+    synchronize: Callable[[], None] | None = None
+    cleanup: Callable[[], None] | None = None
+    monitored: bool = False
     _status: tuple[bool, str] | None = field(default=None, repr=False)
     disabled: str | None = field(default=None, repr=False)
 
@@ -131,8 +139,42 @@ class Registry:
         self.version = 0
 
     # -- adding ------------------------------------------------------------------------
-    def add_backend(self, name: str, *, available=None, device: str = "cpu", description: str = ""):
-        """Add a backend. ``available`` is ``bool``, ``(bool, reason)`` or a callable of it."""
+    def add_backend(self, name: str, *, available=None, device: str = "cpu",
+                    description: str = "", fatal_error=None, synchronize=None, cleanup=None,
+                    monitored: bool = False):
+        """Add a backend.
+
+        Parameters
+        ----------
+        name : str
+            Letters, digits, ``_``, ``.`` and ``-``, starting with a letter or ``_``.
+        available : bool, (bool, str) or callable returning (bool, str), optional
+            Whether the backend can run here, and why not; a callable is asked once
+            (``refresh()`` asks again). Default: always available.
+        device : str, default "cpu"
+            ``"cpu"`` for host backends; anything else is a device, whose calls the
+            engine retries once and then falls back to a CPU backend when they fail.
+        description : str, optional
+        fatal_error : callable(BaseException) -> str or None, optional
+            For a device backend: why a failure leaves the device unusable for the rest
+            of the process (a sticky CUDA error), or None when a retry may succeed. A
+            fatal failure disables the backend at once.
+        synchronize : callable() -> None, optional
+            Waits for the device after each call, so the time recorded is device time
+            and an asynchronous failure surfaces inside the failure handling.
+        cleanup : callable() -> None, optional
+            Frees the backend's caches after a failed call, before the retry.
+        monitored : bool, default False
+            Whether the device-memory monitor reads the device after each call (and
+            cleans up at the threshold).
+
+        Raises
+        ------
+        PluginError
+            The name is taken.
+        TypeError
+            A lifecycle argument is not callable, or ``monitored`` is not a bool.
+        """
         _check_name(name, "backend")
         if name in self.backends:
             raise PluginError(
@@ -147,7 +189,16 @@ class Registry:
             ok = available if isinstance(available, bool) else available[0]
             why = "" if isinstance(available, bool) else available[1]
             probe = lambda: (ok, why)  # noqa: E731
-        self.backends[name] = Backend(name, probe, device, self._current_plugin, description)
+        for what, func in (("fatal_error", fatal_error), ("synchronize", synchronize),
+                           ("cleanup", cleanup)):
+            if func is not None and not callable(func):
+                raise TypeError(f"{what} of backend {name!r} must be callable or None, "
+                                f"got {func!r}")
+        if not isinstance(monitored, bool):
+            raise TypeError(f"monitored of backend {name!r} must be True or False, "
+                            f"got {monitored!r}")
+        self.backends[name] = Backend(name, probe, device, self._current_plugin, description,
+                                      fatal_error, synchronize, cleanup, monitored)
         self.version += 1
 
     def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc=""):

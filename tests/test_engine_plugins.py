@@ -11,6 +11,7 @@ import pytest
 
 import catalytic as cat
 import catalytic.engine as engine_mod
+from catalytic.registry import Registry
 from lattice_oracles import available_backends
 
 _ids = itertools.count()
@@ -430,7 +431,8 @@ def _flaky_gpu_plugin(fail_times):
 
         @cat.hookimpl
         def catalytic_add_backends(self, registry):
-            registry.add_backend("t-gpu", available=True, device="gpu")
+            registry.add_backend("t-gpu", available=True, device="gpu",
+                                 cleanup=self.cleanup)
 
         @cat.hookimpl
         def catalytic_add_operations(self, registry):
@@ -456,7 +458,7 @@ def _flaky_gpu_plugin(fail_times):
 def test_gpu_failure_retries_once_then_falls_back():
     eng = cat.Engine(disable_plugin_autoload=True)
     P = _flaky_gpu_plugin(fail_times=5)
-    eng.register_plugin(P(), "t-gpu")  # plugin named like its backend: cleanup is found
+    eng.register_plugin(P(), "t-gpu")
     assert eng.explain("t_gpu_op", 1).backend == "t-gpu"
     assert eng.run("t_gpu_op", 1) == 2
     assert P.calls == ["t-gpu", "t-gpu", "numpy"]
@@ -613,3 +615,41 @@ def test_plugin_autoload_can_be_disabled(monkeypatch):
     monkeypatch.setattr(engine_mod.metadata, "entry_points", entry_points)
     eng = cat.Engine()
     assert eng.plugin_errors == {} and {"numpy", "numba-cpu"} <= set(eng.plugin_names())
+
+
+def test_a_backend_lifecycle_is_what_it_declared_not_attributes_of_its_plugin():
+    """The engine uses the lifecycle a backend declared in add_backend; functions of the
+    same names on the plugin object are not looked up (the plugin API's contract)."""
+    eng = cat.Engine(disable_plugin_autoload=True)
+    P = _flaky_gpu_plugin(fail_times=5)
+
+    class Undeclared(P):
+        @cat.hookimpl
+        def catalytic_add_backends(self, registry):
+            registry.add_backend("t-gpu", available=True, device="gpu")
+
+    eng.register_plugin(Undeclared(), "t-gpu")
+    assert eng.run("t_gpu_op", 1) == 2 and P.calls == ["t-gpu", "t-gpu", "numpy"]
+    assert P.cleanups == 0  # a method called cleanup, never declared: not called
+    backend = eng.registry.backends["t-gpu"]
+    assert (backend.cleanup, backend.synchronize, backend.fatal_error) == (None, None, None)
+    assert backend.monitored is False
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"cleanup": "free"}, "cleanup of backend 'x-gpu' must be callable"),
+    ({"synchronize": 1}, "synchronize of backend 'x-gpu' must be callable"),
+    ({"fatal_error": True}, "fatal_error of backend 'x-gpu' must be callable"),
+    ({"monitored": 1}, "monitored of backend 'x-gpu' must be True or False"),
+])
+def test_add_backend_refuses_a_lifecycle_that_is_not_one(kwargs, match):
+    reg = Registry()
+    with pytest.raises(TypeError, match=match):
+        reg.add_backend("x-gpu", device="gpu", **kwargs)
+    assert "x-gpu" not in reg.backends
+
+
+def test_the_cuda_backend_declares_its_lifecycle():
+    b = cat.get_engine().registry.backends["cuda"]
+    assert b.monitored is True
+    assert all(callable(f) for f in (b.fatal_error, b.synchronize, b.cleanup))

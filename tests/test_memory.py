@@ -6,7 +6,6 @@ import os
 import re
 import threading
 import time
-import types
 import warnings
 
 import numpy as np
@@ -273,17 +272,13 @@ def test_without_a_gpu_the_monitor_reports_host_memory():
 
 # -- the engine: pressure hook, synchronising timings, sticky failures ---------------------------
 def _gpu_plugin(impl, *, sync=None, fatal=None):
-    """A plugin module-like object adding a 'fakegpu' backend for op 'gpu_op'."""
-    mod = types.SimpleNamespace(MONITORED=True)
-    if sync is not None:
-        mod.synchronize = sync
-    if fatal is not None:
-        mod.fatal_error = fatal
+    """A plugin adding a monitored 'fakegpu' backend for op 'gpu_op'."""
 
     class Hooks:
         @cat.hookimpl
         def catalytic_add_backends(self, registry):
-            registry.add_backend("fakegpu", device="gpu")
+            registry.add_backend("fakegpu", device="gpu", synchronize=sync,
+                                 fatal_error=fatal, monitored=True)
 
         @cat.hookimpl
         def catalytic_add_operations(self, registry):
@@ -291,10 +286,7 @@ def _gpu_plugin(impl, *, sync=None, fatal=None):
             registry.add_implementation("gpu_op", "fakegpu", impl, cost=(0.0, 1e12))
             registry.add_implementation("gpu_op", "numpy", lambda x: x + 1, cost=(1.0, 1.0))
 
-    hooks = Hooks()
-    for k, v in vars(mod).items():
-        setattr(hooks, k, v)
-    return hooks
+    return Hooks()
 
 
 def test_pressure_hook_reaches_plugins(monkeypatch):

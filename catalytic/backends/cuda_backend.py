@@ -29,7 +29,7 @@ import numpy as np
 
 from catalytic import operations as O
 from catalytic.backends import _common as C
-from catalytic.engine import hookimpl
+from catalytic.hookspecs import hookimpl
 
 NAME = "cuda"
 #: fraction of the device's free memory a call may plan to use
@@ -237,9 +237,6 @@ def release(lat) -> int:
             _cached_total -= _bytes.pop(id(lat), 0)
         return freed
 
-
-#: the engine asks the device-memory monitor for a reading after every call here
-MONITORED = True
 
 #: CUDA driver errors after which the context is unusable ("sticky" errors: every later
 #: call in the process fails too), by code and by name
@@ -884,7 +881,9 @@ def measure_terms(*, launches=1000, nbytes=1 << 28, repeat=3) -> dict:
 @hookimpl
 def catalytic_add_backends(registry):
     registry.add_backend(NAME, available=_available, device="gpu",
-                         description="Numba @cuda.jit kernels, data cached on the device")
+                         description="Numba @cuda.jit kernels, data cached on the device",
+                         fatal_error=fatal_error, synchronize=synchronize, cleanup=cleanup,
+                         monitored=True)
 
 
 @hookimpl

@@ -19,7 +19,7 @@ import numpy as np
 
 from catalytic import operations as O
 from catalytic.backends import _common as C
-from catalytic.engine import hookimpl
+from catalytic.hookspecs import hookimpl
 
 NAME = "numba-cpu"
 
