@@ -96,7 +96,7 @@ from importlib import metadata
 
 import numpy as np
 
-from catalytic import engine as _engine
+from catalytic import memory
 from catalytic.errors import CatalyticError, InsufficientMemoryError, PluginError
 from catalytic.operations import BATCHED_PREFIX, Components, SpanningClusters
 from catalytic.profiler import get_profiler
@@ -343,7 +343,7 @@ def batch_size(engine, twin, template, one, args, kwargs, limit=None) -> tuple[i
     else:
         a, kw = (template, one, *args), call
     per_item = int(spec.memory(*a, **kw)) if spec.memory is not None else 0
-    host = _engine.available_memory()
+    host = memory.available_memory()
     budget = {"host_available": host, "per_item_bytes": per_item}
     free = host
     if _gpu_may_run(engine, template, kwargs):

@@ -31,7 +31,8 @@ import pluggy
 from catalytic import hookspecs
 from catalytic.catalysis import lend
 from catalytic.config import Settings, load_settings
-from catalytic.errors import CatalyticViolation, InsufficientMemoryError, PluginError
+from catalytic.errors import CatalyticViolation, PluginError
+from catalytic.memory import check_host_memory
 from catalytic.profiler import active as profiler_active
 from catalytic.registry import Registry
 from catalytic.router import Decision, Router, gpu_input, preference_order
@@ -43,13 +44,12 @@ hookimpl = hookspecs.hookimpl
 #: optional). A required one that fails to load raises; an optional one (a device that
 #: may be absent) is reported in ``plugin_errors`` with a RuntimeWarning.
 BUILTIN_PLUGINS = (
+    ("catalytic", "catalytic.operations", False),  # the operations themselves
     ("numpy", "catalytic.backends.numpy_backend", False),
     ("numba-cpu", "catalytic.backends.numba_cpu", False),
     ("cuda", "catalytic.backends.cuda_backend", True),
 )
 
-#: below this many bytes the host-memory check is skipped (psutil costs ~30 us a call)
-MEMORY_CHECK_MIN_BYTES = 32 * 2**20
 _USER_ERRORS = (ValueError, TypeError, IndexError, KeyError, MemoryError)
 #: consecutive calls that fail twice (call + retry) with the same exception type before
 #: the engine disables a non-CPU backend for the process (see ``Engine._recover``)
@@ -57,22 +57,6 @@ BACKEND_FAILURE_LIMIT = 3
 #: how many recent fallbacks ``Engine.fallbacks`` keeps (``fallback_count`` counts all)
 FALLBACK_RECORD_MAX = 100
 _REGISTRATION_HOOKS = ("catalytic_add_backends", "catalytic_add_operations")
-
-
-def available_memory() -> int:
-    """Bytes of host memory available now (psutil)."""
-    import psutil
-
-    return int(psutil.virtual_memory().available)
-
-
-def check_host_memory(what: str, needed: int) -> None:
-    """Raise :class:`InsufficientMemoryError` if ``needed`` bytes are not available."""
-    if needed < MEMORY_CHECK_MIN_BYTES:
-        return
-    avail = available_memory()
-    if needed > avail:
-        raise InsufficientMemoryError(what, needed, avail)
 
 
 #: buffers up to this size are compared byte for byte (a copy is cheaper than a CRC)

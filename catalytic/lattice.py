@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from catalytic.catalysis import lend
-from catalytic.engine import check_host_memory, get_engine
+from catalytic.engine import get_engine
+from catalytic.memory import check_host_memory
 from catalytic.geometry import Geometry, _as_shape
 from catalytic.operations import Communities, Components, PathResult, SpanningClusters
 

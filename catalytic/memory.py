@@ -30,6 +30,10 @@ What the monitor does
   engine's own accounting does not, the window's operations are reported
   (``stats()["leaks"]`` and a ``ResourceWarning``).
 
+Host memory is read here too, in one place (:func:`available_memory`): the engine, the
+lattice, the batch processor and the numpy backend check large host allocations with
+:func:`check_host_memory` before they are made.
+
 Calls on CPU backends cost the monitor nothing (no reading is taken). Threads: one
 re-entrant lock guards the monitor's state; device readings, the caches' byte counts
 and evictions, cleanup callbacks and listeners all run *without* it held, so a
@@ -64,6 +68,7 @@ from collections import deque
 from typing import Callable, NamedTuple
 
 from catalytic.config import check_fraction
+from catalytic.errors import InsufficientMemoryError, MemoryShortfall
 
 #: pressure levels: (name, lowest used fraction)
 LEVELS = (("low", 0.0), ("elevated", 0.70), ("high", 0.85), ("critical", 0.95))
@@ -72,6 +77,32 @@ HISTORY = 256
 #: GPU calls in a leak-detection window, and the growth (bytes) that counts as a leak
 LEAK_WINDOW = 32
 LEAK_MIN_GROWTH = 16 * 2**20
+#: host allocations below this many bytes are not checked (psutil costs ~30 us a call)
+MEMORY_CHECK_MIN_BYTES = 32 * 2**20
+
+
+def _read_host() -> tuple[int, int]:
+    """(available, total) bytes of host memory now: the only reader of host memory."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return int(vm.available), int(vm.total)
+
+
+def available_memory() -> int:
+    """Bytes of host memory available now."""
+    return _read_host()[0]
+
+
+def check_host_memory(what: str, needed: int) -> None:
+    """Raise :class:`~catalytic.errors.InsufficientMemoryError` if ``needed`` bytes of
+    host memory are not available (below :data:`MEMORY_CHECK_MIN_BYTES` nothing is
+    read)."""
+    if needed < MEMORY_CHECK_MIN_BYTES:
+        return
+    avail = available_memory()
+    if needed > avail:
+        raise InsufficientMemoryError(what, needed, avail)
 
 
 def level_of(fraction: float | None) -> str:
@@ -144,13 +175,6 @@ def _flush(ctx) -> None:
         pending.clear()
 
 
-def _host_provider():
-    import psutil
-
-    vm = psutil.virtual_memory()
-    return int(vm.available), int(vm.total)
-
-
 class DeviceMemoryMonitor:
     """See the module docstring.
 
@@ -212,7 +236,7 @@ class DeviceMemoryMonitor:
             if found == "simulator":
                 return None, None, "simulator"
             if found is None:
-                free, total = _host_provider()
+                free, total = _read_host()
                 return free, total, "host"
             read, name = found
             free, total = read()
@@ -326,8 +350,6 @@ class DeviceMemoryMonitor:
             :class:`~catalytic.errors.InsufficientMemoryError` when memory is why
             nothing can run a call; None when the bytes fit.
         """
-        from catalytic.errors import MemoryShortfall
-
         nbytes = _check_nbytes(nbytes)
         margin = check_fraction(margin, "margin")
         free = self.free_bytes()

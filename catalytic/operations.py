@@ -1,9 +1,9 @@
 """The built-in operations: argument validation, work and memory models, result types.
 
 Backends give implementations; what an operation *is* (its arguments, its result, its
-errors, how much work and memory it takes) lives here, once. The reference plugin
-(:mod:`catalytic.backends.numpy_backend`) declares these operations through the same
-hook a third-party plugin uses.
+errors, how much work and memory it takes) lives here, once: :data:`CATALOGUE` lists
+them, and this module declares them as the engine's first plugin (``"catalytic"``),
+through the same hook a third-party plugin uses.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import numbers
 from typing import NamedTuple
 
 import numpy as np
+
+from catalytic.hookspecs import hookimpl
 
 
 class PathResult(NamedTuple):
@@ -746,3 +748,100 @@ def mem_stack(memory, per_site=17):
 
 def mem_data(data, *_, **__):
     return data.nbytes * 2
+
+
+def _data_work(data, *_, **__):
+    return float(data.size)
+
+
+def _xor_work(lat, data, key=None):
+    return float(data.nbytes)
+
+
+def _xor_borrows(lat, data, key=None):
+    """The lattice's own buffer when the key is read from it (single and batched XOR):
+    the engine then holds it (``catalysis.lend``) so no search has it on loan."""
+    return lat._aux if key is None else None
+
+
+def _mem_percolates(lat, *, axis=0):
+    return mem_spanning(lat, axes=(axis,))
+
+
+# -- the catalogue ------------------------------------------------------------------------
+#: every built-in operation: (name, validate, work, memory, extra, doc); declared by the
+#: core (plugin "catalytic", through the same hook a third-party plugin uses), before any
+#: backend gives an implementation
+CATALOGUE = (
+    ("distance_field", v_sources, sites_work, mem_sites(16), {},
+     "Hop counts (or summed site weights) from the nearest source to every site."),
+    ("shortest_path", v_pair, sites_work, mem_sites(16), {},
+     "One shortest path between two sites, by the canonical tie rule."),
+    ("count_shortest_paths", v_pair, sites_work, mem_sites(24), {},
+     "The number of shortest paths between two sites, exactly."),
+    ("all_paths", v_all_paths, sites_work, mem_all_paths, {},
+     "Simple paths between two sites, bounded by length, count and search steps."),
+    ("path_catalytic", v_catalytic, sites_work, mem_sites(2),
+     {"borrows": lambda lat, s, e, aux: aux},
+     "A shortest path whose search state lives in borrowed memory, given back intact."),
+    ("connected_components", v_none, sites_work, mem_sites(12), {},
+     "Labels and sizes of the connected components of the open sites."),
+    ("percolates", v_percolates, sites_work, _mem_percolates, {},
+     "Whether a cluster spans (open axis) or wraps (periodic axis) the lattice."),
+    ("spanning_clusters", v_spanning, sites_work, mem_spanning, {},
+     "The labels of the clusters spanning or wrapping each axis."),
+    ("degree", v_none, sites_work, mem_sites(8), {},
+     "The number of open neighbours of every site."),
+    ("analyze_structure", v_structure, sites_work, mem_graph, {},
+     "Component, degree and diameter statistics of the lattice graph."),
+    ("centrality", v_centrality, centrality_work, mem_graph, {},
+     "Degree, closeness, betweenness or eigenvector centrality of every site."),
+    ("communities", v_communities, sites_work, mem_graph, {},
+     "A partition of the sites into communities (Louvain, label propagation, ...)."),
+    ("laplacian", v_field, sites_work, mem_sites(16), {},
+     "The graph Laplacian of a field on the lattice."),
+    ("diffuse", v_diffuse, sites_work, mem_sites(24), {},
+     "Explicit diffusion steps of a field on the lattice."),
+    ("xor_transform", v_xor, _xor_work, mem_xor, {"borrows": _xor_borrows},
+     "Data XORed with a key (the lattice's own buffer by default), values not bytes."),
+    ("normalize", v_data, _data_work, mem_data, {}, "Data scaled to unit maximum norm."),
+    ("scale", v_scale, _data_work, mem_data, {}, "Data multiplied by a factor."),
+    ("matmul", v_matmul, lambda a, b: float(a.shape[0]) * a.shape[1] * b.shape[1],
+     lambda a, b: 8 * (a.size + b.size + a.shape[0] * b.shape[1]), {},
+     "The matrix product of two 2-D arrays."),
+    # (a converted copy at most: int64 or float64 of every element)
+    ("reduce", v_reduce, _data_work, lambda x, op: 8 * x.size, {},
+     "A sum, minimum, maximum or mean of every element."),
+    ("elementwise", v_elementwise,
+     lambda op, a, b=None: float(max(a.size, 0 if b is None else b.size)),
+     lambda op, a, b=None: 16 * max(a.size, 0 if b is None else b.size), {},
+     "A unary or binary elementwise function."),
+    ("random", v_random, lambda shape, seed, dist: float(np.prod(shape)),
+     lambda shape, seed, dist: 16 * int(np.prod(shape)), {},
+     "Random numbers of a shape from a seed, the same on every backend."),
+    # batched twins (BATCHED_PREFIX): one call over a stack of masks
+    ("batched.connected_components", batched(v_none), stack_work, mem_stack(mem_sites(12)),
+     {}, "connected_components of every row of a stack of masks."),
+    ("batched.percolates", batched(v_percolates), stack_work, mem_stack(_mem_percolates), {},
+     "percolates of every row of a stack of masks."),
+    ("batched.spanning_clusters", batched(v_spanning), stack_work, mem_stack(mem_spanning),
+     {}, "spanning_clusters of every row of a stack of masks."),
+    ("batched.distance_field", v_distance_stack, stack_work,
+     mem_stack(mem_sites(16), per_site=9), {},
+     "distance_field of every row of a stack of masks."),
+    ("batched.laplacian", v_field_stack, stack_work, mem_stack(mem_sites(16), per_site=16),
+     {}, "laplacian of every row of a stack of fields."),
+    ("batched.xor_transform", v_xor_stack, data_stack_work, mem_xor,
+     {"borrows": _xor_borrows}, "xor_transform of every row of a stack of data."),
+    ("spanning_thresholds", v_thresholds,
+     lambda lat, samples, **_: float(samples) * sites_work(lat) * 4,
+     lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {},
+     "Newman-Ziff occupation at first spanning, per sample."),
+)
+
+
+@hookimpl
+def catalytic_add_operations(registry):
+    for name, validate, work, memory, extra, doc in CATALOGUE:
+        registry.add_operation(name, work=work, memory=memory, validate=validate, doc=doc,
+                               **extra)

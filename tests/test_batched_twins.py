@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import ndimage
 
 import catalytic as cat
-from catalytic import engine as engine_module
+from catalytic import memory as memory_module
 from catalytic.kernels.cpu import graph as G
 from lattice_oracles import available_backends, lattice_specs, make
 
@@ -152,7 +152,7 @@ def test_batch_size_comes_from_the_host_guard(monkeypatch):
     per_item = cat.get_engine().registry.operation("batched.percolates").memory(
         lats[0], np.ones((1, lats[0].n_points), np.uint8), axis=0)
     # room for three lattices in half of "available" memory
-    monkeypatch.setattr(engine_module, "available_memory", lambda: 2 * 3 * per_item + 1)
+    monkeypatch.setattr(memory_module, "available_memory", lambda: 2 * 3 * per_item + 1)
     bp = cat.BatchProcessor(lats, progress=False, batched=True)
     res = bp.map("percolates", axis=0)
     s = bp.stats()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import catalytic as cat
-import catalytic.engine as engine_mod
+import catalytic.memory as memory_mod
 from lattice_oracles import available_backends
 
 TINY = 1000  # bytes "available" when a test fakes a nearly full machine
@@ -241,7 +241,7 @@ def test_xor_refusals_say_what_the_data_is(data, message, backend):
 # -- memory ----------------------------------------------------------------------------------------
 @pytest.fixture
 def tiny_machine(monkeypatch):
-    monkeypatch.setattr(engine_mod, "available_memory", lambda: TINY)
+    monkeypatch.setattr(memory_mod, "available_memory", lambda: TINY)
 
 
 def _assert_names_bytes(err, needed_at_least):
@@ -356,10 +356,10 @@ def test_reference_backend_is_ruled_out_when_its_explicit_graph_cannot_fit(monke
     """The numpy reference builds a CSR graph (~40 B per stencil entry); when that does not
     fit, the router says so and picks numba-cpu; forcing numpy raises the MemoryError
     subclass with the byte counts, before any allocation."""
-    import catalytic.engine as E
+    import catalytic.memory as M
 
     L = cat.Lattice(shape=(400, 400, 400))  # 6.4e7 sites: graph ~15.4 GiB
-    monkeypatch.setattr(E, "available_memory", lambda: 2 * 2**30)
+    monkeypatch.setattr(M, "available_memory", lambda: 2 * 2**30)
     dec = cat.get_engine().explain("distance_field", L, 0)
     assert dec.backend == "numba-cpu"
     assert "explicit graph needs" in dec.rejected["numpy"]
@@ -411,7 +411,7 @@ def test_object_buffers_and_huge_offsets_are_refused():
 
 
 def test_to_networkx_refuses_graphs_that_cannot_fit(monkeypatch):
-    monkeypatch.setattr(engine_mod, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(memory_mod, "available_memory", lambda: 2**30)
     L = cat.Lattice(shape=(1000, 1000, 100))
     with pytest.raises(cat.InsufficientMemoryError, match="networkx graph"):
         L.to_networkx()

@@ -649,12 +649,12 @@ def test_find_all_paths_max_steps_counts_search_steps():
 
 
 def test_find_all_paths_memory_model_refuses_before_work(monkeypatch):
-    import catalytic.engine as engine_mod
+    import catalytic.memory as memory_mod
 
     L = cat.Lattice(shape=(2**31, 2**31))
     need = cat.operations.mem_all_paths(L, 0, 1, max_steps=10**6)
     assert need >= 10**6 * (160 + 48 * 4)  # a visited site's neighbour list, each step
-    monkeypatch.setattr(engine_mod, "available_memory", lambda: need - 1)
+    monkeypatch.setattr(memory_mod, "available_memory", lambda: need - 1)
     with pytest.raises(cat.InsufficientMemoryError) as info:
         L.find_all_paths(0, 1, max_steps=10**6)
     assert info.value.needed == need
@@ -662,10 +662,10 @@ def test_find_all_paths_memory_model_refuses_before_work(monkeypatch):
 
 def test_find_all_paths_output_is_checked_as_it_grows(monkeypatch):
     import catalytic.backends.numpy_backend as nb
-    import catalytic.engine as engine_mod
+    import catalytic.memory as memory_mod
 
     L = cat.Lattice(shape=(4, 4))
     monkeypatch.setattr(nb, "_OUTPUT_CHECK_BYTES", 1)
-    monkeypatch.setattr(engine_mod, "available_memory", lambda: 20_000)
+    monkeypatch.setattr(memory_mod, "available_memory", lambda: 20_000)
     with pytest.raises(cat.InsufficientMemoryError, match="find_all_paths output"):
         L.find_all_paths(0, 15)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from catalytic import memory
 from catalytic import operations as O
 from catalytic.backends import _common as C
 from catalytic.hookspecs import hookimpl
@@ -123,7 +124,6 @@ def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT,
     (depth), ``limit`` (paths found) and ``max_steps`` (sites pushed onto the path in
     all). The paths found are held as they are found; when their bytes outgrow the memory
     that was free at the start, the search stops with InsufficientMemoryError."""
-    from catalytic.engine import available_memory
     from catalytic.errors import InsufficientMemoryError
 
     g = lat.geometry
@@ -165,7 +165,7 @@ def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT,
                 )
             out_bytes += found.nbytes + 112  # the array and its header
             if out_bytes >= _OUTPUT_CHECK_BYTES:
-                room = available_memory() if room is None else room
+                room = memory.available_memory() if room is None else room
                 if out_bytes > room // 2:
                     raise InsufficientMemoryError(
                         f"find_all_paths output ({len(out)} paths so far)", 2 * out_bytes, room
@@ -633,67 +633,37 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
 
 
 # -- registration ---------------------------------------------------------------------------
-def _data_work(data, *_, **__):
-    return float(data.size)
-
-
-def _xor_work(lat, data, key=None):
-    return float(data.nbytes)
-
-
-def _xor_borrows(lat, data, key=None):
-    """The lattice's own buffer when the key is read from it (single and batched XOR):
-    the engine then holds it (``catalysis.lend``) so no search has it on loan."""
-    return lat._aux if key is None else None
-
-
-OPERATIONS = [
-    # name, implementation, validate, work, memory, extra
-    ("distance_field", distance_field, O.v_sources, O.sites_work, O.mem_sites(16), {}),
-    ("shortest_path", shortest_path, O.v_pair, O.sites_work, O.mem_sites(16), {}),
-    ("count_shortest_paths", count_shortest_paths, O.v_pair, O.sites_work, O.mem_sites(24), {}),
-    ("all_paths", all_paths, O.v_all_paths, O.sites_work, O.mem_all_paths, {}),
-    ("path_catalytic", path_catalytic, O.v_catalytic, O.sites_work, O.mem_sites(2),
-     {"borrows": lambda lat, s, e, aux: aux}),
-    ("connected_components", connected_components, O.v_none, O.sites_work, O.mem_sites(12), {}),
-    ("percolates", percolates, O.v_percolates, O.sites_work,
-     lambda lat, *, axis=0: O.mem_spanning(lat, axes=(axis,)), {}),
-    ("spanning_clusters", spanning_clusters, O.v_spanning, O.sites_work, O.mem_spanning, {}),
-    ("degree", degree, O.v_none, O.sites_work, O.mem_sites(8), {}),
-    ("analyze_structure", analyze_structure, O.v_structure, O.sites_work, O.mem_graph, {}),
-    ("centrality", centrality, O.v_centrality, O.centrality_work, O.mem_graph, {}),
-    ("communities", communities, O.v_communities, O.sites_work, O.mem_graph, {}),
-    ("laplacian", laplacian, O.v_field, O.sites_work, O.mem_sites(16), {}),
-    ("diffuse", diffuse, O.v_diffuse, O.sites_work, O.mem_sites(24), {}),
-    ("xor_transform", xor_transform, O.v_xor, _xor_work, O.mem_xor, {"borrows": _xor_borrows}),
-    ("normalize", normalize, O.v_data, _data_work, O.mem_data, {}),
-    ("scale", scale, O.v_scale, _data_work, O.mem_data, {}),
-    ("matmul", matmul, O.v_matmul, lambda a, b: float(a.shape[0]) * a.shape[1] * b.shape[1],
-     lambda a, b: 8 * (a.size + b.size + a.shape[0] * b.shape[1]), {}),
-    # (a converted copy at most: int64 or float64 of every element)
-    ("reduce", reduce, O.v_reduce, _data_work, lambda x, op: 8 * x.size, {}),
-    ("elementwise", elementwise, O.v_elementwise,
-     lambda op, a, b=None: float(max(a.size, 0 if b is None else b.size)),
-     lambda op, a, b=None: 16 * max(a.size, 0 if b is None else b.size), {}),
-    ("random", random, O.v_random, lambda shape, seed, dist: float(np.prod(shape)),
-     lambda shape, seed, dist: 16 * int(np.prod(shape)), {}),
-    # batched twins (operations.BATCHED_PREFIX): one call over a stack of masks
-    ("batched.connected_components", batched_connected_components, O.batched(O.v_none),
-     O.stack_work, O.mem_stack(O.mem_sites(12)), {}),
-    ("batched.percolates", batched_percolates, O.batched(O.v_percolates), O.stack_work,
-     O.mem_stack(lambda lat, *, axis=0: O.mem_spanning(lat, axes=(axis,))), {}),
-    ("batched.spanning_clusters", batched_spanning_clusters, O.batched(O.v_spanning),
-     O.stack_work, O.mem_stack(O.mem_spanning), {}),
-    ("batched.distance_field", batched_distance_field, O.v_distance_stack, O.stack_work,
-     O.mem_stack(O.mem_sites(16), per_site=9), {}),
-    ("batched.laplacian", batched_laplacian, O.v_field_stack, O.stack_work,
-     O.mem_stack(O.mem_sites(16), per_site=16), {}),
-    ("batched.xor_transform", batched_xor_transform, O.v_xor_stack, O.data_stack_work,
-     O.mem_xor, {"borrows": _xor_borrows}),
-    ("spanning_thresholds", spanning_thresholds, O.v_thresholds,
-     lambda lat, samples, **_: float(samples) * O.sites_work(lat) * 4,
-     lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {}),
-]
+#: this backend's implementation of each operation the core declares (catalytic.operations)
+IMPLEMENTATIONS = {
+    "distance_field": distance_field,
+    "shortest_path": shortest_path,
+    "count_shortest_paths": count_shortest_paths,
+    "all_paths": all_paths,
+    "path_catalytic": path_catalytic,
+    "connected_components": connected_components,
+    "percolates": percolates,
+    "spanning_clusters": spanning_clusters,
+    "degree": degree,
+    "analyze_structure": analyze_structure,
+    "centrality": centrality,
+    "communities": communities,
+    "laplacian": laplacian,
+    "diffuse": diffuse,
+    "xor_transform": xor_transform,
+    "normalize": normalize,
+    "scale": scale,
+    "matmul": matmul,
+    "reduce": reduce,
+    "elementwise": elementwise,
+    "random": random,
+    "batched.connected_components": batched_connected_components,
+    "batched.percolates": batched_percolates,
+    "batched.spanning_clusters": batched_spanning_clusters,
+    "batched.distance_field": batched_distance_field,
+    "batched.laplacian": batched_laplacian,
+    "batched.xor_transform": batched_xor_transform,
+    "spanning_thresholds": spanning_thresholds,
+}
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
 DEFAULT_COST = (20e-6, 2e7)
@@ -718,13 +688,12 @@ GRAPH_OPS = {
 
 def _graph_fits(lat, *args, **kwargs):
     """The explicit graph must fit in free memory; otherwise say how much it needs."""
-    from catalytic.engine import MEMORY_CHECK_MIN_BYTES, available_memory
     from catalytic.errors import MemoryShortfall
 
     need = O.mem_graph(lat)
-    if need < MEMORY_CHECK_MIN_BYTES:
+    if need < memory.MEMORY_CHECK_MIN_BYTES:
         return None
-    avail = available_memory()
+    avail = memory.available_memory()
     if need > avail:
         return MemoryShortfall("the explicit graph", need, avail)
     return None
@@ -732,9 +701,6 @@ def _graph_fits(lat, *args, **kwargs):
 
 @hookimpl
 def catalytic_add_operations(registry):
-    for name, func, validate, work, memory, extra in OPERATIONS:
-        registry.add_operation(
-            name, work=work, memory=memory, validate=validate, doc=func.__doc__ or "", **extra
-        )
+    for name, func in IMPLEMENTATIONS.items():
         supports = _graph_fits if name in GRAPH_OPS else None
         registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST)
