@@ -136,7 +136,7 @@ def bench_xor(rows, facts):
     n = 20000
     t_routed = min(timeit.repeat(lambda: L.xor_transform(data), number=n, repeat=5)) / n
     backend = L.last_decision.backend
-    key = L._aux[: data.nbytes].view(np.int64)
+    key = L.key_buffer[: data.nbytes].view(np.int64)
     t_np = min(timeit.repeat(lambda: np.bitwise_xor(data, key), number=n, repeat=5)) / n
     rows.append(("routed xor_transform, 5 x int64", f"catalytic ({backend}), end to end", t_routed,
                  f"{t_routed * 1e6:.2f} us (target <= 10 us)"))

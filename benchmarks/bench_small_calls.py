@@ -72,7 +72,7 @@ def breakdown(shape):
         "  of which result wrapping: Components(...)": per_call(
             lambda: O.Components(labels.reshape(g.shape), count, sizes)),
         "digest of borrowed memory (path_catalytic only)": per_call(
-            lambda: buffer_digest(L._aux)),
+            lambda: buffer_digest(L.key_buffer)),
         "routed end to end: L.connected_components()": per_call(L.connected_components),
         "scipy.ndimage.label(m)": per_call(lambda: ndimage.label(m)),
     }

@@ -177,7 +177,7 @@ class BatchResult(list):
 
 
 def _is_lattice(x) -> bool:
-    return hasattr(x, "geometry") and hasattr(x, "_routing_policy")
+    return hasattr(x, "geometry") and hasattr(x, "routing_policy")
 
 
 def _group_key(item):

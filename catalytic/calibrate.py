@@ -74,7 +74,7 @@ def _cases(quick: bool):
             ("degree", L, lambda L=L: ((L,), {})),
             ("laplacian", L, lambda L=L: ((L, np.ones(L.shape)), {})),
             ("diffuse", L, lambda L=L: ((L, np.ones(L.shape)), {"steps": 4, "alpha": 0.1})),
-            ("path_catalytic", L, lambda L=L, a=a, b=b: ((L, a, b, L._aux), {})),
+            ("path_catalytic", L, lambda L=L, a=a, b=b: ((L, a, b, L.key_buffer), {})),
         ]
         if L.n_points <= 5000:
             # the costly method, where the choice matters; work counts n sources x n k

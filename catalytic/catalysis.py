@@ -164,6 +164,7 @@ def borrowed_scratch(lattice, buf: np.ndarray, nbytes: int):
     with lend(buf):
         with _borrowed_scratch(lattice, buf, nbytes) as got:
             yield got
+            lattice.record_borrow(got[1])  # the search ended: its record is the thread's
 
 
 @contextmanager
@@ -177,10 +178,10 @@ def _borrowed_scratch(lattice, buf: np.ndarray, nbytes: int):
         yield np.empty(nbytes, dtype=np.uint8), record
         return
     region = raw[:nbytes]
-    own = buf is lattice._aux
+    own = buf is lattice.key_buffer
     journal = None
     if own:
-        restore = lambda: lattice._fill_key(region, 0)  # noqa: E731
+        restore = lambda: lattice.fill_key(region, 0)  # noqa: E731
         record.method = "own buffer, regenerated from the seed"
     else:
         backing = file_backing(region)

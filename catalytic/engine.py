@@ -469,6 +469,13 @@ class Engine:
             except Exception as err:  # cleanup must never hide the original failure
                 warnings.warn(f"cleanup of backend {name!r} failed: {err}", RuntimeWarning)
 
+    def release_lattice(self, lattice) -> None:
+        """Run every backend's declared ``release(lattice)``: what each holds for that
+        lattice (device copies) is freed and its accounting told (``lattice.cleanup()``)."""
+        for backend in list(self.registry.backends.values()):
+            if backend.release is not None:
+                backend.release(lattice)
+
     # -- introspection -------------------------------------------------------------------
     def backends(self) -> dict[str, tuple[bool, str]]:
         """Every registered backend and its ``(available, reason)``."""

@@ -435,6 +435,28 @@ class Geometry:
             a.data[:] = 1
         return a
 
+    def to_networkx(self):
+        """``networkx.Graph`` of the open sites: node = flat index with attribute
+        ``coords`` (and ``weight`` on a weighted geometry), one edge per neighbour pair."""
+        import networkx as nx
+
+        G = nx.Graph()
+        open_idx = self.open_sites()
+        coords = np.stack(np.unravel_index(open_idx, self.shape), axis=1)
+        if self.weights is None:
+            G.add_nodes_from((int(i), {"coords": tuple(int(x) for x in c)})
+                             for i, c in zip(open_idx, coords))
+        else:
+            w = self.weights.reshape(-1)
+            G.add_nodes_from(
+                (int(i), {"coords": tuple(int(x) for x in c), "weight": float(w[i])})
+                for i, c in zip(open_idx, coords)
+            )
+        rows, cols = self.neighbor_pairs()
+        keep = rows < cols
+        G.add_edges_from(zip(rows[keep].tolist(), cols[keep].tolist()))
+        return G
+
     def degree(self) -> np.ndarray:
         """Number of neighbours of every site (0 for blocked), shape ``self.shape``."""
         if self.dedupe:  # duplicate pairs must be merged: count the adjacency's rows

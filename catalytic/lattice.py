@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -126,11 +125,11 @@ class UnifiedCatalyticLattice:
         self.enable_smart_routing = bool(enable_smart_routing)
         self._engine = engine
         self._aux = np.empty(int(aux_memory_size), dtype=np.uint8)
-        self._fill_key(self._aux, 0)
+        self.fill_key(self._aux, 0)
         #: what each thread last saw (the borrow record of its last catalytic search)
         self._per_thread = threading.local()
         self._built = False
-        #: per-backend state (e.g. the cuda backend's device copies of mask and weights)
+        #: per-backend caches, by backend name (see backend_cache)
         self._backend_state: dict = {}
 
     def with_mask(self, mask):
@@ -165,8 +164,44 @@ class UnifiedCatalyticLattice:
         new._backend_state = {}
         return new
 
+    # -- what backends may use (the contract between the lattice and the backends) -----------
+    @property
+    def key_buffer(self) -> np.ndarray:
+        """The lattice's own auxiliary buffer (uint8, ``aux_memory_size`` bytes): the
+        XOR key, and the memory catalytic searches borrow and give back bit for bit. The
+        array itself, not a copy: a backend reads it (under :func:`catalysis.lend` when a
+        search may have it on loan) and never keeps it changed."""
+        return self._aux
+
+    def backend_cache(self, name: str, *, create: bool = True) -> dict | None:
+        """This lattice's cache for backend ``name``: a dict the backend owns (the cuda
+        backend keeps its device copies of mask, weights and key there), made on first
+        use; with ``create=False``, None when there is none. :meth:`cleanup` empties
+        every backend's cache, after the backends' declared ``release`` has run."""
+        if not create:
+            return self._backend_state.get(name)
+        return self._backend_state.setdefault(name, {})
+
+    def drop_backend_cache(self, name: str) -> dict | None:
+        """Remove and return backend ``name``'s cache of this lattice (None if none)."""
+        return self._backend_state.pop(name, None)
+
+    def record_borrow(self, record) -> None:
+        """Make ``record`` (a :class:`~catalytic.catalysis.BorrowRecord`) this thread's
+        :attr:`last_borrow` (:func:`catalysis.borrowed_scratch` does it when a search
+        ends)."""
+        self._per_thread.borrow = record
+
+    def routing_policy(self) -> tuple:
+        """``(allowed, reference_only)`` for the router: a predicate on a registered
+        backend saying whether this lattice allows it (None: every backend; without
+        ``enable_gpu``, the CPU ones), and whether smart routing is off (then only the
+        numpy reference runs the calls it can). The router asks this of a call's first
+        argument when it has the method."""
+        return (None if self.enable_gpu else _cpu_only), not self.enable_smart_routing
+
     # -- catalytic key ---------------------------------------------------------------------
-    def _fill_key(self, region: np.ndarray, start: int) -> None:
+    def fill_key(self, region: np.ndarray, start: int) -> None:
         """Write key bytes ``[start, start + len(region))`` of this lattice's key stream."""
         from catalytic.kernels.random import random_numpy
 
@@ -225,13 +260,11 @@ class UnifiedCatalyticLattice:
     def to_networkx(self):
         """``networkx.Graph`` of the open sites; node = flat index, attribute ``coords``
         (and ``weight`` on weighted lattices)."""
-        from catalytic.backends.numpy_backend import to_networkx
-
         g = self.geometry
         # NetworkX holds ~455 B per node + edge (measured on a 40^3 grid_graph, see
         # benchmarks/bench_core.py); 512 B is the guard
         check_host_memory("networkx graph", 512 * (g.n_open + g.n_open * len(g.offsets) // 2))
-        return to_networkx(g)
+        return g.to_networkx()
 
     def build_lattice(self):
         """Prepare backend state (validates geometry, counts open sites); returns self.
@@ -249,9 +282,6 @@ class UnifiedCatalyticLattice:
 
     def _run(self, op, *args, backend=None, **kwargs):
         return self.engine.run(op, self, *args, backend=backend, **kwargs)
-
-    def _routing_policy(self):
-        return (None if self.enable_gpu else _cpu_only), not self.enable_smart_routing
 
     def run(self, op: str, *args, backend: str | None = None, **kwargs):
         """Run any registered lattice operation (plugins included) on this lattice.
@@ -386,15 +416,7 @@ class UnifiedCatalyticLattice:
     def last_borrow(self):
         """:class:`~catalytic.catalysis.BorrowRecord` of this thread's last catalytic
         path search on this lattice (None before the first)."""
-        return self._last_borrow
-
-    @property
-    def _last_borrow(self):
         return getattr(self._per_thread, "borrow", None)
-
-    @_last_borrow.setter
-    def _last_borrow(self, record):
-        self._per_thread.borrow = record
 
     def connected_components(self, *, backend=None) -> Components:
         """Connected components of the open sites (see :class:`Components`)."""
@@ -681,12 +703,12 @@ class UnifiedCatalyticLattice:
         )
 
     def cleanup(self) -> None:
-        """Release backend state held for this lattice (caches, device copies)."""
-        cuda_backend = sys.modules.get("catalytic.backends.cuda_backend")
-        if cuda_backend is not None:  # tells the device-memory accounting too
-            cuda_backend.release(self)
+        """Release backend state held for this lattice (caches, device copies): each
+        backend's declared ``release`` runs (the cuda backend's tells the device-memory
+        accounting too), then every backend cache is emptied."""
+        self.engine.release_lattice(self)
         self._backend_state.clear()
-        self._last_borrow = None
+        self.record_borrow(None)
         self._built = False
 
     # -- pickling: by geometry and seed -------------------------------------------------

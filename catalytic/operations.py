@@ -255,7 +255,7 @@ def v_all_paths(lat, start, end, max_length=None, limit=DEFAULT_PATH_LIMIT,
 def v_catalytic(lat, start, end, auxiliary_memory=None):
     g = lat.geometry
     s, e = g.site(start, "start"), g.site(end, "end")
-    aux = lat._aux if auxiliary_memory is None else auxiliary_memory
+    aux = lat.key_buffer if auxiliary_memory is None else auxiliary_memory
     if not isinstance(aux, np.ndarray):
         raise TypeError(
             f"auxiliary_memory must be a numpy array or memmap, got {type(aux).__name__}"
@@ -761,7 +761,7 @@ def _xor_work(lat, data, key=None):
 def _xor_borrows(lat, data, key=None):
     """The lattice's own buffer when the key is read from it (single and batched XOR):
     the engine then holds it (``catalysis.lend``) so no search has it on loan."""
-    return lat._aux if key is None else None
+    return lat.key_buffer if key is None else None
 
 
 def _mem_percolates(lat, *, axis=0):

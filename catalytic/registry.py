@@ -46,7 +46,7 @@ class Backend:
 
     The lifecycle a device backend declares (all optional; see
     :meth:`Registry.add_backend`): ``fatal_error(err)``, ``synchronize()``,
-    ``cleanup()`` and ``monitored``.
+    ``cleanup()``, ``release(lattice)`` and ``monitored``.
     """
 
     name: str
@@ -57,6 +57,7 @@ class Backend:
     fatal_error: Callable[[BaseException], str | None] | None = None
     synchronize: Callable[[], None] | None = None
     cleanup: Callable[[], None] | None = None
+    release: Callable[[Any], Any] | None = None
     monitored: bool = False
     _status: tuple[bool, str] | None = field(default=None, repr=False)
     disabled: str | None = field(default=None, repr=False)
@@ -141,7 +142,7 @@ class Registry:
     # -- adding ------------------------------------------------------------------------
     def add_backend(self, name: str, *, available=None, device: str = "cpu",
                     description: str = "", fatal_error=None, synchronize=None, cleanup=None,
-                    monitored: bool = False):
+                    release=None, monitored: bool = False):
         """Add a backend.
 
         Parameters
@@ -164,6 +165,9 @@ class Registry:
             and an asynchronous failure surfaces inside the failure handling.
         cleanup : callable() -> None, optional
             Frees the backend's caches after a failed call, before the retry.
+        release : callable(lattice), optional
+            Frees what the backend holds for one lattice (its
+            ``lattice.backend_cache(name)``); ``lattice.cleanup()`` calls it.
         monitored : bool, default False
             Whether the device-memory monitor reads the device after each call (and
             cleans up at the threshold).
@@ -190,7 +194,7 @@ class Registry:
             why = "" if isinstance(available, bool) else available[1]
             probe = lambda: (ok, why)  # noqa: E731
         for what, func in (("fatal_error", fatal_error), ("synchronize", synchronize),
-                           ("cleanup", cleanup)):
+                           ("cleanup", cleanup), ("release", release)):
             if func is not None and not callable(func):
                 raise TypeError(f"{what} of backend {name!r} must be callable or None, "
                                 f"got {func!r}")
@@ -198,7 +202,7 @@ class Registry:
             raise TypeError(f"monitored of backend {name!r} must be True or False, "
                             f"got {monitored!r}")
         self.backends[name] = Backend(name, probe, device, self._current_plugin, description,
-                                      fatal_error, synchronize, cleanup, monitored)
+                                      fatal_error, synchronize, cleanup, release, monitored)
         self.version += 1
 
     def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc=""):

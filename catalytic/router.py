@@ -481,11 +481,11 @@ class Router:
     def decide(self, op, args, kwargs, *, backend=None, on_gpu=None):
         """Decide where ``op(*args, **kwargs)`` runs (arguments already validated).
 
-        A lattice as first argument brings its routing policy (``enable_gpu``,
-        ``enable_smart_routing``). ``on_gpu``: whether an argument is a GPU array, when
+        A first argument with a ``routing_policy()`` method (a lattice: its
+        ``enable_gpu`` and ``enable_smart_routing``) brings its policy. ``on_gpu``: whether an argument is a GPU array, when
         the caller has already looked (:func:`gpu_input`)."""
         spec = self.registry.operation(op)
-        policy = getattr(args[0], "_routing_policy", None) if args else None
+        policy = getattr(args[0], "routing_policy", None) if args else None
         allowed, reference_only = policy() if policy is not None else (None, False)
         impls = self.registry.implementations.get(op, {})
         work, no_work = self._work(spec, args, kwargs)

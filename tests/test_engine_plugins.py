@@ -653,3 +653,53 @@ def test_the_cuda_backend_declares_its_lifecycle():
     b = cat.get_engine().registry.backends["cuda"]
     assert b.monitored is True
     assert all(callable(f) for f in (b.fatal_error, b.synchronize, b.cleanup))
+
+
+# -- the contract between the lattice and the backends --------------------------------------
+def test_a_backend_keeps_its_per_lattice_state_in_the_lattice_cache_and_releases_it():
+    """backend_cache is the backend's own dict on the lattice; cleanup() runs the release
+    each backend declared, then empties every cache; with_mask starts with none."""
+    released = []
+
+    class Cached:
+        @cat.hookimpl
+        def catalytic_add_backends(self, registry):
+            registry.add_backend("t-cache", device="gpu", release=released.append)
+
+    eng = cat.Engine(disable_plugin_autoload=True)
+    eng.register_plugin(Cached(), "t-cache")
+    L = cat.Lattice(shape=(4, 4), engine=eng)
+    assert L.backend_cache("t-cache", create=False) is None
+    cache = L.backend_cache("t-cache")
+    cache["copy"] = np.arange(3)
+    assert L.backend_cache("t-cache") is cache and L.backend_cache("t-cache", create=False) is cache
+    assert L.with_mask(np.ones((4, 4), bool)).backend_cache("t-cache", create=False) is None
+    L.cleanup()
+    assert released == [L] and L.backend_cache("t-cache", create=False) is None
+    L.backend_cache("t-cache")["x"] = 1
+    assert L.drop_backend_cache("t-cache") == {"x": 1} and L.drop_backend_cache("t-cache") is None
+
+
+def test_the_key_buffer_is_the_lattice_buffer_and_a_search_records_its_borrow():
+    L = cat.Lattice(shape=(6, 6))
+    assert L.key_buffer is L.key_buffer and L.key_buffer.dtype == np.uint8
+    before = L.key_buffer.copy()
+    assert L.last_borrow is None
+    for backend in ("numpy", "numba-cpu"):
+        L.find_path_catalytic(0, 35, backend=backend)
+        record = L.last_borrow
+        assert record is not None and record.borrowed == 36 and "own buffer" in record.method
+    np.testing.assert_array_equal(L.key_buffer, before)
+    L.record_borrow(None)
+    assert L.last_borrow is None
+
+
+def test_the_router_takes_the_routing_policy_a_first_argument_offers():
+    L = cat.Lattice(shape=(8, 8), enable_gpu=False)
+    allowed, reference_only = L.routing_policy()
+    backends = cat.get_engine().registry.backends
+    assert allowed(backends["numba-cpu"]) and not allowed(backends["cuda"])
+    assert reference_only is False
+    slow = cat.Lattice(shape=(8, 8), enable_smart_routing=False)
+    assert slow.routing_policy()[1] is True
+    assert slow.engine.explain("degree", slow).backend == "numpy"

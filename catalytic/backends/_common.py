@@ -389,11 +389,11 @@ def path_distance(geometry, dist: np.ndarray, end: int):
 # ``kern`` is a kernel module with the signatures of catalytic.kernels.cpu.arrays.
 def xor_with(kern, lat, data, key=None, *, key_bytes=None):
     """``key_bytes``: the lattice's key where the kernels should read it (default
-    ``lat._aux``; the cuda backend passes its cached device copy)."""
+    ``lat.key_buffer``; the cuda backend passes its cached device copy)."""
     src = np.ascontiguousarray(data).reshape(np.shape(data))  # keeps 0-d arrays 0-d
     out = np.empty_like(src)
     if key is None:
-        kb = lat._aux if key_bytes is None else key_bytes
+        kb = lat.key_buffer if key_bytes is None else key_bytes
         kern.xor_bytes(src.reshape(-1).view(np.uint8), kb, out.reshape(-1).view(np.uint8))
     else:
         kern.xor_elems(src.reshape(-1), key, out.reshape(-1))
@@ -450,3 +450,73 @@ def elementwise_with(kern, op, a, b=None):
     out = np.empty(a2.shape, dtype=np.float64)
     kern.elementwise(op, a2.reshape(-1), b, out.reshape(-1))
     return out[()] if out.ndim == 0 else out  # a scalar for 0-d input, as a ufunc gives
+
+
+# -- explicit graphs and exact path counts (the numpy reference; numba-cpu's recount) ------
+def adjacency(g):
+    """The lattice graph as an int8 CSR adjacency matrix of its sites."""
+    return g.adjacency(dtype=np.int8)
+
+
+def entering_cost_graph(g):
+    """Directed CSR: edge u -> v carries ``weights[v]`` (explicit zeros stay edges)."""
+    a = g.adjacency(dtype=np.float64)
+    a.data = g.weights.reshape(-1)[a.indices].astype(np.float64)
+    return a
+
+
+def dist_from(g, sources, *, min_only=True):
+    """SciPy's distances from ``sources``: int64 hops (-1 unreachable) on an unweighted
+    geometry, float64 summed entering costs (inf unreachable) on a weighted one."""
+    from scipy.sparse.csgraph import dijkstra
+
+    if g.weights is None:
+        d = dijkstra(adjacency(g), indices=sources, unweighted=True, min_only=min_only)
+        return np.where(np.isinf(d), -1, d).astype(np.int64)
+    return dijkstra(entering_cost_graph(g), directed=True, indices=sources, min_only=min_only)
+
+
+def count_paths_exact(g, start, end) -> int:
+    """The number of shortest paths from ``start`` to ``end`` on geometry ``g``, in
+    Python integers (exact however many there are)."""
+    if g.weights is not None:
+        return _count_weighted(g, start, end)
+    ds = dist_from(g, [start])
+    if ds[end] < 0:
+        return 0
+    de = dist_from(g, [end])
+    total = ds[end]
+    on_path = np.flatnonzero((ds >= 0) & (de >= 0) & (ds + de == total))
+    order = on_path[np.argsort(ds[on_path], kind="stable")]
+    count = {start: 1}
+    for v in order[1:]:
+        v = int(v)
+        dv = ds[v]
+        count[v] = sum(count.get(int(u), 0) for u in g.get_neighbors(v) if ds[u] == dv - 1)
+    return int(count[end])
+
+
+def _count_weighted(g, start, end):
+    w = g.weights.reshape(-1)
+    dist = dist_from(g, [start])
+    if not np.isfinite(dist[end]):
+        return 0
+    if (w == 0).any():
+        raise ValueError(
+            "count_shortest_paths is not defined on lattices with zero-weight sites: "
+            "zero-cost cycles make the number of minimum-cost paths infinite"
+        )
+    # the paths of the shortest-path DAG (see plateau_depths), counted in an order of its
+    # edges: by cost, then by depth on the cost's plateau
+    depth = plateau_depths(g, dist, start)
+    cand = np.flatnonzero(dist <= dist[end])
+    order = cand[np.lexsort((depth[cand], dist[cand]))]
+    count = {start: 1}
+    for v in order:
+        v = int(v)
+        if v == start:
+            continue
+        nbrs = g.get_neighbors(v)
+        on = on_dag(dist, w, depth, nbrs, v)
+        count[v] = sum(count.get(int(u), 0) for u in nbrs[on])
+    return int(count[end])

@@ -178,7 +178,7 @@ def reset_transfer_stats() -> None:
 def _cached(lat, name, host):
     """The device copy ``name`` of a lattice's ``host`` array, made on first use."""
     with _resident_lock:
-        state = lat._backend_state.setdefault(NAME, {})
+        state = lat.backend_cache(NAME)
         d = state.get(name)
         _touch(lat)
         if d is None:
@@ -214,17 +214,17 @@ def resident(lat) -> dict:
     _cached(lat, "open_", g.open_flat)
     if g.weights is not None:
         _cached(lat, "weights", g.weights.reshape(-1))
-    return lat._backend_state[NAME]
+    return lat.backend_cache(NAME)
 
 
 def _key(lat):
     """The lattice's catalytic XOR key on the device (it never changes: borrowing
     operations restore it bit for bit, and the engine checks)."""
-    return _cached(lat, "key", lat._aux)
+    return _cached(lat, "key", lat.key_buffer)
 
 
 def _held(lat) -> int:
-    return sum(int(d.nbytes) for d in lat._backend_state.get(NAME, {}).values())
+    return sum(int(d.nbytes) for d in (lat.backend_cache(NAME, create=False) or {}).values())
 
 
 def release(lat) -> int:
@@ -232,7 +232,7 @@ def release(lat) -> int:
     global _cached_total
     with _resident_lock:
         freed = _held(lat)
-        lat._backend_state.pop(NAME, None)
+        lat.drop_backend_cache(NAME)
         if _resident.pop(id(lat), None) is not None:
             _cached_total -= _bytes.pop(id(lat), 0)
         return freed
@@ -757,7 +757,7 @@ def _not_resident(lat, weights=False) -> int:
     """Bytes of the lattice's mask (and weights) that a call would copy to the device
     first: 0 once they are cached there (:func:`resident`)."""
     g = lat.geometry
-    held = lat._backend_state.get(NAME, {})
+    held = lat.backend_cache(NAME, create=False) or {}
     out = 0 if "open_" in held else int(g.open_flat.nbytes)
     if weights and g.weights is not None and "weights" not in held:
         out += 8 * g.n_points
@@ -883,7 +883,7 @@ def catalytic_add_backends(registry):
     registry.add_backend(NAME, available=_available, device="gpu",
                          description="Numba @cuda.jit kernels, data cached on the device",
                          fatal_error=fatal_error, synchronize=synchronize, cleanup=cleanup,
-                         monitored=True)
+                         release=release, monitored=True)
 
 
 @hookimpl

@@ -186,9 +186,7 @@ def count_shortest_paths(lat, start, end):
     count, overflowed = _graph().count_shortest_paths(*_k(lat), start, end)
     if overflowed:
         # more than 2**63 - 1 paths: recount exactly with Python integers
-        from catalytic.backends.numpy_backend import count_shortest_paths as exact
-
-        return exact(lat, start, end)
+        return C.count_paths_exact(lat.geometry, start, end)
     return int(count)
 
 
@@ -202,9 +200,8 @@ def path_catalytic(lat, start, end, aux):
     from catalytic.catalysis import borrowed_scratch
 
     g = lat.geometry
-    with borrowed_scratch(lat, aux, g.n_points) as (state, record):
+    with borrowed_scratch(lat, aux, g.n_points) as (state, _):
         path = _graph().catalytic_path(*_k(lat), start, end, state)
-        lat._last_borrow = record
     return C.path_result(g, path)
 
 

@@ -20,102 +20,20 @@ from catalytic.hookspecs import hookimpl
 NAME = "numpy"
 
 
-# -- explicit graphs ------------------------------------------------------------------
-def _adjacency(g):
-    return g.adjacency(dtype=np.int8)
-
-
-def _entering_cost_graph(g):
-    """Directed CSR: edge u -> v carries ``weights[v]`` (explicit zeros stay edges)."""
-    a = g.adjacency(dtype=np.float64)
-    a.data = g.weights.reshape(-1)[a.indices].astype(np.float64)
-    return a
-
-
-def _dist_from(g, sources, *, min_only=True):
-    from scipy.sparse.csgraph import dijkstra
-
-    if g.weights is None:
-        d = dijkstra(_adjacency(g), indices=sources, unweighted=True, min_only=min_only)
-        return np.where(np.isinf(d), -1, d).astype(np.int64)
-    return dijkstra(_entering_cost_graph(g), directed=True, indices=sources, min_only=min_only)
-
-
-def to_networkx(g):
-    import networkx as nx
-
-    G = nx.Graph()
-    open_idx = g.open_sites()
-    coords = np.stack(np.unravel_index(open_idx, g.shape), axis=1)
-    if g.weights is None:
-        G.add_nodes_from((int(i), {"coords": tuple(int(x) for x in c)}) for i, c in zip(open_idx, coords))
-    else:
-        w = g.weights.reshape(-1)
-        G.add_nodes_from(
-            (int(i), {"coords": tuple(int(x) for x in c), "weight": float(w[i])})
-            for i, c in zip(open_idx, coords)
-        )
-    rows, cols = g.neighbor_pairs()
-    keep = rows < cols
-    G.add_edges_from(zip(rows[keep].tolist(), cols[keep].tolist()))
-    return G
-
-
 # -- paths ------------------------------------------------------------------------------
 def distance_field(lat, sources):
     g = lat.geometry
-    return _dist_from(g, sources).reshape(g.shape)
+    return C.dist_from(g, sources).reshape(g.shape)
 
 
 def shortest_path(lat, start, end):
     g = lat.geometry
-    dist = _dist_from(g, [start])
+    dist = C.dist_from(g, [start])
     return O.PathResult(C.walk_back(g, dist, start, end), C.path_distance(g, dist, end))
 
 
 def count_shortest_paths(lat, start, end):
-    g = lat.geometry
-    if g.weights is not None:
-        return _count_weighted(g, start, end)
-    ds = _dist_from(g, [start])
-    if ds[end] < 0:
-        return 0
-    de = _dist_from(g, [end])
-    total = ds[end]
-    on_path = np.flatnonzero((ds >= 0) & (de >= 0) & (ds + de == total))
-    order = on_path[np.argsort(ds[on_path], kind="stable")]
-    count = {start: 1}
-    for v in order[1:]:
-        v = int(v)
-        dv = ds[v]
-        count[v] = sum(count.get(int(u), 0) for u in g.get_neighbors(v) if ds[u] == dv - 1)
-    return int(count[end])
-
-
-def _count_weighted(g, start, end):
-    w = g.weights.reshape(-1)
-    dist = _dist_from(g, [start])
-    if not np.isfinite(dist[end]):
-        return 0
-    if (w == 0).any():
-        raise ValueError(
-            "count_shortest_paths is not defined on lattices with zero-weight sites: "
-            "zero-cost cycles make the number of minimum-cost paths infinite"
-        )
-    # the paths of the shortest-path DAG (see _common.plateau_depths), counted in an
-    # order of its edges: by cost, then by depth on the cost's plateau
-    depth = C.plateau_depths(g, dist, start)
-    cand = np.flatnonzero(dist <= dist[end])
-    order = cand[np.lexsort((depth[cand], dist[cand]))]
-    count = {start: 1}
-    for v in order:
-        v = int(v)
-        if v == start:
-            continue
-        nbrs = g.get_neighbors(v)
-        on = C.on_dag(dist, w, depth, nbrs, v)
-        count[v] = sum(count.get(int(u), 0) for u in nbrs[on])
-    return int(count[end])
+    return C.count_paths_exact(lat.geometry, start, end)
 
 
 def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT,
@@ -230,7 +148,7 @@ def path_catalytic(lat, start, end, aux):
     from catalytic.catalysis import borrowed_scratch
 
     g = lat.geometry
-    with borrowed_scratch(lat, aux, g.n_points) as (state, record):
+    with borrowed_scratch(lat, aux, g.n_points) as (state, _):
         state[:] = 0
         state[start] = 1
         frontier = np.array([start], dtype=np.int64)
@@ -241,7 +159,6 @@ def path_catalytic(lat, start, end, aux):
             nb = np.unique(nb[state[nb] == 0])
             state[nb] = 1 + level % 3
             frontier = nb
-        lat._last_borrow = record
         if state[end] == 0:
             return O.PathResult(np.zeros(0, dtype=np.int64), -1 if g.weights is None else np.inf)
         path = [end]
@@ -263,7 +180,7 @@ def connected_components(lat):
     from scipy.sparse.csgraph import connected_components as cc
 
     g = lat.geometry
-    _, raw = cc(_adjacency(g), directed=False)
+    _, raw = cc(C.adjacency(g), directed=False)
     labels, count = C.canonical_labels(raw, g.open_flat, g.shape)
     return O.Components(labels, count, C.component_sizes(labels, count))
 
@@ -286,7 +203,7 @@ def analyze_structure(lat, *, max_diameter_sites=20_000):
     from scipy.sparse.csgraph import connected_components as cc
 
     g = lat.geometry
-    a = _adjacency(g)
+    a = C.adjacency(g)
     deg = np.diff(a.indptr)
     open_idx = g.open_sites()
     v = len(open_idx)
@@ -354,14 +271,14 @@ def centrality(lat, *, method="degree", k=None, seed=None):
     g = lat.geometry
     open_idx = g.open_sites()
     if method == "degree":
-        return C.finish_centrality(g, np.diff(_adjacency(g).indptr), degree=True)
+        return C.finish_centrality(g, np.diff(C.adjacency(g).indptr), degree=True)
     out = np.full(g.n_points, np.nan)
     if method == "closeness":
         out[open_idx] = _closeness(g, open_idx)
     elif method == "betweenness":
         import networkx as nx
 
-        bc = nx.betweenness_centrality(to_networkx(g), k=k, seed=seed)
+        bc = nx.betweenness_centrality(g.to_networkx(), k=k, seed=seed)
         out[open_idx] = [bc[int(i)] for i in open_idx]
     elif method == "eigenvector":
         out[open_idx] = _eigenvector(g, open_idx)
@@ -372,7 +289,7 @@ def _closeness(g, open_idx):
     """NetworkX closeness (wf_improved=True) from BFS distances, in chunks of sources."""
     from scipy.sparse.csgraph import dijkstra
 
-    a = _adjacency(g)
+    a = C.adjacency(g)
     v = len(open_idx)
     res = np.zeros(v)
     for chunk_ids in np.array_split(np.arange(v), max(1, v // 256)):
@@ -393,7 +310,7 @@ def _eigenvector(g, open_idx):
 
     from scipy.sparse.csgraph import connected_components as cc
 
-    a = _adjacency(g).astype(np.float64)[open_idx][:, open_idx]
+    a = C.adjacency(g).astype(np.float64)[open_idx][:, open_idx]
     v = len(open_idx)
     if v == 0:
         return np.zeros(0)
@@ -425,7 +342,7 @@ def communities(lat, *, method="louvain", seed=0):
             f"edge_betweenness (Girvan-Newman) is O(E^2 V); {g.n_open} sites is too many "
             "(limit 2000): use method='louvain'"
         )
-    G = to_networkx(g)
+    G = g.to_networkx()
     if G.number_of_nodes() == 0:
         return O.Communities(np.full(g.shape, -1, dtype=np.int64), 0, 0.0)
     if method == "louvain":
@@ -449,7 +366,7 @@ def communities(lat, *, method="louvain", seed=0):
 def _laplacian_matrix(g):
     from scipy.sparse.csgraph import laplacian as csl
 
-    return csl(_adjacency(g).astype(np.float64))
+    return csl(C.adjacency(g).astype(np.float64))
 
 
 def _apply_laplacian(g, L, f):
@@ -484,7 +401,7 @@ def xor_transform(lat, data, key=None):
     src = np.ascontiguousarray(data)
     if key is None:
         raw = src.reshape(-1).view(np.uint8)
-        k = lat._aux
+        k = lat.key_buffer
         if raw.size <= k.size:
             out = raw ^ k[: raw.size]
         else:
