@@ -261,8 +261,7 @@ class UnifiedCatalyticLattice:
         """``networkx.Graph`` of the open sites; node = flat index, attribute ``coords``
         (and ``weight`` on weighted lattices)."""
         g = self.geometry
-        # NetworkX holds ~455 B per node + edge (measured on a 40^3 grid_graph, see
-        # benchmarks/bench_core.py); 512 B is the guard
+        # 512 B per node + edge: above what NetworkX was measured to hold (reports/core.md)
         check_host_memory("networkx graph", 512 * (g.n_open + g.n_open * len(g.offsets) // 2))
         return g.to_networkx()
 
@@ -347,10 +346,8 @@ class UnifiedCatalyticLattice:
             exponentially with length).
         max_steps : int, default 1_000_000
             Raise ``ValueError`` after the depth-first search has pushed this many sites
-            onto its path in all, found paths or not (a few seconds and about half
-            a GiB at the default on a 2-D lattice). Without
-            ``max_length`` on a large lattice the search wanders far from ``end``; this
-            is what stops it.
+            onto its path in all, found paths or not. Without ``max_length`` on a large
+            lattice the search wanders far from ``end``; this is what stops it.
 
         Returns
         -------

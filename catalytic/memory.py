@@ -77,7 +77,8 @@ HISTORY = 256
 #: GPU calls in a leak-detection window, and the growth (bytes) that counts as a leak
 LEAK_WINDOW = 32
 LEAK_MIN_GROWTH = 16 * 2**20
-#: host allocations below this many bytes are not checked (psutil costs ~30 us a call)
+#: host allocations below this many bytes are not checked: a psutil reading costs more
+#: than such an allocation risks (reports/memory.md, reports/design_notes.md)
 MEMORY_CHECK_MIN_BYTES = 32 * 2**20
 
 
