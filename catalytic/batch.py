@@ -9,14 +9,16 @@ Batched calls
 Lattices are grouped by geometry (shape, periodic axes, stencil, weights or not) and by
 engine and routing flags. When the operation has a *batched twin* (an operation
 registered as ``"batched." + op``, see :data:`catalytic.operations.BATCHED_PREFIX`:
-``connected_components``, ``percolates`` and ``spanning_clusters`` are built in; a
-plugin may register its own), a group of two or more lattices runs as routed calls of
-the twin over a stack of their masks: on ``numba-cpu`` one parallel kernel labels many
-lattices at once (lattices shared out over threads), on ``cuda`` one launch per sweep
-covers every lattice, on ``numpy`` the reference loops. Each call of the twin is routed
+``connected_components``, ``percolates``, ``spanning_clusters`` and ``distance_field``
+over masks, ``laplacian`` and ``xor_transform`` over data are built in; a plugin may
+register its own), a group of two or more lattices runs as routed calls of the twin
+over a stack of their masks: on ``numba-cpu`` one parallel kernel labels many lattices
+at once (lattices shared out over threads), on ``cuda`` one launch per sweep covers
+every lattice, on ``numpy`` the reference loops. Each call of the twin is routed
 like any other (``engine.explain("batched.percolates", L, stack, axis=0)``), with its
-own measured cost. Other operations, single items and arrays run as a loop of single
-calls. A group that could run as calls of the twin does so only when the router
+own measured cost. Arrays given with ``lattice=`` are grouped by shape and dtype and
+stacked the same way for the data twins. Other operations, single items and other
+arrays run as a loop of single calls. A group that could run as calls of the twin does so only when the router
 predicts that cheaper than a loop of single calls (:meth:`Router.compare_batch
 <catalytic.router.Router.compare_batch>`, from the calibrated cost of both: the twin
 saves the per-call costs and shares lattices out over threads, but a twin can also be
@@ -842,6 +844,15 @@ class BatchProcessor:
         Run on ``executor`` even where serial is predicted faster (by default a
         threads or dask map of items too small to pay for their tasks runs serially,
         and ``stats()`` says why).
+
+    Raises
+    ------
+    TypeError
+        ``items`` is not iterable; ``lattice`` is not a lattice; ``progress``,
+        ``batched`` or ``force_executor`` is not a bool (None where allowed).
+    ValueError
+        An unknown executor, a ``max_workers`` or ``max_batch_size`` that is not a
+        positive int, or ``client`` without ``executor="dask"``.
     """
 
     def __init__(self, items, *, lattice=None, executor="serial", max_workers=None,
@@ -912,6 +923,13 @@ class BatchProcessor:
         """Run ``op`` on every item (the item is its first argument, then ``args`` and
         ``kwargs``; ``backend=`` names a backend as in a single call); results in input
         order. See the module docstring for batched calls and errors.
+
+        Returns
+        -------
+        BatchResult
+            A list of the results in input order (None where an item failed), with
+            ``errors``: ``{index: exception}`` of the items that failed. How the map
+            ran is in :meth:`stats`.
 
         Raises
         ------

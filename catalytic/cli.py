@@ -1,4 +1,5 @@
-"""Command line: ``catalytic info | demo | bench | calibrate | profile | report | recover``.
+"""Command line: ``catalytic`` info, demo, bench, calibrate, warmup, profile, report,
+recover.
 
 Exit codes: 0 success, 1 failure (a one-line message on standard error; for ``report
 --compare``, a regression, or two runs that share no operation), 2 a usage error

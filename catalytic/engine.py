@@ -75,14 +75,44 @@ def buffer_digest(buf):
 
 
 class Engine:
-    """Plugin manager, registry, router and call policy. Use :func:`get_engine`.
+    """Plugin manager, registry, router and call policy.
+
+    Most code uses the process-wide engine (:func:`get_engine`); an engine of one's own
+    (a lattice's ``engine=``) keeps plugins and settings apart from it.
 
     Parameters
     ----------
     settings : Settings, optional
+        Complete settings (``overrides`` are then ignored); default: read from the
+        ``CATALYTIC_*`` environment (:mod:`catalytic.config`).
     **overrides
         Setting names (``backend``, ``fallback``, ``memory_threshold``,
         ``disable_plugin_autoload``, ``calibration_path``) overriding the environment.
+
+    Raises
+    ------
+    ValueError
+        A bad ``CATALYTIC_*`` value or override.
+    CalibrationError
+        The calibration file named by ``CATALYTIC_CALIBRATION`` (or
+        ``calibration_path=``) is not valid.
+
+    Notes
+    -----
+    The built-in plugins (:data:`BUILTIN_PLUGINS`) are registered first, then the
+    entry points of the ``catalytic`` group unless ``disable_plugin_autoload``; an
+    entry point that fails to load is kept in ``plugin_errors`` with a
+    ``RuntimeWarning``. A ``backend`` setting that names no registered backend is a
+    ``RuntimeWarning`` too (calls then raise).
+
+    Examples
+    --------
+    >>> import catalytic as cat
+    >>> eng = cat.Engine(disable_plugin_autoload=True, backend="numpy")
+    >>> cat.Lattice(shape=(4, 4), engine=eng).connected_components().count
+    1
+    >>> eng.last_decision.backend
+    'numpy'
     """
 
     def __init__(self, settings: Settings | None = None, **overrides):
@@ -141,6 +171,18 @@ class Engine:
         All or nothing: if a hook raises, everything the plugin added is removed and a
         :class:`PluginError` naming the plugin and the hook is raised.
 
+        Parameters
+        ----------
+        plugin : object or module
+            Holds functions marked ``@catalytic.hookimpl``.
+        name : str, optional
+            Default: pluggy's canonical name of ``plugin``.
+
+        Returns
+        -------
+        str
+            The name it was registered under (for :meth:`unregister_plugin`).
+
         Raises
         ------
         PluginError
@@ -187,7 +229,14 @@ class Engine:
         return name
 
     def unregister_plugin(self, name: str) -> None:
-        """Remove a plugin and everything it added."""
+        """Remove a plugin and everything it added (backends, operations,
+        implementations).
+
+        Raises
+        ------
+        ValueError
+            No plugin has that name (the message lists the registered ones).
+        """
         plugin = self.pm.get_plugin(name)
         if plugin is None:
             raise ValueError(f"no plugin named {name!r}; registered: {self.plugin_names()}")
@@ -195,6 +244,7 @@ class Engine:
         self.pm.unregister(plugin)
 
     def plugin_names(self) -> list[str]:
+        """Names of the registered plugins, sorted."""
         return sorted(n for n, _ in self.pm.list_name_plugin())
 
     # -- calls --------------------------------------------------------------------------
@@ -205,7 +255,16 @@ class Engine:
         return spec, args, kwargs
 
     def explain(self, op: str, *args, backend: str | None = None, **kwargs) -> Decision:
-        """The router's decision for this call, without running it."""
+        """The router's decision for ``op(*args, **kwargs)``, without running it.
+
+        The arguments are validated as :meth:`run` validates them (the same validation
+        errors); see :meth:`catalytic.router.Router.explain`.
+
+        Returns
+        -------
+        Decision
+            The backend, the reason, every backend's prediction or why it cannot run.
+        """
         return self.router.explain(op, *args, backend=backend, **kwargs)
 
     @property
@@ -214,7 +273,45 @@ class Engine:
         return getattr(self._local, "decision", None)
 
     def run(self, op: str, *args, backend: str | None = None, **kwargs):
-        """Run a registered operation on the backend the router picks (or ``backend``)."""
+        """Run a registered operation on the backend the router picks (or ``backend``).
+
+        Parameters
+        ----------
+        op : str
+            A registered operation (:meth:`operations`).
+        *args, **kwargs
+            The operation's arguments (a lattice operation takes the lattice first).
+        backend : str, optional
+            Run on this backend (else ``CATALYTIC_BACKEND``, else the router's choice).
+
+        Returns
+        -------
+        object
+            What the operation returns; the same on every backend.
+
+        Raises
+        ------
+        ValueError
+            An unknown operation or backend name; and the operation's own validation
+            errors (``ValueError``, ``TypeError``, ``IndexError``), before any work.
+        InsufficientMemoryError
+            The host memory the call allocates (by its memory model) is not available,
+            or memory is why no backend can run it.
+        NoBackendError
+            No backend can run the call; the message says why each cannot and how to
+            fix it.
+        PluginError
+            A plugin's hook failed and no backend is left (or the forced backend's
+            ``supports()`` raised).
+        CatalyticViolation
+            Borrowed auxiliary memory did not come back bit-identical.
+
+        Notes
+        -----
+        A failure on a non-CPU backend is retried once, then the call falls back to the
+        best CPU backend with the reason recorded (module docstring), unless fallback is
+        off. The decision is kept in :attr:`last_decision` (per thread).
+        """
         spec, args, kwargs = self._prepare(op, args, kwargs)
         on_gpu = gpu_input(args, kwargs)
         if spec.memory is not None and not on_gpu:
@@ -482,6 +579,7 @@ class Engine:
         return {n: b.status() for n, b in self.registry.backends.items()}
 
     def operations(self) -> list[str]:
+        """Names of the registered operations, sorted."""
         return sorted(self.registry.operations)
 
 
@@ -490,7 +588,8 @@ _engine_lock = threading.Lock()
 
 
 def get_engine() -> Engine:
-    """The process-wide engine, created on first use from the environment."""
+    """The process-wide engine, created on first use from the ``CATALYTIC_*``
+    environment (thread-safe); see :class:`Engine` for what building it may raise."""
     global _engine
     if _engine is None:
         with _engine_lock:
@@ -500,7 +599,9 @@ def get_engine() -> Engine:
 
 
 def reset_engine(**overrides) -> Engine:
-    """Replace the process-wide engine with a new one (settings from env + overrides)."""
+    """Replace the process-wide engine with a new one (settings from the environment
+    and ``overrides``, as :class:`Engine` takes them) and return it. Lattices made
+    without ``engine=`` use the new one from their next call."""
     global _engine
     with _engine_lock:
         _engine = Engine(**overrides)

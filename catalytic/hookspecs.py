@@ -14,7 +14,8 @@ A backend is what ``registry.add_backend`` declares in ``catalytic_add_backends`
 name, whether it can run here (``available``), its ``device`` (``"cpu"`` or a device),
 and, for a device, its lifecycle: ``fatal_error(err)`` (does this failure leave the
 device unusable for the process?), ``synchronize()`` (wait for the device after a call),
-``cleanup()`` (free caches after a failure) and ``monitored`` (the device-memory monitor
+``cleanup()`` (free caches after a failure), ``release(lattice)`` (free what it holds
+for one lattice, on ``lattice.cleanup()``) and ``monitored`` (the device-memory monitor
 reads it after each call). The engine uses only what was declared there; see
 :meth:`catalytic.registry.Registry.add_backend`. Operations get implementations through
 ``registry.add_implementation`` in ``catalytic_add_operations``: an implementation takes

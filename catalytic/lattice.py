@@ -76,6 +76,28 @@ class UnifiedCatalyticLattice:
     enable_smart_routing : bool, default True
         False runs every operation on the reference ``numpy`` backend unless a call
         names a backend.
+    engine : Engine, optional
+        The engine that runs this lattice's operations; default: the process-wide
+        engine (:func:`catalytic.get_engine`) at the time of each call.
+
+    Raises
+    ------
+    ValueError
+        A shape that is not positive integers (``shape=`` may have an axis of 0 sites),
+        ``shape=`` together with ``dimensions``/``size``, a seed outside
+        ``[0, 2**64)``, an ``aux_memory_size`` below 1, a stencil, mask or weights that
+        do not fit the shape, or weights that are negative, NaN, infinite or sum past
+        2**1022.
+    TypeError
+        A seed or ``aux_memory_size`` that is not an integer, a mask that is not bool,
+        weights that are not real numbers.
+    InsufficientMemoryError
+        The copies of mask, weights and buffer do not fit in available host memory.
+
+    Notes
+    -----
+    The structure held is O(d + k) for d axes and k stencil offsets, plus the copies of
+    ``mask`` (1 byte a site) and ``weights`` (8 bytes a site) and the buffer.
 
     Examples
     --------
@@ -137,6 +159,25 @@ class UnifiedCatalyticLattice:
         size, routing flags, engine) with another mask: the cheap way to run one geometry
         over many masks, as a percolation study does. Only the mask is checked and
         copied; the stencil tables are shared and the key is copied, not regenerated.
+
+        Parameters
+        ----------
+        mask : bool ndarray of ``self.shape``, or None
+            True where a site exists; None opens every site. Copied.
+
+        Returns
+        -------
+        UnifiedCatalyticLattice
+            A new lattice; this one is not changed.
+
+        Raises
+        ------
+        TypeError
+            ``mask`` is not a bool array.
+        ValueError
+            ``mask`` does not have the lattice's shape.
+        InsufficientMemoryError
+            The copies do not fit in available host memory.
 
         Examples
         --------
@@ -235,15 +276,26 @@ class UnifiedCatalyticLattice:
         return self.geometry.index_to_coords(index)
 
     def get_neighbors(self, index) -> np.ndarray:
-        """Flat indices of the neighbours of one site (mask, periodic and stencil aware).
+        """Flat indices of the neighbours of one site (mask, periodic and stencil aware),
+        in stencil order.
 
-        Raises ``IndexError`` for a site out of range or blocked.
+        Raises
+        ------
+        IndexError
+            A site out of range or blocked.
+        TypeError
+            A bool or non-integer site.
         """
         self.geometry.site(index)
         return self.geometry.get_neighbors(index)
 
     def degree(self, *, backend=None) -> np.ndarray:
-        """Number of neighbours of each site (0 on blocked sites), shape ``self.shape``."""
+        """Number of open neighbours of each site (0 on blocked sites).
+
+        Returns
+        -------
+        ndarray of int64, shape ``self.shape``
+        """
         return self._run("degree", backend=backend)
 
     def get_adjacency_matrix(self, dense: bool = False):
@@ -261,8 +313,7 @@ class UnifiedCatalyticLattice:
         """``networkx.Graph`` of the open sites; node = flat index, attribute ``coords``
         (and ``weight`` on weighted lattices)."""
         g = self.geometry
-        # NetworkX holds ~455 B per node + edge (measured on a 40^3 grid_graph, see
-        # benchmarks/bench_core.py); 512 B is the guard
+        # 512 B per node + edge: above what NetworkX was measured to hold (reports/core.md)
         check_host_memory("networkx graph", 512 * (g.n_open + g.n_open * len(g.offsets) // 2))
         return g.to_networkx()
 
@@ -286,7 +337,14 @@ class UnifiedCatalyticLattice:
     def run(self, op: str, *args, backend: str | None = None, **kwargs):
         """Run any registered lattice operation (plugins included) on this lattice.
 
-        The lattice is passed as the operation's first argument.
+        The lattice is passed as the operation's first argument, then ``args`` and
+        ``kwargs``; ``backend`` and the errors are those of
+        :meth:`catalytic.Engine.run`.
+
+        Returns
+        -------
+        object
+            What the operation returns.
         """
         return self._run(op, *args, backend=backend, **kwargs)
 
@@ -296,14 +354,32 @@ class UnifiedCatalyticLattice:
         return self.engine.last_decision
 
     def distance_field(self, sources, *, backend=None) -> np.ndarray:
-        """Distance from the nearest source to every site, shape ``self.shape``.
+        """Distance from the nearest source to every site.
 
-        Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices; the
-        summed cost of entering sites (float64, ``inf`` where unreachable) on weighted ones.
+        Parameters
+        ----------
+        sources : int, tuple, or array_like of int
+            An int (flat index), a tuple of d ints (one site's coordinates), a 1-D array
+            of flat indices, or a (k, d) array of coordinate rows. A plain list of
+            exactly d ints is refused as ambiguous (use a tuple or an array).
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
 
-        ``sources``: an int (flat index), a tuple of d ints (one site's coordinates), a
-        1-D array of flat indices, or a (k, d) array of coordinate rows. A plain list of
-        exactly d ints is refused as ambiguous (use a tuple or an array).
+        Returns
+        -------
+        ndarray, shape ``self.shape``
+            Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices;
+            the summed cost of entering sites after the source (float64, ``inf`` where
+            unreachable or blocked) on weighted ones.
+
+        Raises
+        ------
+        IndexError
+            A source out of range or blocked.
+        TypeError
+            A bool or non-integer source.
+        ValueError
+            No source, an ambiguous list, or an array of the wrong shape.
 
         Notes
         -----
@@ -312,23 +388,73 @@ class UnifiedCatalyticLattice:
         return self._run("distance_field", sources, backend=backend)
 
     def find_shortest_path(self, start, end, *, backend=None) -> PathResult:
-        """A shortest path and its length as :class:`PathResult` (flat indices).
+        """A shortest path from ``start`` to ``end`` and its length.
 
+        Parameters
+        ----------
+        start, end : int or tuple of int
+            Sites, as a flat index or coordinates.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        PathResult
+            ``path``: flat indices from ``start`` to ``end`` (empty when unreachable);
+            ``distance``: hops (int, -1 when unreachable) or the summed weights entered
+            after ``start`` (float, ``inf`` when unreachable).
+
+        Raises
+        ------
+        IndexError
+            A site out of range or blocked.
+        TypeError
+            A bool or non-integer site.
+
+        Notes
+        -----
         Ties are broken the same way on every backend: walking back from ``end``, the
         neighbour with the smallest flat index that lies on a shortest path. On weighted
         lattices a path's cost is the float64 sum of the weights entered, in path order,
         and the shortest paths are those of a DAG that stays exact when sums round
         (``1e16 + 1 == 1e16``) or weights are 0: see
-        ``catalytic.backends._common.plateau_depths``.
+        ``catalytic.backends._common.plateau_depths``. A BFS (Dijkstra when weighted),
+        as :meth:`distance_field`.
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> cat.Lattice(shape=(3, 4)).find_shortest_path(0, (2, 3))
+        PathResult(path=array([ 0,  1,  2,  3,  7, 11]), distance=5)
         """
         return self._run("shortest_path", start, end, backend=backend)
 
     def count_shortest_paths(self, start, end, *, backend=None) -> int:
-        """Exact number of distinct shortest paths (Python int, never overflows).
+        """Exact number of distinct shortest paths from ``start`` to ``end``.
 
-        On weighted lattices: the paths of the shortest-path DAG that
-        :meth:`find_shortest_path` picks from (so the path it returns is one of them);
-        ``ValueError`` when some weight is 0.
+        Parameters
+        ----------
+        start, end : int or tuple of int
+            Sites, as a flat index or coordinates.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        int
+            A Python int, never overflowing; 0 when ``end`` is unreachable. On weighted
+            lattices: the paths of the shortest-path DAG that :meth:`find_shortest_path`
+            picks from (so the path it returns is one of them).
+
+        Raises
+        ------
+        IndexError
+            A site out of range or blocked.
+        TypeError
+            A bool or non-integer site.
+        ValueError
+            A weighted lattice with a zero weight (zero-cost cycles make the count
+            infinite).
         """
         return self._run("count_shortest_paths", start, end, backend=backend)
 
@@ -347,10 +473,8 @@ class UnifiedCatalyticLattice:
             exponentially with length).
         max_steps : int, default 1_000_000
             Raise ``ValueError`` after the depth-first search has pushed this many sites
-            onto its path in all, found paths or not (a few seconds and about half
-            a GiB at the default on a 2-D lattice). Without
-            ``max_length`` on a large lattice the search wanders far from ``end``; this
-            is what stops it.
+            onto its path in all, found paths or not. Without ``max_length`` on a large
+            lattice the search wanders far from ``end``; this is what stops it.
 
         Returns
         -------
@@ -404,6 +528,34 @@ class UnifiedCatalyticLattice:
         modified and the journal stays; lending the file again raises
         ``CatalyticError`` until ``catalytic.catalysis.recover(path)`` has put the
         original bytes back. Arrays in memory die with the process and need nothing.
+
+        Parameters
+        ----------
+        start, end : int or tuple of int
+            Sites, as a flat index or coordinates.
+        auxiliary_memory : ndarray or numpy.memmap, optional
+            Writable, C-contiguous, plain data (not objects); default: the lattice's own
+            buffer.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        PathResult
+            As :meth:`find_shortest_path` gives on an unweighted lattice.
+
+        Raises
+        ------
+        ValueError
+            A weighted lattice, or a buffer that is not C-contiguous or not writable.
+        TypeError
+            A buffer that is not a NumPy array or holds objects.
+        IndexError
+            A site out of range or blocked.
+        CatalyticError
+            A lent memory-mapped file still has a journal of an unfinished call.
+        CatalyticViolation
+            The buffer did not come back bit-identical.
         """
         if self.geometry.weights is not None:
             raise ValueError(
@@ -419,7 +571,28 @@ class UnifiedCatalyticLattice:
         return getattr(self._per_thread, "borrow", None)
 
     def connected_components(self, *, backend=None) -> Components:
-        """Connected components of the open sites (see :class:`Components`)."""
+        """Connected components of the open sites.
+
+        Returns
+        -------
+        Components
+            ``labels`` (the lattice's shape; 0 on blocked sites, components numbered
+            ``1..count`` in order of their lowest flat index, as
+            ``scipy.ndimage.label`` numbers them), ``count`` and ``sizes``.
+
+        Notes
+        -----
+        O(n k) for n sites and k stencil offsets (up to union-find's inverse-Ackermann
+        factor on the numba-cpu and cuda backends).
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> m = np.array([[1, 1, 0, 1]], bool)
+        >>> c = cat.Lattice(shape=(1, 4), mask=m).connected_components()
+        >>> c.labels.tolist(), c.count, c.sizes.tolist()
+        ([[1, 1, 0, 2]], 2, [2, 1])
+        """
         return self._run("connected_components", backend=backend)
 
     def percolates(self, axis: int = 0, *, backend=None) -> bool:
@@ -427,6 +600,24 @@ class UnifiedCatalyticLattice:
         (first and last layer); on a periodic axis it *wraps* around it (a cycle of
         non-zero winding), so a cluster that merely straddles the seam does not count.
         Same as ``spanning_clusters(axis).clusters[axis].size > 0``.
+
+        Parameters
+        ----------
+        axis : int, default 0
+            Negative axes count from the end.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        TypeError
+            ``axis`` is not an integer.
+        ValueError
+            ``axis`` is out of range.
 
         Examples
         --------
@@ -497,10 +688,32 @@ class UnifiedCatalyticLattice:
         return self._run("spanning_clusters", axes=axes, backend=backend)
 
     def analyze_structure(self, *, max_diameter_sites=20_000, backend=None) -> dict:
-        """Graph statistics: vertices, edges, components, diameter, degrees, density,
-        clustering coefficient, triangles. The diameter is exact (closed form on full
-        lattices, all-pairs BFS up to ``max_diameter_sites`` sites) or ``None`` with
-        ``diameter_method`` saying why."""
+        """Graph statistics of the open sites.
+
+        Parameters
+        ----------
+        max_diameter_sites : int, default 20_000
+            The most open sites on which the diameter is computed by BFS from every
+            site; above it the diameter is None. Full lattices (no mask, a named
+            stencil, no periodic axis shorter than the stencil's span) take a closed
+            form at any size.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        dict
+            ``vertices``, ``edges``, ``n_components``, ``largest_component``,
+            ``is_connected``, ``diameter`` (exact, or None with ``diameter_method``
+            saying why), ``min_degree``, ``max_degree``, ``avg_degree``, ``density``,
+            ``clustering_coefficient``, ``triangles``, and the lattice's ``shape``,
+            ``dimensions``, ``periodic``, ``stencil`` and ``blocked``.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``max_diameter_sites`` is not an integer >= 0.
+        """
         return self._run("analyze_structure", max_diameter_sites=max_diameter_sites, backend=backend)
 
     def calculate_centrality(self, method: str = "degree", *, k=None, seed=None,
@@ -523,6 +736,11 @@ class UnifiedCatalyticLattice:
             seed. Without ``k`` it changes nothing.
         backend : str, optional
             Force a backend.
+
+        Returns
+        -------
+        ndarray of float64, shape ``self.shape``
+            NaN on blocked sites.
 
         Raises
         ------
@@ -550,8 +768,30 @@ class UnifiedCatalyticLattice:
         return self._run("centrality", method=method, k=k, seed=seed, backend=backend)
 
     def find_communities(self, method: str = "louvain", *, seed=None, backend=None) -> Communities:
-        """Community partition: louvain, label_propagation (seeded) or edge_betweenness
-        (first Girvan-Newman split). ``seed`` defaults to the lattice's seed."""
+        """A partition of the open sites into communities (NetworkX's algorithms).
+
+        Parameters
+        ----------
+        method : {"louvain", "label_propagation", "edge_betweenness"}, default "louvain"
+            ``edge_betweenness`` is the first Girvan-Newman split.
+        seed : int, optional
+            Seed of the randomised methods; default: the lattice's seed.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        Communities
+            ``labels`` (-1 on blocked sites, communities numbered from 0 in order of
+            their lowest flat index), ``count`` and ``modularity``.
+
+        Raises
+        ------
+        ValueError
+            An unknown method or a negative seed.
+        TypeError
+            A seed that is not an integer.
+        """
         return self._run("communities", method=method, seed=seed, backend=backend)
 
     def laplacian(self, field, *, backend=None) -> np.ndarray:
@@ -561,7 +801,38 @@ class UnifiedCatalyticLattice:
         NaN and inf propagate as in NumPy/SciPy (IEEE arithmetic): a non-finite value at
         an open site makes its own value and its open neighbours' non-finite (``0 * inf``
         and ``inf - inf`` are NaN); blocked sites give 0 whatever they hold. Every
-        backend gives the same NaN positions."""
+        backend gives the same NaN positions.
+
+        Parameters
+        ----------
+        field : array_like or GPU array
+            Real numbers of the lattice's shape (or flat, one per site); a GPU field
+            must be float64.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        ndarray or GPU array
+            float64 of the lattice's shape (a device array for a GPU field).
+
+        Raises
+        ------
+        TypeError
+            A field that is not real numbers (or a GPU field that is not float64).
+        ValueError
+            A field of another shape.
+
+        Notes
+        -----
+        O(n k) for n sites and k stencil offsets.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> cat.Lattice(shape=(1, 3)).laplacian(np.array([[0.0, 1.0, 0.0]]))
+        array([[-1.,  2., -1.]])
+        """
         return self._run("laplacian", field, backend=backend)
 
     def diffuse(self, field, steps: int = 1, alpha: float = 0.1, *,
@@ -578,6 +849,37 @@ class UnifiedCatalyticLattice:
 
         NaN and inf propagate as ``f - alpha * (L @ f)`` does in NumPy: each step
         spreads a non-finite value one site further; blocked sites keep their value.
+
+        Parameters
+        ----------
+        field : array_like or GPU array
+            Real numbers of the lattice's shape (or flat); a GPU field must be float64.
+        steps : int, default 1
+            Number of steps, >= 0.
+        alpha : float, default 0.1
+            Step size, finite and >= 0.
+        allow_unstable : bool, default False
+            Accept an ``alpha`` above the stability limit.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        ndarray or GPU array
+            float64 of the lattice's shape (a device array for a GPU field).
+
+        Raises
+        ------
+        ValueError
+            ``alpha`` above ``1 / k`` without ``allow_unstable``, a negative or
+            non-finite ``alpha``, negative ``steps``, a field of another shape.
+        TypeError
+            A field that is not real numbers, ``steps`` not an integer, ``alpha`` not a
+            real number, ``allow_unstable`` not a bool.
+
+        Notes
+        -----
+        O(steps n k) for n sites and k stencil offsets.
 
         Examples
         --------

@@ -77,7 +77,8 @@ HISTORY = 256
 #: GPU calls in a leak-detection window, and the growth (bytes) that counts as a leak
 LEAK_WINDOW = 32
 LEAK_MIN_GROWTH = 16 * 2**20
-#: host allocations below this many bytes are not checked (psutil costs ~30 us a call)
+#: host allocations below this many bytes are not checked: a psutil reading costs more
+#: than such an allocation risks (reports/memory.md, reports/design_notes.md)
 MEMORY_CHECK_MIN_BYTES = 32 * 2**20
 
 
@@ -362,8 +363,24 @@ class DeviceMemoryMonitor:
 
     def make_room(self, nbytes: int, *, margin: float = 0.9, keep=None) -> int:
         """Evict cached copies, least recently used first, until ``nbytes`` fit in
-        ``margin`` of free memory (run path only). Returns the bytes released.
-        ``nbytes`` and ``margin`` are checked as :meth:`can_allocate` checks them."""
+        ``margin`` of free memory (the run path; :meth:`can_allocate` only reads).
+
+        Parameters
+        ----------
+        nbytes, margin, keep
+            As :meth:`can_allocate` takes them (``keep``'s entries are never evicted).
+
+        Returns
+        -------
+        int
+            The bytes released (by the caches' accounting); the eviction stops when
+            nothing is left to evict, whether or not ``nbytes`` then fit.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`can_allocate`.
+        """
         nbytes = _check_nbytes(nbytes)
         margin = check_fraction(margin, "margin")
         released = 0
@@ -377,11 +394,37 @@ class DeviceMemoryMonitor:
 
     # -- the check after a GPU call ----------------------------------------------------
     def check(self, op: str | None = None, *, threshold: float | None = None) -> Snapshot:
-        """Snapshot after a call; fire pressure listeners on a level change, clean up at
-        the threshold (``threshold``, e.g. the calling engine's setting, or the
-        monitor's own), and look for leaks. Returns the snapshot (before any cleanup).
-        A ``threshold`` outside (0, 1] is a ``ValueError`` (a ``TypeError`` when it is
-        not a number), raised before the reading."""
+        """The reading after a GPU call: snapshot, pressure, cleanup and leak check.
+
+        Listeners hear of a change of pressure level; at ``threshold`` or above,
+        :meth:`cleanup` runs; growth of device usage over a window of calls that
+        catalytic's own caches do not account for is reported as a leak.
+
+        Parameters
+        ----------
+        op : str, optional
+            The operation the reading follows (kept in the snapshot and the logs).
+        threshold : float, optional
+            Used fraction in (0, 1] at which to clean up (the calling engine's
+            setting); default: the monitor's own.
+
+        Returns
+        -------
+        Snapshot
+            The reading, taken before any cleanup.
+
+        Raises
+        ------
+        TypeError
+            ``threshold`` is not a number (checked before the reading).
+        ValueError
+            ``threshold`` is outside (0, 1] (checked before the reading).
+
+        Warns
+        -----
+        ResourceWarning
+            A leak was found (also kept in ``stats()["leaks"]``).
+        """
         threshold = self.threshold if threshold is None else check_fraction(threshold,
                                                                              "threshold")
         snap = self._take(op)
@@ -499,15 +542,34 @@ class DeviceMemoryMonitor:
             pass
 
     def cleanup(self, reason: str = "requested", *, target: float | None = None) -> dict:
-        """Free device memory until usage is below ``target`` (default: the threshold).
+        """Free device memory until usage is below ``target``.
 
         Steps, each recorded with the bytes it released (by catalytic's accounting) and
         the drop in used device memory it measured: evict cached copies least recently
         used first until below target; trim the caches that can trim (a pool); flush
         Numba's deferred frees; run the registered callbacks. A cleanup started while
         one is running (from a callback, or another thread) returns at once.
-        A ``target`` outside (0, 1] is a ``ValueError`` (a ``TypeError`` when it is not
-        a number), raised before anything is evicted.
+
+        Parameters
+        ----------
+        reason : str, default "requested"
+            Why, kept in the record.
+        target : float, optional
+            Used fraction in (0, 1] to get below; default: the monitor's threshold.
+
+        Returns
+        -------
+        dict
+            The record: ``reason``, ``time``, ``before`` and ``after`` (used bytes) and
+            ``steps`` (``step``, ``released``, ``measured``); for a cleanup skipped
+            because another is running, ``reason`` and ``skipped``.
+
+        Raises
+        ------
+        TypeError
+            ``target`` is not a number (checked before anything is evicted).
+        ValueError
+            ``target`` is outside (0, 1] (checked before anything is evicted).
         """
         target = self.threshold if target is None else check_fraction(target, "target")
         with self._lock:

@@ -76,8 +76,8 @@ DISTRIBUTIONS = ("uniform", "normal", "integers")
 #: find_all_paths stops and raises past this many paths unless told otherwise
 DEFAULT_PATH_LIMIT = 100_000
 #: find_all_paths stops and raises after this many search steps (sites pushed onto the
-#: depth-first path) unless told otherwise: 4.5 s and ~0.5 GiB on an open 2-D lattice
-#: (measured on the 2-core development machine)
+#: depth-first path) unless told otherwise, so that a search without ``max_length`` on a
+#: large lattice ends before it fills memory (its cost: reports/design_notes.md)
 DEFAULT_SEARCH_STEPS = 1_000_000
 
 
@@ -613,9 +613,8 @@ def mem_graph(lat, *_, **__):
 def mem_spanning(lat, *, axes=(0,), **_):
     """Labels (as ``connected_components``) plus, when a periodic axis is asked, the
     winding check: every stencil step (source, target, one int64 turn count per periodic
-    axis asked, a CSR copy for the spanning forest) and per-site windings. Peak
-    measured with tracemalloc on an open 512 x 512 torus: 317 B/site (one axis), 431
-    (two); this model gives 372 and 500."""
+    axis asked, a CSR copy for the spanning forest) and per-site windings: an upper
+    bound of the peak tracemalloc measured (reports/design_notes.md)."""
     g = lat.geometry
     p = sum(1 for a in axes if g.periodic[a])
     base = g.n_points * 12
@@ -718,8 +717,8 @@ def v_xor_stack(lat, data, key=None):
 
 
 #: work units a batched twin spends per row besides its sites (a result object, its own
-#: arrays): chosen from the calibration samples of the numba-cpu twins, which spend
-#: about 1.5 us per row beyond the sites on 8 x 8 lattices
+#: arrays), chosen from the calibration samples of the numba-cpu twins
+#: (reports/design_notes.md)
 ROW_WORK = 1500.0
 
 

@@ -4,7 +4,8 @@ Plugins fill the registry through the hooks in :mod:`catalytic.hookspecs`.
 
 Examples
 --------
-A plugin adding an operation with two backends:
+A plugin adding an operation with two backends, registered on an engine of its own (the
+process-wide one, ``cat.get_engine()``, is shared by every caller):
 
 >>> import numpy as np, catalytic as cat
 >>> class Twice:
@@ -13,7 +14,7 @@ A plugin adding an operation with two backends:
 ...         registry.add_operation("twice_doc_example", work=lambda x: x.size)
 ...         registry.add_implementation("twice_doc_example", "numpy", lambda x: 2 * x)
 ...         registry.add_implementation("twice_doc_example", "numba-cpu", lambda x: x + x)
->>> eng = cat.get_engine()
+>>> eng = cat.Engine(disable_plugin_autoload=True)
 >>> eng.register_plugin(Twice(), "twice-doc-example")
 'twice-doc-example'
 >>> eng.run("twice_doc_example", np.arange(3)).tolist()
@@ -206,7 +207,32 @@ class Registry:
         self.version += 1
 
     def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc=""):
-        """Declare an operation; a name already declared by any plugin is an error."""
+        """Declare an operation (see :class:`Operation` for what each callable does).
+
+        Parameters
+        ----------
+        name : str
+            Letters, digits, ``_``, ``.`` and ``-``, starting with a letter or ``_``.
+        work : callable(*args, **kwargs) -> float
+            Work units of a call, for the cost model.
+        memory : callable(*args, **kwargs) -> int, optional
+            Host bytes a call allocates, checked against free memory before it runs.
+        validate : callable(*args, **kwargs) -> (args, kwargs), optional
+            Checks and normalises a call's arguments before routing.
+        borrows : callable(*args, **kwargs) -> ndarray or None, optional
+            The auxiliary buffer a call borrows (verified bit-identical afterwards).
+        doc : str, optional
+            One line saying what the operation computes (kept as ``Operation.doc``).
+
+        Raises
+        ------
+        PluginError
+            Any plugin already declared ``name``.
+        TypeError
+            ``work`` is not callable.
+        ValueError
+            ``name`` is not an identifier-like string.
+        """
         _check_name(name, "operation")
         if name in self.operations:
             raise PluginError(
@@ -224,8 +250,36 @@ class Registry:
 
     def add_implementation(self, op: str, backend: str, func, *, supports=None, cost=None,
                            terms=None):
-        """Give ``backend``'s implementation of ``op`` (the op may be declared later); see
-        :class:`Implementation` for ``supports``, ``cost`` and ``terms``."""
+        """Give ``backend``'s implementation of ``op``.
+
+        The operation and the backend may be declared later (by this plugin or another);
+        a call is routed to the implementation only once both exist.
+
+        Parameters
+        ----------
+        op, backend : str
+            Names of the operation and the backend.
+        func : callable
+            Takes the arguments ``op``'s ``validate`` returns and returns what the
+            reference (numpy) implementation returns for them.
+        supports : callable(*args, **kwargs) -> str or None, optional
+            None when ``func`` can run the call, else the reason it cannot.
+        cost : (float, float), optional
+            Default ``(overhead_s, throughput)`` until calibration gives one: finite,
+            ``overhead_s >= 0``, ``throughput > 0``.
+        terms : callable(params, *args, **kwargs) -> dict, optional
+            Costs the work count cannot see, ``{name: seconds}`` (see
+            :class:`Implementation`).
+
+        Raises
+        ------
+        PluginError
+            ``backend`` already has an implementation of ``op``.
+        TypeError
+            ``func`` or ``terms`` is not callable, or ``cost`` is not a pair of numbers.
+        ValueError
+            A name that is not identifier-like, or a ``cost`` out of range.
+        """
         _check_name(op, "operation")
         _check_name(backend, "backend")
         if not callable(func):

@@ -61,15 +61,22 @@ PAR_SITES = 1 << 16
 def free_threads() -> int:
     """Numba's thread count, cut to the CPUs that no other task is running on right now.
 
-    A parallel kernel meets its threads at a barrier after every ``prange``; the BFS does
-    so once per level, hundreds of times per call. When another process keeps a core
-    busy, every barrier waits for a descheduled thread's next time slice: measured on
-    2 cores next to one busy process, a 10 ms search then took up to 1.5 s, and the
-    components 40 ms instead of 15, while one thread is only about 1.5x slower than two
-    on free cores. Linux reports the runnable tasks in ``/proc/loadavg``; this process's
-    own running threads (Numba's workers spin for a while after a parallel loop) are
-    taken off. Elsewhere all threads are used. About 60 us to read, so a reading is
-    reused for :data:`FREE_CPUS_TTL` seconds (a 32^3 labelling takes 0.2 ms).
+    Returns
+    -------
+    int
+        Between 1 and ``numba.get_num_threads()``. On Linux: the CPUs of this process's
+        affinity minus the runnable tasks of ``/proc/loadavg`` that are not this
+        process's own running threads (Numba's workers spin for a while after a
+        parallel loop). Elsewhere, or when ``/proc`` cannot be read, all of Numba's
+        threads.
+
+    Notes
+    -----
+    A parallel kernel meets its threads at a barrier after every ``prange`` (a BFS once
+    per level). When another process keeps a core busy, every barrier waits for a
+    descheduled thread's next time slice, which costs far more than running on one
+    thread fewer (measurements: reports/design_notes.md). A reading is reused for
+    :data:`FREE_CPUS_TTL` seconds, so small calls do not pay for the ``/proc`` reads.
     """
     T = numba.get_num_threads()
     if T <= 1:

@@ -4,8 +4,9 @@ Every operation has its reference here; the other backends are tested against it
 also the route for small work (lowest overhead) and for graph-library algorithms
 (betweenness, communities), which build an explicit graph from the implicit lattice.
 
-This module is a plugin like any other: it declares the built-in operations and gives
-its implementations through the ``catalytic_add_*`` hooks.
+This module is a plugin like any other: it declares its backend and gives its
+implementations through the ``catalytic_add_*`` hooks; the operations themselves are
+declared by :mod:`catalytic.operations`.
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT,
 
 
 def _site_neighbours(g):
-    """``neighbours(v)``: ``g.get_neighbors(v)`` as a list, in plain Python (about 5x
-    faster for one site than the vectorised path; the all-paths search asks per site)."""
+    """``neighbours(v)``: ``g.get_neighbors(v)`` as a list, in plain Python (cheaper for
+    one site than the vectorised path, and the all-paths search asks per site; see
+    reports/design_notes.md)."""
     shape, periodic, d = g.shape, g.periodic, g.dimensions
     strides = [int(s) for s in g.strides]
     offsets = [tuple(int(x) for x in o) for o in g.offsets]
@@ -138,7 +140,8 @@ def _site_neighbours(g):
     return neighbours
 
 
-#: output bytes of find_all_paths below which free memory is not read (psutil ~30 us)
+#: output bytes of find_all_paths below which free memory is not read (a psutil reading
+#: is not free; see memory.MEMORY_CHECK_MIN_BYTES)
 _OUTPUT_CHECK_BYTES = 64 * 2**20
 
 
