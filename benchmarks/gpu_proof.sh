@@ -8,5 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset NUMBA_ENABLE_CUDASIM  # the proof runs on the GPU, never in the simulator
-PYTHON=${PYTHON:-$(command -v python3 || command -v python)}
+PYTHON=${PYTHON:-$(command -v python3 || command -v python || true)}
+[ -n "$PYTHON" ] || { echo "gpu_proof: no python3 or python on PATH" >&2; exit 1; }
 exec "$PYTHON" benchmarks/gpu_proof.py "$@"
