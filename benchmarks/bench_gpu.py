@@ -1,8 +1,14 @@
 """GPU benchmarks for the cuda backend; writes reports/gpu.md with the device's name.
 
-    python benchmarks/bench_gpu.py --cpu-bfs-seconds 4.9 \
+    python benchmarks/bench_gpu.py --cpu-bfs-seconds 5.24 \
         --cc3d-seconds 2048x2048=0.0567,512x512x512=2.10   # on a machine with an NVIDIA GPU
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/bench_gpu.py --smoke   # wiring check only
+
+``benchmarks/gpu_proof.sh`` runs it with those figures (and the CUDA tests, calibration
+and memory benchmark). ``--parts`` runs some of the five parts below; ``--append`` adds
+their table to an existing report as a section. The report is rewritten after each part
+(and each size of the sweep), so a run stopped early leaves what it measured, marked
+incomplete.
 
 Measured in one run on the device:
 1. XOR (a key of 1000 bytes and one of 13), elementwise, float sum and normalize
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -187,12 +194,14 @@ def _sweep_calls(side):
     ]
 
 
-def sweep(sizes, repeat, rows, facts):
+def sweep(sizes, repeat, rows, facts, progress=None):
     """Every call on every backend, and the router's unforced choice against the
-    measured fastest."""
+    measured fastest; ``progress(side)`` is called after each size."""
     eng = cat.get_engine()
     agree = total = 0
-    results = []
+    results = facts.setdefault("sweep", [])
+    rows.append(("router calibration", eng.router.calibration_source, ""))
+    facts["calibration"] = eng.router.calibration_source
     for side in sizes:
         for label, op, args, kwargs in _sweep_calls(side):
             times = {b: _best(lambda b=b: eng.run(op, *args, backend=b, **kwargs), repeat)
@@ -204,8 +213,20 @@ def sweep(sizes, repeat, rows, facts):
             results.append({"call": label, "times": times, "chosen": chosen, "fastest": fastest})
             rows.append((f"sweep {label}", " / ".join(f"{b} {t * 1e3:.2f} ms" for b, t in times.items()),
                          f"router chose {chosen}, fastest {fastest}"))
+        if progress is not None:
+            progress(side)
     rows.append(("router agreement", f"{agree} of {total}", ""))
-    facts["sweep"] = results
+
+
+#: the parts of a run, in the order they run
+PARTS = ("bandwidth", "bfs", "components", "transfers", "sweep")
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace ``path`` in one step, so a run killed while writing leaves the last report."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def main(argv=None):
@@ -217,8 +238,17 @@ def main(argv=None):
     ap.add_argument("--cc3d-seconds", default="",
                     help="cc3d times measured on the development machine, as "
                          "SIZE=SECONDS,... (e.g. 2048x2048=0.05,512x512x512=1.3)")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)")
+    ap.add_argument("--append", action="store_true",
+                    help="add this run's table to the report as a new section, and its "
+                         "facts to the JSON beside it, instead of replacing them")
     ap.add_argument("--output", type=Path, default=Path(__file__).resolve().parent.parent / "reports" / "gpu.md")
     args = ap.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        ap.error(f"--parts takes names of {', '.join(PARTS)}, got {args.parts!r}")
     devs = cat.devices()
     if not devs:
         print("no CUDA device: nothing to measure", file=sys.stderr)
@@ -230,36 +260,58 @@ def main(argv=None):
     except ValueError:
         ap.error(f"--cc3d-seconds takes SIZE=SECONDS,..., got {args.cc3d_seconds!r}")
     rows, facts = [], {"device": dev}
-    if args.smoke:
-        bandwidth(4096, 1, rows, facts)
-        bfs(6, 1, args.cpu_bfs_seconds, rows, facts)
-        components([((8, 8), 0.6), ((4, 4, 4), 0.35)], 1, cc3d_given, rows, facts)
-        transfers(4096, 1, rows, facts)
-        sweep([4, 8], 1, rows, facts)
-    else:
-        bandwidth(2**30, args.repeat, rows, facts)
-        bfs(512, args.repeat, args.cpu_bfs_seconds, rows, facts)
-        components([((2048, 2048), 0.6), ((512, 512, 512), 0.35)], args.repeat, cc3d_given,
-                   rows, facts)
-        transfers(2**28, args.repeat, rows, facts)
-        sweep([32, 128, 512, 2048, 4096], min(args.repeat, 3), rows, facts)
     name = "CUDA simulator (smoke run: figures are not GPU measurements)" if dev["simulator"] else (
         f"{dev['name']}, compute capability {'.'.join(map(str, dev['compute_capability']))}, "
         f"driver {dev['driver_version']}, runtime {dev['runtime_version']}")
-    lines = ["# GPU benchmarks", "", f"Device: {name}.",
-             f"Measured by `python benchmarks/bench_gpu.py {' '.join(sys.argv[1:] if argv is None else argv)}` "
-             f"on {time.strftime('%Y-%m-%d')}; best of {args.repeat} after a warm-up.", "",
-             "| workload | result | note |", "| --- | --- | --- |"]
-    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    text = "\n".join(lines) + "\n"
+    rep = 1 if args.smoke else args.repeat
+    measured = (f"Measured by `python benchmarks/bench_gpu.py "
+                f"{' '.join(sys.argv[1:] if argv is None else argv)}` on {time.strftime('%Y-%m-%d')}; "
+                f"best of {rep}{f' (the sweep: of {min(rep, 3)})' if 'sweep' in parts else ''} "
+                "after a warm-up.")
+    out = args.output
+    base_text, base_facts = "", {}
+    if args.append and out.is_file():
+        base_text = out.read_text().rstrip("\n") + "\n\n"
+        if out.with_suffix(".json").is_file():
+            base_facts = json.loads(out.with_suffix(".json").read_text())
+    write = not (dev["simulator"] or args.smoke)
+
+    def report(done, pending):
+        head = [f"## {', '.join(parts)}", ""] if base_text else ["# GPU benchmarks", "", f"Device: {name}."]
+        lines = head + [measured]
+        if pending:
+            lines.append(f"Incomplete: measured so far {', '.join(done) or 'nothing'}; not measured "
+                         f"(the run stopped first): {', '.join(pending)}.")
+        lines += ["", "| workload | result | note |", "| --- | --- | --- |"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+        text = base_text + "\n".join(lines) + "\n"
+        if write:
+            _write(out, text)
+            _write(out.with_suffix(".json"), json.dumps({**base_facts, **facts}, indent=1, default=str))
+        return text
+
+    sides = [4, 8] if args.smoke else [32, 128, 512, 2048, 4096]
+    run = {
+        "bandwidth": lambda: bandwidth(4096 if args.smoke else 2**30, rep, rows, facts),
+        "bfs": lambda: bfs(6 if args.smoke else 512, rep, args.cpu_bfs_seconds, rows, facts),
+        "components": lambda: components(
+            [((8, 8), 0.6), ((4, 4, 4), 0.35)] if args.smoke else
+            [((2048, 2048), 0.6), ((512, 512, 512), 0.35)], rep, cc3d_given, rows, facts),
+        "transfers": lambda: transfers(4096 if args.smoke else 2**28, rep, rows, facts),
+    }
+    for i, part in enumerate(parts):
+        done, pending = parts[:i], parts[i + 1:]
+        if part == "sweep":  # the longest part: the report is rewritten after each size
+            sweep(sides, min(rep, 3), rows, facts, progress=lambda side: report(
+                done + [f"sweep up to {side}^2"], ["the rest of the sweep"] + pending))
+        else:
+            run[part]()
+        text = report(done + [part], pending)
     print(text)
-    if dev["simulator"] or args.smoke:
-        print("smoke sizes or the simulator: no report written (these are not measurements)")
-    else:
-        out = args.output
-        out.write_text(text)
-        out.with_suffix(".json").write_text(json.dumps(facts, indent=1, default=str))
+    if write:
         print(f"wrote {out}")
+    else:
+        print("smoke sizes or the simulator: no report written (these are not measurements)")
     return 0
 
 

@@ -94,12 +94,23 @@ def main(argv=None) -> int:
     guard = host_guard()
     routed, inj, hst, device = monitor_costs()
     us = lambda t: f"{t * 1e6:.2f} us"  # noqa: E731
+    on_gpu = device != "host"
+    if on_gpu:
+        import catalytic as cat
+
+        gpus = [d for d in cat.devices() if not d.get("simulator")]
+        where = (f"on the GPU {gpus[0]['name'] if gpus else device}: the monitor's default "
+                 "source reads the device's memory through the driver")
+        source = "the driver's cuMemGetInfo after Numba's deferred frees"
+    else:
+        where = "no GPU, so nothing here is a device figure"
+        source = "psutil"
     lines = [
         "# Memory guard and device-memory monitor",
         "",
         f"Measured by `python benchmarks/bench_memory.py` on {platform.node() or 'this machine'} "
         f"({platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}); no GPU, so nothing here is a device figure.",
+        f"{time.strftime('%Y-%m-%d')}); {where}.",
         "",
         "## Host guard: an oversized lattice is refused before allocating",
         "",
@@ -125,18 +136,20 @@ def main(argv=None) -> int:
         f"| {us(routed[0])} | {us(routed[1])} |",
         f"| `monitor.check()` after a GPU call, injected memory-info source (the monitor's "
         f"own Python cost) | {us(inj[0])} | {us(inj[1])} |",
-        f"| `monitor.check()` with the default source here ({device}: psutil) "
+        f"| `monitor.check()` with the default source here ({device}: {source}) "
         f"| {us(hst[0])} | {us(hst[1])} |",
         "",
         "Target: under 2 us when no cleanup is due. CPU calls pay nothing for the monitor. "
-        "After a GPU call the monitor's own work is the injected-source row; on a GPU the "
-        "reading adds Numba's deferred-free flush and the driver's `cuMemGetInfo`, not "
-        "measured here (no GPU was lent). The host row is what a CPU-only machine pays when "
-        "it asks for a report, never per call.",
+        "After a GPU call the monitor's own work is the injected-source row; "
+        + ("the default-source row adds what a GPU reading costs on this device (Numba's "
+           "deferred-free flush and the driver's `cuMemGetInfo`)." if on_gpu else
+           "on a GPU the reading adds Numba's deferred-free flush and the driver's "
+           "`cuMemGetInfo`, not measured here (no GPU was lent). The host row is what a "
+           "CPU-only machine pays when it asks for a report, never per call."),
         "",
-        "Not measured yet (needs a GPU): a workload of twice device memory through the batch "
-        "path, and the RMM pool's hit rate and allocation time against Numba's default "
-        "allocator.",
+        "Not measured yet (needs a GPU run of its own): a workload of twice device memory "
+        "through the batch path, and the RMM pool's hit rate and allocation time against "
+        "Numba's default allocator.",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

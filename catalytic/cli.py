@@ -88,8 +88,8 @@ def _show(L, label):
 
 
 def cmd_demo(args) -> int:
-    """A short real job: a few lattices, paths, components, percolation; every routing
-    decision printed with its reason."""
+    """A short real job: a few lattices, paths, components, percolation, centrality and
+    communities; every routing decision printed with its reason."""
     import catalytic as cat
 
     t_start = time.perf_counter()
@@ -148,11 +148,16 @@ def cmd_demo(args) -> int:
     print(f"    same path as find_shortest_path: {np.array_equal(res.path, res2.path)}; "
           f"buffer restored: {not lent.any()}; {maze.last_borrow.method}")
 
-    print("\n6. Graph-library work goes to the numpy backend (NetworkX)")
+    print("\n6. Betweenness centrality on 12 x 12: the router picks the backend by predicted cost")
     small = cat.Lattice(shape=(12, 12))
     bc = small.calculate_centrality("betweenness")
     _show(small, "betweenness")
     print(f"    betweenness is highest at the centre: {small.index_to_coords(int(np.argmax(bc))).tolist()}")
+
+    print("\n7. Louvain communities on 12 x 12: graph-library work, run by the numpy backend (NetworkX)")
+    comm = small.find_communities("louvain")
+    _show(small, "communities")
+    print(f"    {comm.count} communities, modularity {comm.modularity:.3f}")
 
     print("\nrouter statistics (first call of a kernel includes JIT compile or cache load):")
     for op, per in cat.get_engine().router.stats().items():
