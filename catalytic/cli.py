@@ -292,7 +292,7 @@ def cmd_report(args) -> int:
     if args.threshold is not None:
         print("catalytic report: --threshold goes with --compare", file=sys.stderr)
         return 2
-    from catalytic._report import html_report
+    from catalytic.profiler.html import html_report
 
     doc = profiler.load(args.profile)
     out = args.output or str(args.profile).rsplit(".json", 1)[0] + ".html"
