@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 import catalytic as cat
-from catalytic import _report, profiler
-from catalytic.profiler import Profiler
+from catalytic import profiler
+from catalytic.profiler import Profiler, html, recorder, runs
 
 LIMIT_US = 5.0
 #: the line of the report below which it is written by hand (kept when the run rewrites
@@ -162,7 +162,7 @@ def memory(n):
     out = {"records": len(prof._records)}
     # what workers send, for the merge below: as JSON text, sharing no object with the
     # records (a worker's records arrive unpickled, as objects of their own)
-    sent = json.dumps(prof._plain(), default=profiler._jsonable)
+    sent = json.dumps(prof._plain(), default=runs._jsonable)
     with tempfile.TemporaryDirectory() as tmp:
         for name, export in (("export_json", prof.export_json),
                              ("export_trace", prof.export_trace),
@@ -218,8 +218,8 @@ def main(argv=None):
     alone = recording()
     n = 1_000_000
     check = min(timeit.repeat(profiler.active, number=n, repeat=5)) / n
-    rss = (min(timeit.repeat(profiler._peak_rss, number=n // 10, repeat=5)) / (n // 10)
-           if profiler._peak_rss else None)
+    rss = (min(timeit.repeat(recorder._peak_rss, number=n // 10, repeat=5)) / (n // 10)
+           if recorder._peak_rss else None)
     lines = [
         "# Profiler overhead",
         "",
@@ -301,7 +301,7 @@ def main(argv=None):
         "at their peak: the per-record figures above times the cap (computed, not "
         "measured at the cap). The exports stream one record at a time; what grows with "
         "the records is the sorted list of references to them. `export_html` holds that "
-        f"list and the page, which draws and lists the first {_report.MAX_DRAWN:,} "
+        f"list and the page, which draws and lists the first {html.MAX_DRAWN:,} "
         "records only, so its peak stops growing there.",
     ]
     text = "\n".join(lines) + "\n"

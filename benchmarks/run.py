@@ -1,5 +1,5 @@
 """The benchmark suite from a checkout: ``python benchmarks/run.py [--quick]`` is
-``catalytic bench [--quick] --output reports`` (see :mod:`catalytic.bench`); the peers
+``catalytic bench [--quick] --output reports`` (see :mod:`catalytic.tools.bench`); the peers
 install with ``pip install ".[bench]"``."""
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from catalytic.calibrate import main
+    from catalytic.tools.calibrate import main
 
     rest = []
     if args.output:
@@ -205,16 +205,16 @@ def cmd_recover(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    """Routed calls against SciPy on the same inputs, measured now (catalytic.bench)."""
-    from catalytic.bench import run
+    """Routed calls against SciPy on the same inputs, measured now (catalytic.tools.bench)."""
+    from catalytic.tools.bench import run
 
     only = args.only.split(",") if args.only else None
     return run(quick=args.quick, output=args.output, only=only, baseline=args.baseline)
 
 
 def cmd_warmup(args) -> int:
-    """Compile the common numba-cpu kernels into Numba's cache (catalytic.warmup)."""
-    from catalytic.warmup import warmup
+    """Compile the common numba-cpu kernels into Numba's cache (catalytic.tools.warmup)."""
+    from catalytic.tools.warmup import warmup
 
     t0 = time.perf_counter()
     only = args.only.split(",") if args.only else None
@@ -298,7 +298,7 @@ def cmd_report(args) -> int:
     if args.threshold is not None:
         print("catalytic report: --threshold goes with --compare", file=sys.stderr)
         return 2
-    from catalytic._report import html_report
+    from catalytic.profiler.html import html_report
 
     doc = profiler.load(args.profile)
     out = args.output or str(args.profile).rsplit(".json", 1)[0] + ".html"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from catalytic.bench import load_baseline, write_reports
+from catalytic.tools.bench import load_baseline, write_reports
 
 
 def _row(workload, size, system, seconds, agree=None):

@@ -19,6 +19,7 @@ import pytest
 
 import catalytic as cat
 from catalytic import profiler as P
+from catalytic.profiler import compile_events, runs
 
 
 def _ops(records):
@@ -807,7 +808,7 @@ def test_report_of_a_hostile_profile_injects_nothing(tmp_path):
 @pytest.mark.parametrize("where", ["created", "machine", "name", "thread", "backend",
                                    "reason", "error"])
 def test_each_string_field_alone_is_shown_as_text(tmp_path, where):
-    from catalytic._report import html_report
+    from catalytic.profiler.html import html_report
 
     doc = _hostile_doc("plain")
     if where in ("created",):
@@ -870,7 +871,7 @@ def _corruptions():
 
     def missing(i, data):
         rec = _valid_doc()["records"][i]
-        required = list(P._REQUIRED) + (["backend"] if rec["kind"] == "op" else [])
+        required = list(runs._REQUIRED) + (["backend"] if rec["kind"] == "op" else [])
         key = data.draw(st.sampled_from(required))
         return ("missing", i, key)
 
@@ -984,7 +985,7 @@ def test_a_parent_past_the_cap_is_not_an_error(tmp_path):
     assert _report_exit(doc)[0] == 0
 
 
-@pytest.mark.parametrize("field", [k for k, (ok, _) in P._FIELDS.items() if not ok(HOSTILE)]
+@pytest.mark.parametrize("field", [k for k, (ok, _) in runs._FIELDS.items() if not ok(HOSTILE)]
                          + ["dropped", "machine"])
 def test_a_hostile_string_in_a_field_that_holds_no_string_is_refused(field):
     """The rest of the schema's fields: a string there never reaches the page."""
@@ -1176,7 +1177,7 @@ def test_numba_compilation_is_recorded_apart_from_the_run(prof):
     (top,) = prof.bottlenecks(1)
     assert top[0] == "compile_test" and top[1] == pytest.approx(sum(run_times))
     assert "Numba compilation" in P.format_summary(prof.summary())
-    from catalytic._report import COMPILE_COLOUR, html_report
+    from catalytic.profiler.html import COMPILE_COLOUR, html_report
 
     page = html_report(doc)
     assert 'data-name="Numba compilation"' in page and COMPILE_COLOUR in page
@@ -1277,23 +1278,23 @@ def test_threads_recording_at_once_keep_the_cap(prof, monkeypatch):
 def test_a_compile_in_another_thread_is_not_this_calls():
     """Compile seconds are the calling thread's: another thread's compile during a call
     changes the process-wide count, but adds nothing to this thread's seconds."""
-    listener = P._compile_listener()
-    seq = P._compile_seq
+    listener = compile_events._compile_listener()
+    seq = compile_events._compile_seq
     seen = {}
 
     def compile_elsewhere():
         listener.on_start(None)
         time.sleep(0.01)
         listener.on_end(None)
-        seen["there"] = P._compile_seconds_since(seq)
+        seen["there"] = compile_events._compile_seconds_since(seq)
 
     t = threading.Thread(target=compile_elsewhere)
     t.start()
     t.join()
-    assert P._compile_seq > seq
+    assert compile_events._compile_seq > seq
     assert seen["there"] >= 0.009
-    assert P._compile_seconds_since(seq) == 0.0
-    assert P._compile_seconds_since(P._compile_seq) == 0.0
+    assert compile_events._compile_seconds_since(seq) == 0.0
+    assert compile_events._compile_seconds_since(compile_events._compile_seq) == 0.0
 
 
 def test_bench_profiler_rewrites_its_tables_and_keeps_the_notes_below_them(tmp_path):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from catalytic import cli
-from catalytic.warmup import TASKS, warmup
+from catalytic.tools.warmup import TASKS, warmup
 
 
 def test_every_group_runs_and_reports():

@@ -71,15 +71,15 @@ def test_nvtx_ranges_on_a_gpu(prof, monkeypatch):
     """With the nvtx package on a GPU machine, every operation and region is an NVTX
     range named catalytic.<name>, pushed and popped in order."""
     nvtx = pytest.importorskip("nvtx", reason="the nvtx package is not installed")
-    from catalytic import profiler as P
     from catalytic.backends.cuda_backend import _available
+    from catalytic.profiler import gpu
 
     if SIM or not _available()[0]:
         pytest.skip("NVTX ranges are pushed on a machine with a GPU only")
     seen = []
     monkeypatch.setattr(nvtx, "push_range", lambda message=None, **kw: seen.append(message))
     monkeypatch.setattr(nvtx, "pop_range", lambda **kw: seen.append("pop"))
-    monkeypatch.setattr(P, "_nvtx", None)  # probe again, with the patched module
+    monkeypatch.setattr(gpu, "_nvtx", None)  # probe again, with the patched module
     with cat.profile("region"):
         cat.Lattice(shape=(8, 8)).degree(backend="cuda")
     assert seen == ["catalytic.region", "catalytic.degree", "pop", "pop"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from catalytic._profile_docs import _fmt, summarize
+from catalytic.profiler.runs import _fmt, summarize
 
 #: at most this many records are drawn on the timeline and listed (the summary counts all)
 MAX_DRAWN = 2000

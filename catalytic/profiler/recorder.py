@@ -1,74 +1,15 @@
-"""Where a study spends its time: a profiler that records only what it measured.
-
-``cat.get_profiler().enable()`` (or ``CATALYTIC_PROFILE=1`` in the environment) turns it
-on; from then on the engine records every routed operation. Named regions group them:
-
->>> import catalytic as cat
->>> prof = cat.get_profiler()
->>> prof.reset(); prof.enable()
->>> @cat.profile("study")
-... def study():
-...     L = cat.Lattice(shape=(32, 32))
-...     with cat.profile("components"):
-...         L.connected_components()
-...     return L.distance_field(0)
->>> _ = study()
->>> prof.disable()
->>> [(r["kind"], r["name"]) for r in prof.records()]
-[('region', 'study'), ('region', 'components'), ('op', 'connected_components'), ('op', 'distance_field')]
->>> prof.summary()["connected_components"]["count"]
-1
-
-What a record holds
--------------------
-Every record: ``kind`` (``"op"`` or ``"region"``), ``name``, ``id``, ``parent`` (the
-``id`` of the enclosing region, or None), ``thread`` (a small integer per thread, or
-``"worker-N:..."`` for records collected from Dask workers), ``start_s`` (seconds since
-the profiler's epoch, ``time.perf_counter``) and ``wall_s`` (measured), and ``error``
-(the exception type's name when the call raised, else absent).
-
-An operation record adds what the engine knows and measured: ``backend`` (the router's
-choice), ``reason`` (why, in words), ``forced``, ``predicted_s`` (the cost model's
-prediction for the chosen backend; absent when it made none, e.g. a forced backend with
-no cost parameters), ``work``; on the cuda backend on a real GPU also ``device_s`` (CUDA
-events around the call on the default stream), ``h2d_bytes`` and ``d2h_bytes`` (bytes
-this thread copied each way during the call, from the transfer counter), and
-``memory_before`` / ``memory_after`` (device-memory monitor snapshots). On every backend
-``compile_s``: the seconds Numba spent compiling on the call's thread during the call,
-or loading compiled code from its disk cache (its ``numba:compile`` and
-``numba:compiler_lock`` events, outermost only, so a nested compile counts once; 0.0 when
-nothing was compiled or loaded). The run time of a call is ``wall_s - compile_s``: summaries,
-:meth:`Profiler.bottlenecks` and :func:`compare` use it, and show compilation apart
-(``compile_total_s``), so a cold cache is not read as a slow or regressed operation. A
-record without ``compile_s`` (written before it existed) compiled nothing that was seen.
+"""The recorder: :class:`Profiler`, its regions, the :class:`profile` decorator and
+context manager, the process-wide profiler and the task profilers of Dask workers. What a
+record holds and the files a run is written to are described in
+:mod:`catalytic.profiler.runs`; :mod:`catalytic.profiler` is the face that re-exports
+these names.
 
 Opt-in, because it costs two ``getrusage`` system calls per call (a large part of the
 recording cost of a small call): with ``enable(rss=True)`` (or ``CATALYTIC_PROFILE_RSS=1``)
-every operation also records ``rss_peak_growth_bytes``: how far the call raised the
-process's peak resident set (``getrusage`` high-water mark; 0 when the call stayed below
-an earlier peak, which is all that can be measured without tracing every allocation);
-otherwise that field is absent. A figure that cannot be measured on this machine is
-absent, never estimated: no ``device_s`` on a CPU backend or under the CUDA simulator.
+every operation also records ``rss_peak_growth_bytes``; otherwise that field is absent.
 
 On a GPU with the ``nvtx`` package installed, every operation and region is also an
-NVTX range, so Nsight Systems shows them on its timeline.
-
-Files
------
-:meth:`Profiler.export_json` writes the records as JSON (``SCHEMA``, version
-``SCHEMA_VERSION``)::
-
-    {"schema": "catalytic-profile", "version": 1, "created": ISO 8601 time,
-     "machine": {"platform", "python", "numba", "cpu_count"},
-     "dropped": records not kept past Profiler.max_records (0 normally),
-     "records": [record, ...]}
-
-:func:`load` reads such a file back; :meth:`Profiler.export_trace` writes Chrome
-trace-event JSON (``chrome://tracing``, Perfetto); :meth:`Profiler.export_html` one
-self-contained HTML page (no network) with a timeline and per-operation bars.
-:func:`compare` compares two runs per operation and flags regressions;
-``catalytic report --compare before.json after.json`` exits 1 on one, and when the runs
-share no operation (nothing was compared).
+NVTX range, so Nsight Systems shows them on its timeline (:mod:`catalytic.profiler.gpu`).
 
 Threads and tasks: records from every thread go to one list (an atomic count of the
 places taken keeps ``max_records`` across threads); a region is
@@ -103,25 +44,20 @@ from pathlib import Path
 from threading import get_ident as _get_ident
 from time import perf_counter as _perf_counter
 
-from catalytic._profile_docs import (  # noqa: F401 - the profiler's public names
-    _FIELDS,
-    _REQUIRED,
-    DEFAULT_THRESHOLD,
+from catalytic.kernels import transfer_counts
+from catalytic.profiler import compile_events as _compiles
+from catalytic.profiler import gpu as _gpu
+from catalytic.profiler.compile_events import _compile_seconds_since, _listen
+from catalytic.profiler.gpu import _gpu_begin, _gpu_end, _nvtx_pop, _nvtx_push
+from catalytic.profiler.runs import (
     SCHEMA,
     SCHEMA_VERSION,
-    Comparison,
-    _fmt,
     _jsonable,
     _trace_stream,
     bottlenecks,
-    check_document,
-    compare,
     format_summary,
-    load,
     summarize,
-    trace_events,
 )
-from catalytic.kernels import transfer_counts
 
 try:  # the process's peak RSS: ru_maxrss is KiB on Linux, bytes on macOS
     import resource as _resource
@@ -177,7 +113,7 @@ _BY_START = operator.itemgetter(5)  # a _Record's start, and a plain tuple recor
 
 
 class Profiler:
-    """Records of routed operations and named regions (module docstring).
+    """Records of routed operations and named regions (:mod:`catalytic.profiler.runs`).
 
     Use the process-wide one, :func:`get_profiler`; ``Profiler()`` makes a private one
     (Dask workers use one per task).
@@ -231,8 +167,8 @@ class Profiler:
             self.epoch = time.perf_counter()
 
     def records(self) -> list:
-        """The records as the schema's dicts (module docstring), in the order they
-        started."""
+        """The records as the schema's dicts (:mod:`catalytic.profiler.runs`), in the
+        order they started."""
         return self._plain()
 
     # -- the regions open where the caller runs ------------------------------------------
@@ -291,8 +227,8 @@ class Profiler:
         records with the least work (this runs on every routed call while recording);
         else what the other measurements began with. On a CPU backend nothing is copied
         to a device, so the transfer counter is not read."""
-        if device == "cpu" and not self.rss and _nvtx is False:
-            return decision, _perf_counter(), _compile_seq, next(self._ids), None
+        if device == "cpu" and not self.rss and _gpu._nvtx is False:
+            return decision, _perf_counter(), _compiles._compile_seq, next(self._ids), None
         start = _perf_counter()
         gpu = moved = extra = None
         if device != "cpu":
@@ -300,8 +236,8 @@ class Profiler:
             extra = {}
             gpu = _gpu_begin(extra)
         more = (moved, _peak_rss() if self.rss else None, gpu, extra,
-                _nvtx_push(decision.op) if _nvtx is not False else None)
-        return decision, start, _compile_seq, next(self._ids), more
+                _nvtx_push(decision.op) if _gpu._nvtx is not False else None)
+        return decision, start, _compiles._compile_seq, next(self._ids), more
 
     def end_op(self, tok, decision, error: BaseException | None = None) -> None:
         """Finish an operation record started by :meth:`begin_op`; ``decision`` is where
@@ -310,7 +246,8 @@ class Profiler:
         wall = _perf_counter() - start
         preds = decision.predictions
         if (more is not None or chosen is not decision or error is not None
-                or seq != _compile_seq or decision._reason is not None or len(preds) != 2):
+                or seq != _compiles._compile_seq or decision._reason is not None
+                or len(preds) != 2):
             return self._end_op(tok, decision, error, wall)
         # The common case: a CPU call that ran where the router's cost comparison of two
         # backends sent it, compiling nothing. It is kept as a plain tuple (see _Record)
@@ -343,7 +280,7 @@ class Profiler:
             _nvtx_pop(nvtx)
         if rss is not None:
             rss = max(0, _peak_rss() - rss)
-        comp = _compile_seconds_since(seq) if seq != _compile_seq else 0.0
+        comp = _compile_seconds_since(seq) if seq != _compiles._compile_seq else 0.0
         comp = min(comp, wall) if comp else 0.0  # never above the call's own time
         backend = decision.backend
         if moved is not None or backend != chosen.backend or error is not None:
@@ -468,7 +405,7 @@ class Profiler:
 
     # -- files ------------------------------------------------------------------------------
     def export_json(self, path) -> Path:
-        """Write the run as JSON (schema in the module docstring), one record a line,
+        """Write the run as JSON (schema in :mod:`catalytic.profiler.runs`), one record a line,
         streamed: beyond the records kept, the export holds one record at a time. The
         file appears complete or not at all. Returns the path."""
         with _replacing(path) as fh:
@@ -495,8 +432,8 @@ class Profiler:
     def export_html(self, path, title: str = "catalytic profile") -> Path:
         """Write one self-contained HTML page (no network): timeline, per-operation
         bars, summary table. The summary counts every record; the timeline and the
-        table of records hold the first ``_report.MAX_DRAWN``."""
-        from catalytic._report import MAX_DRAWN, page
+        table of records hold the first :data:`catalytic.profiler.html.MAX_DRAWN`."""
+        from catalytic.profiler.html import MAX_DRAWN, page
 
         refs = self._refs()
         drawn = [self._plain_record(r) for r in refs[:MAX_DRAWN]]
@@ -878,153 +815,6 @@ class task_profiler:  # noqa: N801
 _tasks_lock = threading.Lock()
 
 
-# -- Numba's compile events -------------------------------------------------------------
-#: compilations finished in the process so far, any thread (a recorded call that sees it
-#: unchanged compiled nothing, without looking further)
-_compile_seq = 0
-#: this thread's compilations: attribute ``log``, a list of (``_compile_seq`` after it,
-#: seconds); ``depth`` and ``t0`` while one is under way
-_compiled = threading.local()
-_listening = [0, None]  # enabled profilers, the installed listener
-_listen_lock = threading.Lock()
-_seq_lock = threading.Lock()
-
-
-#: Numba's events timed as compilation: a compile, and the compiler lock held around it
-#: and around a load from the disk cache (which fires no compile event)
-_COMPILE_EVENTS = ("numba:compiler_lock", "numba:compile")
-
-
-def _compile_seconds_since(seq) -> float:
-    """Seconds this thread spent compiling since ``_compile_seq`` was ``seq``."""
-    total = 0.0
-    for after, seconds in reversed(_compiled.__dict__.get("log", ())):
-        if after <= seq:
-            break
-        total += seconds
-    return total
-
-
-def _compile_listener():
-    """A listener of :data:`_COMPILE_EVENTS` logging each outermost event's duration in
-    the compiling thread's ``_compiled.log`` (a compile inside a compile counts once)."""
-    from numba.core import event
-
-    class _Compiles(event.Listener):
-        def on_start(self, ev):
-            d = _compiled.__dict__
-            depth = d.get("depth", 0)
-            if depth == 0:
-                d["t0"] = time.perf_counter()
-            d["depth"] = depth + 1
-
-        def on_end(self, ev):
-            global _compile_seq
-            d = _compiled.__dict__
-            d["depth"] = depth = max(0, d.get("depth", 1) - 1)
-            if depth == 0 and "t0" in d:
-                seconds = time.perf_counter() - d.pop("t0")
-                with _seq_lock:  # threads compile at once (the event ends unlocked)
-                    _compile_seq += 1
-                    seq = _compile_seq
-                log = d.setdefault("log", [])
-                log.append((seq, seconds))
-                if len(log) > _COMPILE_LOG:
-                    del log[: len(log) // 2]
-
-    return _Compiles()
-
-
-#: compilations a thread's log keeps (a call spanning more than half of them would
-#: count too few seconds of compilation; each takes milliseconds or more)
-_COMPILE_LOG = 4096
-
-
-def _listen(change: int) -> None:
-    """Count an enabled (+1) or disabled (-1) profiler; the listener is registered with
-    Numba while the count is above 0 (disabled, profiling costs nothing at compile time)."""
-    from numba.core import event
-
-    with _listen_lock:
-        before = _listening[0]
-        _listening[0] = max(0, before + change)
-        if before == 0 and _listening[0] > 0:
-            _listening[1] = _listening[1] or _compile_listener()
-            for kind in _COMPILE_EVENTS:
-                event.register(kind, _listening[1])
-        elif before > 0 and _listening[0] == 0:
-            for kind in _COMPILE_EVENTS:
-                event.unregister(kind, _listening[1])
-
-
-# -- GPU timing and NVTX (absent where they cannot be had) --------------------------------
-def _gpu_begin(extra):
-    """CUDA events recorded on the default stream, and the monitor's snapshot (into the
-    record's ``extra`` dict), before a call on a GPU backend; None under the simulator
-    or without a device."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
-        return None
-    try:
-        from numba import cuda
-
-        from catalytic.memory import get_monitor
-
-        extra["memory_before"] = get_monitor().snapshot().as_dict()
-        start, end = cuda.event(), cuda.event()
-        start.record()
-        return start, end
-    except Exception:  # no usable device: nothing measured, nothing recorded
-        return None
-
-
-def _gpu_end(extra, events) -> None:
-    from numba import cuda
-
-    from catalytic.memory import get_monitor
-
-    start, end = events
-    try:
-        end.record()
-        end.synchronize()
-        extra["device_s"] = cuda.event_elapsed_time(start, end) / 1e3
-        extra["memory_after"] = get_monitor().snapshot().as_dict()
-    except Exception:  # a failed call may leave the context unusable: record nothing more
-        pass
-
-
-_nvtx = None
-
-
-def _nvtx_module():
-    global _nvtx
-    if _nvtx is None:
-        _nvtx = False
-        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1":
-            try:
-                import nvtx
-
-                from catalytic.backends.cuda_backend import _available
-
-                if _available()[0]:
-                    _nvtx = nvtx
-            except Exception:
-                pass
-    return _nvtx
-
-
-def _nvtx_push(name):
-    mod = _nvtx if _nvtx is not None else _nvtx_module()
-    if mod:
-        mod.push_range(message=f"catalytic.{name}")
-        return True
-    return None
-
-
-def _nvtx_pop(pushed) -> None:
-    if pushed:
-        _nvtx.pop_range()
-
-
 # -- helpers --------------------------------------------------------------------------------
 def _write(path, text) -> Path:
     with _replacing(path) as fh:
@@ -1046,8 +836,3 @@ def _replacing(path):
     finally:
         if tmp.exists():
             tmp.unlink()
-
-
-if os.environ.get("CATALYTIC_PROFILE", "").strip() in ("1", "true", "yes", "on"):
-    _PROFILER.enable(rss=os.environ.get("CATALYTIC_PROFILE_RSS", "").strip()
-                     in ("1", "true", "yes", "on"))

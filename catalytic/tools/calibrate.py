@@ -8,7 +8,7 @@ for a routed call. A fit of ``seconds = overhead_s + work / throughput``
 minimising *relative* error (non-negative least squares) gives the two parameters.
 The samples are stored with the fit, so the file shows what was measured.
 
-Run ``python -m catalytic.calibrate --output PATH`` (default: the user's config file,
+Run ``python -m catalytic.tools.calibrate --output PATH`` (default: the user's config file,
 which the router prefers over the shipped one).
 """
 

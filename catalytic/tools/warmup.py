@@ -14,7 +14,7 @@ on their first launch on a GPU and are not covered here.
 
 Examples
 --------
->>> from catalytic.warmup import warmup
+>>> from catalytic.tools.warmup import warmup
 >>> done = warmup(progress=None, only=("components",))
 >>> [name for name, seconds in done]
 ['components']

@@ -1,6 +1,56 @@
-"""Profile documents read back: the schema check (:func:`load`, :func:`check_document`),
-summaries, the comparison of two runs and Chrome trace events. The schema is described
-in :mod:`catalytic.profiler`, which records the runs and re-exports these names."""
+"""Profile runs read back: what a record holds, the file's schema and its check
+(:func:`load`, :func:`check_document`), summaries, the comparison of two runs and Chrome
+trace events. :mod:`catalytic.profiler.recorder` records the runs and
+:mod:`catalytic.profiler` re-exports these names; nothing here imports the recorder (a
+:class:`~catalytic.profiler.Profiler` passed in is read through its records).
+
+What a record holds
+-------------------
+Every record: ``kind`` (``"op"`` or ``"region"``), ``name``, ``id``, ``parent`` (the
+``id`` of the enclosing region, or None), ``thread`` (a small integer per thread, or
+``"worker-N:..."`` for records collected from Dask workers), ``start_s`` (seconds since
+the profiler's epoch, ``time.perf_counter``) and ``wall_s`` (measured), and ``error``
+(the exception type's name when the call raised, else absent).
+
+An operation record adds what the engine knows and measured: ``backend`` (the router's
+choice), ``reason`` (why, in words), ``forced``, ``predicted_s`` (the cost model's
+prediction for the chosen backend; absent when it made none, e.g. a forced backend with
+no cost parameters), ``work``; on the cuda backend on a real GPU also ``device_s`` (CUDA
+events around the call on the default stream), ``h2d_bytes`` and ``d2h_bytes`` (bytes
+this thread copied each way during the call, from the transfer counter), and
+``memory_before`` / ``memory_after`` (device-memory monitor snapshots). On every backend
+``compile_s``: the seconds Numba spent compiling on the call's thread during the call,
+or loading compiled code from its disk cache (its ``numba:compile`` and
+``numba:compiler_lock`` events, outermost only, so a nested compile counts once; 0.0 when
+nothing was compiled or loaded). The run time of a call is ``wall_s - compile_s``: summaries,
+:meth:`Profiler.bottlenecks` and :func:`compare` use it, and show compilation apart
+(``compile_total_s``), so a cold cache is not read as a slow or regressed operation. A
+record without ``compile_s`` (written before it existed) compiled nothing that was seen.
+
+``rss_peak_growth_bytes`` (an operation recorded with ``enable(rss=True)``; else
+absent): how far the call raised the process's peak resident set (``getrusage``
+high-water mark; 0 when the call stayed below an earlier peak, which is all that can be
+measured without tracing every allocation). A figure that cannot be measured on this
+machine is absent, never estimated: no ``device_s`` on a CPU backend or under the CUDA
+simulator.
+
+Files
+-----
+:meth:`Profiler.export_json` writes the records as JSON (``SCHEMA``, version
+``SCHEMA_VERSION``)::
+
+    {"schema": "catalytic-profile", "version": 1, "created": ISO 8601 time,
+     "machine": {"platform", "python", "numba", "cpu_count"},
+     "dropped": records not kept past Profiler.max_records (0 normally),
+     "records": [record, ...]}
+
+:func:`load` reads such a file back; :meth:`Profiler.export_trace` writes Chrome
+trace-event JSON (``chrome://tracing``, Perfetto); :meth:`Profiler.export_html` one
+self-contained HTML page (no network) with a timeline and per-operation bars.
+:func:`compare` compares two runs per operation and flags regressions;
+``catalytic report --compare before.json after.json`` exits 1 on one, and when the runs
+share no operation (nothing was compared).
+"""
 
 from __future__ import annotations
 
