@@ -1,4 +1,5 @@
-"""CUDA twins of the graph kernels in :mod:`catalytic.kernels.cpu.graph`.
+"""CUDA twins of the CPU graph kernels (:mod:`catalytic.kernels.cpu.bfs`, ``dijkstra``,
+``paths``, ``components``, ``degree``).
 
 Every host function takes the lattice as the CPU twin does, ``(shape, periodic, offsets,
 open_, dedupe, ...)`` with the conventions of ``kernels/cpu/_lattice.py``, copies the
@@ -921,7 +922,7 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     ...               0, 8)  # doctest: +SKIP
     array([0, 1, 2, 5, 8])
     """
-    from catalytic.kernels.cpu.graph import weighted_walk
+    from catalytic.kernels.cpu.paths import weighted_walk
 
     t = _tables(shape, periodic, offsets, stream)
     start = int(start)
@@ -1004,7 +1005,7 @@ def _components_run(t: _Tables, d_stack, stream):
     """Union-find labelling of a (B, n) stack of masks (B, 0: all open) on the device:
     init, union, roots (and root flags), a scan of the flags, numbering: 5 + 2 log_256(Bn)
     launches whatever the lattice. Returns the host labels (B, n) and counts (B,)."""
-    from catalytic.kernels.cpu.graph import _stencil_halves
+    from catalytic.kernels.cpu.components import _stencil_halves
 
     n = t.n
     B = d_stack.shape[0]
