@@ -17,17 +17,13 @@ inside a search), the catalytic path, every phase of the component labelling and
 fill and copy of the padded arrays work this way; their results do not depend on the
 budget, bit for bit.
 
-Measured on two cores of a shared 2-core cloud machine, on lattices of 1e7 to 4e7 sites,
-every call of these kernels took 5-60 ms once the arrays were in memory, and 0.1-0.4 s
-when it wrote memory the process had never touched (page faults); the budget does not
-grow with the lattice, so neither do these times. Not split: single NumPy calls over
+The budget does not grow with the lattice, so neither does the time of one call (the
+measured times are in ``reports/kernel_tuning.md``). Not split: single NumPy calls over
 the whole lattice (an allocation, ``count_nonzero``, the index conversion of a returned
 path: one memory pass each), and one row of the last axis in the component labelling
-(a 1-D lattice is one row: a phase took about 150 ms per 4e7 sites there, so about
-4.5 s for 1.2e9, extrapolated). Python runs signal
-handlers on the main thread only, so Ctrl-C does not stop a search that another thread
-(a thread pool) started. An interrupted call cannot be resumed: calling it again starts
-from scratch.
+(a 1-D lattice is one row). Python runs signal handlers on the main thread only, so
+Ctrl-C does not stop a search that another thread (a thread pool) started. An
+interrupted call cannot be resumed: calling it again starts from scratch.
 
 Host functions read ``_BUDGET`` (and the costs below) as ``_budget._BUDGET`` at each
 call, never a copy, so that a test can shrink it.
@@ -38,9 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 _INT32_LIMIT = 2**31 - 1
-# Constant arguments for calls between kernels. A plain ``0`` or ``False`` at a call site
-# is typed as a literal, and each literal value compiles the callee once more (about
-# 0.5-1.5 s per copy on a cold start); NumPy scalars are typed as plain int64/bool.
+# Constant arguments for calls between kernels: a plain ``0`` or ``False`` is typed as a
+# literal and compiles the callee once more per value; NumPy scalars are plain int64/bool.
 _ZERO = np.int64(0)
 _NO = np.bool_(False)
 _YES = np.bool_(True)
@@ -50,8 +45,8 @@ _YES = np.bool_(True)
 #: call, so a test can shrink it; the results do not depend on it.
 _BUDGET = 1 << 23
 #: Extra units charged per BFS level (or partial level) a call expands, for the level's
-#: own bookkeeping (about 100 ns, measured on a 1-D chain): chains of tiny levels (long
-#: thin lattices) then come back as often as wide ones.
+#: own bookkeeping: chains of tiny levels (long thin lattices) then come back as often as
+#: wide ones.
 _LEVEL_COST = 64
 #: Units charged per Dijkstra heap pop besides its k neighbour visits (the sifts).
 _HEAP_COST = 32

@@ -212,8 +212,7 @@ def _fill_padded(out, vals, open_, open_val, wall_val, portal_val, shape, period
     """
     PL = pshape[shape.shape[0] - 1]
     spr = (PL + seg - 1) // seg
-    # one prange loop and one argument type per call site: every further one costs
-    # about half a second of compilation on a cold start
+    # one prange loop and one argument type per call site: each further one compiles again
     for ss in prange(lo, hi):
         s = np.int64(ss)
         prow = s // spr
@@ -350,10 +349,8 @@ def _unpad_small(src, dst, g: Plan, clip):
         np.maximum(dst, -1, out=dst)
 
 
-# Below this many padded cells the padded layout is written and read back by NumPy
-# instead of the parallel kernels :func:`_fill_padded` and :func:`_unpad`: on a 64^3
-# lattice that is 0.1 ms slower per search (1.7 ms), and a first call in a fresh
-# process does not compile those kernels (2 s of its 5 s on an empty Numba cache).
+# Below this many padded cells NumPy writes and reads back the layout, so a first call
+# compiles neither :func:`_fill_padded` nor :func:`_unpad` (reports/kernel_tuning.md).
 _SMALL_LAYOUT = 1 << 19
 
 

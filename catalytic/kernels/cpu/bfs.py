@@ -204,8 +204,7 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
     while m > 0:
         if T == 1 or m < par_min:
             if lo == 0 and m * K <= budget - used:
-                # the whole level: the constant start positions let LLVM specialise
-                # the inlined expansion (about 5% faster than the general call below)
+                # the whole level: constant start positions let LLVM specialise the call
                 hi = m
                 m2 = _expand(work, cur, _ZERO, m, nxt, _ZERO, dn, foff, offs, r, shape, pstrides,
                              periodic, mode)
@@ -224,8 +223,7 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
                 m2 = _dedupe_level(work, nxt, m2, bufs, cnt, dn)
             else:
                 for t in range(T):
-                    # an element loop, not a slice assignment: the shape check of the
-                    # latter compiles Numba's string formatting (3 s of a cold start)
+                    # not a slice assignment, whose shape check compiles string formatting
                     for j in range(cnt[t]):
                         nxt[m2 + j] = bufs[t, j]
                     m2 += cnt[t]
@@ -339,36 +337,41 @@ _PAR_CHUNK = 8192
 
 
 def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray:
-    """Multi-source hop distances.
+    """Multi-source hop distances: the hops from each site's nearest source.
 
     Parameters
     ----------
     shape : array_like of int, (d,)
+        Sites per axis.
     periodic : array_like of uint8, (d,)
+        1 where the axis wraps.
     offsets : ndarray of int64, (k, d)
+        The stencil: one displacement per neighbour.
     open_ : ndarray of uint8, (n,) or (0,)
+        1 where the site exists; length 0 when every site does.
     dedupe : bool
         Unused: duplicate neighbours and self-loops cannot change a BFS distance.
     sources : array_like of int
-        Flat indices of open source sites (distance 0).
+        Flat indices of open sites (distance 0); the caller has checked them (in range,
+        not blocked). A repeated source counts once.
 
     Returns
     -------
     ndarray of int64, (n,)
-        Hops from the nearest source; -1 for unreachable and blocked sites.
+        Hops from the nearest source along out-neighbours; -1 for unreachable and
+        blocked sites.
 
     Notes
     -----
-    Level-synchronous BFS in the padded index space, O(n k) time. Levels of at least
-    ``_PAR_MIN`` cells are split over Numba's threads; distances do not depend on
-    their number. Memory: the int32 padded work
+    Level-synchronous BFS in the padded index space (:mod:`catalytic.kernels.cpu._padded`):
+    O(n k) time. Levels of at least ``_PAR_MIN`` cells are split over Numba's threads;
+    the distances do not depend on the thread count. Memory: the int32 padded work
     array, two int32 frontier arrays of n_open entries, then the int64 result: at most
     12 bytes per site at once (int64 work and frontiers past 2**31 padded cells).
 
-    The search runs in kernel calls of about ``_BUDGET`` units (neighbour visits), also
-    splitting wide levels, so a signal handler (Ctrl-C) runs within one call (5-60 ms
-    measured, longer while fresh memory is first written) and its exception leaves this
-    function; see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+    The search runs in kernel calls of about ``_budget._BUDGET`` neighbour visits, wide
+    levels split too, so a signal handler (Ctrl-C) runs between two calls and its
+    exception leaves this function; see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
 
     Examples
     --------
@@ -385,7 +388,8 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
 
 
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarray:
-    """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``).
+    """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``), one
+    BFS per source.
 
     Parameters
     ----------
@@ -411,9 +415,11 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     One BFS per source, the sources spread over the threads, each thread with its own
     padded work array and queue: O(len(sources) n k / threads) time,
     O(threads * n) memory. Distances are taken along out-neighbours (NetworkX's directed
-    closeness uses in-distances; the two agree for symmetric stencils). Runs in kernel
-    calls of about ``_BUDGET`` units per thread (a call may stop inside a search), so a
-    signal handler (Ctrl-C) runs between two of them; see "Interrupts" in
+    closeness uses in-distances; the two agree for symmetric stencils). The reference
+    for :func:`catalytic.kernels.cpu.centrality.closeness`, which computes the same
+    values bit for bit from 256 sources at once. Runs in kernel calls of about
+    ``_budget._BUDGET`` units per thread (a call may stop inside a search), so a signal
+    handler (Ctrl-C) runs between two of them; see "Interrupts" in
     :mod:`catalytic.kernels.cpu._budget`.
 
     Examples

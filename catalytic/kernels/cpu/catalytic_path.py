@@ -123,26 +123,30 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
+        unused).
     start, end : int
-        Flat indices of open sites.
+        Flat indices of open sites; the caller has checked them.
     state : ndarray of uint8, length >= n
-        Borrowed memory: ``state[:n]`` is overwritten (0 unvisited, 1 + dist mod 3
-        visited); the caller restores it. ``state[n:]`` is not touched.
+        Borrowed memory (dtype and length asserted): ``state[:n]`` is overwritten (0
+        unvisited, 1 + dist mod 3 visited); the caller restores it. ``state[n:]`` is not
+        touched.
 
     Returns
     -------
     ndarray of int64
-        Flat indices start..end, the same path as :func:`shortest_path` for symmetric
-        stencils; length 0 when unreachable.
+        Flat indices start..end, the same path as
+        :func:`catalytic.kernels.cpu.paths.shortest_path` for symmetric stencils; length 0
+        when unreachable.
 
     Notes
     -----
     BFS with an int32 FIFO queue of n_open entries (int64 past 2**31 sites), stopping
     when ``end`` is labelled, then a walk back choosing the smallest-index in-neighbour
     whose state encodes distance D-1. Distances mod 3 identify D-1 because neighbours
-    of a symmetric stencil differ by at most one hop. O(n k) time. The search and the
-    walk run in kernel calls of about ``_BUDGET`` units, so a signal handler (Ctrl-C)
+    of a symmetric stencil differ by at most one hop. O(n k d) time (each step decodes
+    coordinates); no memory per site besides ``state``. The search and the walk run in
+    kernel calls of about ``_budget._BUDGET`` units, so a signal handler (Ctrl-C)
     runs between two of them (the caller's restoring of ``state`` then runs as the
     exception unwinds); see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
 

@@ -69,8 +69,8 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _MAX_CHUNKS = 64
 _ACC_BYTES = 1 << 26
 #: Closeness batch size in 64-bit words per site (64 sources each); a compile-time
-#: constant, so the word loops unroll. Measured on 2-D and 3-D lattices: 1 word per
-#: site makes twice as many frontier visits, 16 words make visits 3x dearer.
+#: constant, so the word loops unroll. Fewer words mean more frontier visits, more make
+#: each visit dearer (reports/kernel_tuning.md).
 _WORDS = 4
 #: Closeness scratch per padded cell per thread, and the most all threads may take.
 _CELL_BYTES = 8 * (3 * _WORDS + 5)
@@ -152,8 +152,8 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
             e = 1
             ph = 1
         if ph == 1:  # breadth-first search, counting shortest paths
-            # one loop per neighbour rule, the visit spelled out in each (Numba does not
-            # inline helpers here, and a test per site costs 15%)
+            # one loop per neighbour rule, the visit spelled out in each: Numba does not
+            # inline helpers here, and a test per site is measurably slower
             limit = h + max(1, (budget - used) // max(K, 1))
             h0 = h
             if fast and mode == 1:

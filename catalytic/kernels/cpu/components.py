@@ -44,9 +44,8 @@ def _union(parent, a, b):
     ends at once, always from the side whose parent is larger, and hang that node under
     the other side's parent on the way (the splice), until the parents meet or the
     climbing node is a root, which is then linked. Parents only ever decrease, so the
-    invariant holds and no separate find is needed. On 256x256 lattices (p = 0.6) it
-    cut the union phase of the labelling by 40% against find-find-link with path
-    halving."""
+    invariant holds and no separate find is needed; it beat find-find-link with path
+    halving on the union phase (reports/kernel_tuning.md)."""
     pa = parent[a]
     pb = parent[b]
     while pa != pb:
@@ -72,7 +71,7 @@ def _relabel(parent, lo, hi, count):
     reached its parent has already been converted to the label of their common root.
     Returns the count so far. Branch-free; O(hi - lo).
 
-    The same loop twice: from a constant 0 LLVM unrolls it further, 20% faster on the
+    The same loop twice: from a constant 0 LLVM unrolls it further, which pays on the
     single range that every forest under ``_BUDGET`` entries is relabelled in."""
     if lo == 0:
         for i in range(hi):
@@ -276,8 +275,7 @@ def _runs_union_inside(rp, rs, re, row_ptr, half, shape, periodic, T, s, w):
     for tt in prange(T):
         lo, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
         if a == lo and b == hi:
-            # the whole chunk in one window (lattices under _BUDGET sites): passing the
-            # same values twice lets LLVM specialise the call, 1-3% faster
+            # the whole chunk in one window: the same values twice let LLVM specialise
             _runs_union_rows(rp, rs, re, row_ptr, lo, hi, lo, hi, _NO, half, shape,
                              periodic)
         else:
@@ -449,7 +447,8 @@ def _stencil_halves(key: bytes, d: int) -> tuple[np.ndarray, bool]:
     """``(half, unit)`` for the offsets table with raw bytes ``key``: the half stencil
     (:func:`_half_stencil`, read-only) and whether it holds the unit step along the last
     axis (the run labelling applies). Cached: a lattice's table never changes, and
-    building these is about 10 us of Python, a quarter of a small labelling."""
+    building these in Python is a noticeable part of a small labelling
+    (reports/kernel_tuning.md)."""
     offsets = np.frombuffer(key, dtype=np.int64).reshape(-1, d)
     rows = set()
     for o in offsets:
@@ -470,8 +469,7 @@ def _stencil_halves(key: bytes, d: int) -> tuple[np.ndarray, bool]:
 #: lattices of up to this many site-offsets (sites times the offsets of half the
 #: stencil) are labelled by one serial kernel call (:func:`_runs_whole`) whatever the
 #: thread count (within ``_BUDGET``): a parallel pass costs more in launches than it
-#: saves there. Measured on 2 threads, the parallel passes win from about 30,000 sites
-#: in 3-D (32^3: 0.24 against 0.30 ms) and 45,000 in 2-D (256^2: 0.20 against 0.25 ms)
+#: saves there (the crossover measured in reports/kernel_tuning.md)
 _WHOLE_WORK = 90_000
 
 
@@ -481,8 +479,9 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, sizes=False
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused). The neighbour
-        relation is taken as undirected, so asymmetric stencils are allowed.
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
+        unused). The neighbour relation is taken as undirected, so asymmetric stencils
+        are allowed.
     sizes : bool, optional
         Also return the size of each component.
 
@@ -499,22 +498,23 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, sizes=False
     -----
     Union-find (Rem's algorithm with splicing, see :func:`_union`) over one offset of
     each {o, -o} pair, parents only ever decreasing, so every root is its component's
-    first element and one ordered pass numbers the components. When the stencil holds the unit step
-    along the last axis (von Neumann, Moore) the elements are runs of open sites along
-    that axis: branch-free scans find the runs and write the labels, union-find joins
-    the runs a shifted run overlaps. Otherwise the elements are the sites. Rows are
-    split into one chunk per thread, joined in parallel, then the chunk seams are joined
-    in order. O(n + R k alpha) time for R runs (O(n k alpha) per site); besides the
-    labels, about 12 bytes per run (R <= n/2 + 1). A lattice of up to ``_WHOLE_WORK``
-    site-offsets (any size on one thread) whose labelling fits in one ``_BUDGET`` is labelled
-    over runs by a single serial kernel call (:func:`_runs_whole`), sizes included:
-    the same labels, without the fixed cost of six kernel launches.
+    first element and one ordered pass numbers the components. When the stencil holds
+    the unit step along the last axis (von Neumann, Moore) the elements are runs of open
+    sites along that axis: branch-free scans find the runs and write the labels,
+    union-find joins the runs a shifted run overlaps. Otherwise the elements are the
+    sites. Rows are split into one chunk per thread, joined in parallel, then the chunk
+    seams are joined in order. O(n + R k alpha) time for R runs (O(n k alpha) per site);
+    besides the labels, about 12 bytes per run (R <= n/2 + 1). A lattice of up to
+    ``_WHOLE_WORK`` site-offsets (any size on one thread) whose labelling fits in one
+    ``_budget._BUDGET`` is labelled over runs by a single serial kernel call
+    (:func:`_runs_whole`), sizes included: the same labels, without the fixed cost of
+    six kernel launches. The labels do not depend on the thread count.
 
-    Every phase runs in kernel calls over windows of about ``_BUDGET`` sites (one
+    Every phase runs in kernel calls over windows of about ``_budget._BUDGET`` sites (one
     window of each thread's chunk per call), so a signal handler (Ctrl-C) runs between
     two of them; a row of the last axis is never split, so a lattice with very long rows
-    (a 1-D lattice of 1e9 sites is one row) goes seconds without a check. See
-    "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+    (a 1-D lattice is one row) goes longer without a check. See "Interrupts" in
+    :mod:`catalytic.kernels.cpu._budget`.
 
     Examples
     --------
@@ -637,7 +637,8 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe):
     Each lattice is labelled by one serial kernel (:func:`_runs_whole` over runs when
     the stencil holds the unit last-axis step, else :func:`_sites_whole` over sites),
     and the lattices are handed out to Numba's threads one at a time: one parallel
-    launch per ``_BUDGET`` of work instead of six serial-fraction launches per lattice.
+    launch per ``_budget._BUDGET`` of work instead of six serial-fraction launches per
+    lattice. The result does not depend on the thread count.
     Scratch is per thread (runs) or the labels themselves (sites); per lattice the result
     holds 4 n bytes of labels and 4 n (runs) or 8 n (sites) bytes of sizes until they
     are cut to the counts.
@@ -729,9 +730,30 @@ def _face_labels(row, count, outer, L, inner, out) -> int:
 
 
 def face_spanning_batched(labels, counts, shape, axis) -> list:
-    """Sorted int64 labels of the clusters touching both faces of ``axis``, for every
-    row of a (B, n) stack of labellings of ``shape`` (components numbered 1..counts[b],
-    0 blocked): ``_common.face_spanning`` of each row, in one parallel kernel.
+    """The clusters touching both faces of ``axis``, for every row of a stack of
+    labellings: ``backends._common.face_spanning`` of each row, in one parallel kernel.
+
+    Parameters
+    ----------
+    labels : ndarray of int, (B, n)
+        Row b labels lattice b of ``shape``: components numbered 1..counts[b], 0 on
+        blocked sites (as :func:`connected_components_batched` returns them).
+    counts : array_like of int, (B,)
+        The number of components of each row.
+    shape : sequence of int, (d,)
+        The common lattice shape (C order, n sites).
+    axis : int
+        The axis whose two faces (coordinate 0 and ``shape[axis] - 1``) are checked.
+
+    Returns
+    -------
+    list of B ndarray of int64
+        The labels of row b found on both faces, ascending.
+
+    Notes
+    -----
+    O(B (face + count)) time; a (B, face) int64 scratch array plus ``count + 1`` bytes
+    per row while it runs.
 
     Examples
     --------
@@ -755,7 +777,8 @@ def face_spanning_batched(labels, counts, shape, axis) -> list:
 def batch_fits(shape, offsets) -> bool:
     """Whether one lattice of ``shape`` with ``offsets`` is labelled by one serial
     kernel call in :func:`connected_components_batched`: int32 labels and at most
-    ``_BUDGET`` work (larger lattices are worth splitting across threads one by one)."""
+    ``_budget._BUDGET`` work (larger lattices are worth splitting across threads one by
+    one, with :func:`connected_components`). Returns a bool."""
     n = math.prod(int(x) for x in shape)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     half = _stencil_halves(offsets.tobytes(), offsets.shape[1])[0]

@@ -80,8 +80,9 @@ def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance`. With ``dedupe`` the duplicates and
-        self-loops that small periodic axes create are not counted.
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance`. With
+        ``dedupe`` the duplicates and self-loops that small periodic axes create are not
+        counted.
 
     Returns
     -------
@@ -90,7 +91,10 @@ def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
 
     Notes
     -----
-    Parallel over rows: O(n k) time without ``dedupe``, O(n k^2) with it.
+    Parallel over rows: O(n k) time without ``dedupe``, O(n k^2) with it (k int64 of
+    scratch per thread). One kernel call over the whole lattice: not split for
+    interrupts (see :mod:`catalytic.kernels.cpu._budget`). The result does not depend on
+    the thread count.
 
     Examples
     --------

@@ -233,9 +233,7 @@ def _prefetch(typingctx, arr, i):
 def _prefetch_around(pd, pw, p, foff):
     """Prefetch the cost and weight of each padded neighbour of ``p``. The Dijkstra does
     it a few pops ahead (for the entries of a new bucket and for the next heap root),
-    as it mostly waits on memory: a field from a corner, weights uniform in [1, 4),
-    took 113 ms at 128^3 and 1.31 s at 256^3 with it, 120 ms and 1.88 s without
-    (medians of 5, interleaved, on the project's 2-core machine)."""
+    as it mostly waits on memory (measured in ``reports/kernel_tuning.md``)."""
     for k in range(foff.shape[0]):
         _prefetch(pd, p + foff[k])
         _prefetch(pw, p + foff[k])
@@ -306,12 +304,10 @@ def _bucket_scale(g: Plan, weights) -> tuple[float, int]:
     ``per``, the power of two at or below half the wave front (estimated as the open
     sites over the longest axis: the cross-section of a box), so that a bucket holds
     a few of the queued entries; the ring spans two such weights, and later costs
-    wait in the overflow. A field from a corner of a cube, weights uniform
-    in [1, 4), medians of 5 interleaved: at 128^3 (``per`` 8192) 110 ms, with 2048
-    123 ms, 32768 118 ms, 65536 123 ms; at 256^3 (``per`` 32768) 1.24 s, with 2048
-    1.43 s, 8192 1.32 s, 65536 1.71 s. Below a front of 16 sites (chains, strips), and
-    without a positive finite sample (all zero, say), ``inv`` is 0 and the heap alone
-    orders every cost: on a chain of 4e6 sites the ring took twice the time."""
+    wait in the overflow (the sweep that chose ``per`` is in
+    ``reports/kernel_tuning.md``). Below a front of 16 sites (chains, strips), where
+    the ring is slower, and without a positive finite sample (all zero, say), ``inv``
+    is 0 and the heap alone orders every cost."""
     wave = max(g.n_open, 1) / max(int(g.shape.max()), 1)
     if wave < 16:
         return 0.0, 2
@@ -374,27 +370,32 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources)
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
+        unused).
     weights : ndarray of float64, (n,)
-        Non-negative cost of entering each site.
+        Finite, non-negative cost of entering each site (the lattice's geometry checks
+        them).
     sources : array_like of int
-        Flat indices of open source sites (cost 0).
+        Flat indices of open sites (cost 0); the caller has checked them (in range, not
+        blocked).
 
     Returns
     -------
     ndarray of float64, (n,)
-        Least cost from the nearest source; inf for unreachable and blocked sites.
+        Least cost from the nearest source along out-neighbours, summed in path order
+        in float64; inf for unreachable and blocked sites.
 
     Notes
     -----
     Dijkstra whose queue is a ring of cost buckets in front of a binary heap that holds
     the current bucket only (see :func:`_dijkstra_run`); the costs are those of any
-    float64 Dijkstra, bit for bit. O((n + e) log n) time at worst (every cost in one
-    bucket), near O(n + e) when the weights spread the costs over the buckets. Memory:
-    16 bytes per padded cell, plus 44 (56 with int64 indices) per queue slot, of which
-    there are at most twice as many as entries were ever queued at once (about the
-    wave front). Runs in kernel calls of about ``_BUDGET`` units, so a signal handler
-    (Ctrl-C) runs between two of them; see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+    float64 Dijkstra, bit for bit (:func:`_weighted_search` says why). O((n + e) log n)
+    time at worst (every cost in one bucket), near O(n + e) when the weights spread the
+    costs over the buckets. Memory: 16 bytes per padded cell, plus 44 (56 with int64
+    indices) per queue slot, of which there are at most twice as many as entries were
+    ever queued at once (about the wave front). Runs in kernel calls of about
+    ``_budget._BUDGET`` units, so a signal handler (Ctrl-C) runs between two of them;
+    see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
 
     Examples
     --------

@@ -145,8 +145,8 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
     of smallest index with a tight step ``u -> v`` that rises in cost or, where ``v`` has
     a plateau depth ``> 0`` in ``depth``, one that comes from depth ``depth[v] - 1``.
 
-    The stencil steps are spelled out here and in :func:`_plateau_part` (a call of
-    :func:`_step`, even inlined, made these loops about 5x slower).
+    The stencil steps are spelled out here and in :func:`_plateau_part`: a call of
+    :func:`_step`, even inlined, made these loops several times slower.
 
     Returns ``(m, status)`` after about ``budget`` units: status 0 (call again), 1
     (``path[m - 1]`` is ``start``), 2 (``path[m - 1]`` has no rising tight step and no
@@ -333,11 +333,12 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
+        unused).
     start, end : int
-        Flat indices of open sites.
+        Flat indices of open sites; the caller has checked them.
     weights : ndarray of float64, (n,), optional
-        Cost of entering each site; hop counts when None.
+        Finite, non-negative cost of entering each site; hop counts when None.
 
     Returns
     -------
@@ -352,9 +353,9 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     shortest-path DAG (:func:`weighted_walk`: a tight step dist[u] + weights[v] ==
     dist[v] that rises in cost, or one of equal cost, which zero or below-rounding
     weights make, from one plateau level shallower). O(n k) hops, O((n + e) log n)
-    weighted. The search and the walk run in kernel calls of about
-    ``_BUDGET`` units, so a signal handler (Ctrl-C) runs between two of them; see
-    "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+    weighted. The search and the walk run in kernel calls of about ``_budget._BUDGET``
+    units, so a signal handler (Ctrl-C) runs between two of them; see "Interrupts" in
+    :mod:`catalytic.kernels.cpu._budget`.
 
     Examples
     --------
@@ -390,10 +391,10 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance`; ``dedupe`` matters here (a duplicated
-        neighbour must not count twice).
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance`; ``dedupe``
+        matters here (a duplicated neighbour must not count twice).
     start, end : int
-        Flat indices of open sites.
+        Flat indices of open sites; the caller has checked them.
 
     Returns
     -------
@@ -408,8 +409,8 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
     -----
     BFS layer dynamic programming, stopping after the layer before ``end``:
     O(n k) time (O(n k^2) with ``dedupe``), int32 distances and int64 counts per cell.
-    Runs in kernel calls of about ``_BUDGET`` units, so a signal handler (Ctrl-C) runs
-    between two of them; see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+    Runs in kernel calls of about ``_budget._BUDGET`` units, so a signal handler (Ctrl-C)
+    runs between two of them; see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
 
     Examples
     --------
