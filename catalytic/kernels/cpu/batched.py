@@ -420,8 +420,8 @@ def _bfs_rows(lo, hi, out, stack, psrc, work, queue, st, vals, cls, foff, offs, 
 
 
 def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) -> np.ndarray:
-    """Hop distances on a stack of same-shape lattices: the CPU twin of the CUDA
-    ``bfs_distance_batched``.
+    """Hop distances on a stack of same-shape lattices, the lattices shared out over the
+    threads (twin: :func:`catalytic.kernels.cuda.graph.bfs_distance_batched`).
 
     Parameters
     ----------
