@@ -124,7 +124,7 @@ def part1(samples):
             assert len(cc[b][2]) == len(got.clusters[0]) and len(cc[b][3]) == len(got.clusters[1])
     spanning = float(np.mean([g.clusters[0].size > 0 for g in batched]))
     # the labelling kernel alone, on every thread count up to Numba's
-    from catalytic.kernels.cpu import graph
+    from catalytic.kernels.cpu import components
 
     g = base.geometry
     stack = masks.reshape(samples, -1).view(np.uint8)
@@ -133,7 +133,7 @@ def part1(samples):
     for T in sorted({1, threads}):
         numba.set_num_threads(T)
         try:
-            kernel[T] = best(lambda: graph.connected_components_batched(
+            kernel[T] = best(lambda: components.connected_components_batched(
                 g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe))
         finally:
             numba.set_num_threads(threads)

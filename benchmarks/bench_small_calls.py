@@ -28,7 +28,7 @@ from scipy import ndimage
 import catalytic as cat
 from catalytic import operations as O
 from catalytic.engine import buffer_digest, gpu_input
-from catalytic.kernels.cpu import graph
+from catalytic.kernels.cpu import components
 from catalytic.router import shipped_calibration_path
 
 SHAPES = [(8, 8), (64, 64)]
@@ -59,7 +59,7 @@ def breakdown(shape):
     dec = eng.router.decide(op, args, kwargs)
     impl = eng.registry.implementations[op][dec.backend]
     g = L.geometry
-    labels, count, sizes = graph.connected_components(*g.kernel_args(), sizes=True)
+    labels, count, sizes = components.connected_components(*g.kernel_args(), sizes=True)
     rows = {
         "construction: cat.Lattice(shape, mask=m)": per_call(
             lambda: cat.Lattice(shape=shape, mask=m)),
@@ -68,7 +68,7 @@ def breakdown(shape):
         "routing: router.decide()": per_call(lambda: eng.router.decide(op, args, kwargs)),
         f"implementation ({dec.backend}, with its wrappers)": per_call(lambda: impl.func(L)),
         "  of which the kernel host function": per_call(
-            lambda: graph.connected_components(*g.kernel_args(), sizes=True)),
+            lambda: components.connected_components(*g.kernel_args(), sizes=True)),
         "  of which result wrapping: Components(...)": per_call(
             lambda: O.Components(labels.reshape(g.shape), count, sizes)),
         "digest of borrowed memory (path_catalytic only)": per_call(

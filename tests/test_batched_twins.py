@@ -14,7 +14,7 @@ from scipy import ndimage
 
 import catalytic as cat
 from catalytic import memory as memory_module
-from catalytic.kernels.cpu import graph as G
+from catalytic.kernels.cpu import components
 from lattice_oracles import available_backends, lattice_specs, make
 
 CPU = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
@@ -62,7 +62,7 @@ def test_cpu_kernel_agrees_with_ndimage_label():
     rng = np.random.default_rng(5)
     masks = rng.random((7, 20, 17)) < 0.6
     vn = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
-    labels, counts, sizes = G.connected_components_batched(
+    labels, counts, sizes = components.connected_components_batched(
         (20, 17), np.zeros(2, np.uint8), vn, masks.reshape(7, -1).view(np.uint8), False)
     for b in range(7):
         want, count = ndimage.label(masks[b])
@@ -70,7 +70,7 @@ def test_cpu_kernel_agrees_with_ndimage_label():
         assert np.array_equal(sizes[b], np.bincount(want.reshape(-1))[1:])
     # steps of two along both axes: the 4 sub-lattices of a doubled grid
     two = 2 * vn
-    labels, counts, _ = G.connected_components_batched(
+    labels, counts, _ = components.connected_components_batched(
         (20, 17), np.zeros(2, np.uint8), two, masks.reshape(7, -1).view(np.uint8), False)
     for b in range(7):
         count = 0

@@ -173,7 +173,7 @@ def test_numba_search_raising_midway_restores_the_buffer(monkeypatch):
             state[:] = 0xAB  # writes all over the borrowed scratch ...
             raise Boom("kernel failed")  # ... and dies
 
-    monkeypatch.setattr(numba_cpu, "_graph", lambda: ScribblingKernels)
+    monkeypatch.setattr(numba_cpu, "_catalytic_path", lambda: ScribblingKernels)
     for buf, copy in ((lent, np.zeros(400, np.uint8)), (None, own)):
         with pytest.raises(Boom):
             L.find_path_catalytic(0, 224, buf, backend="numba-cpu")

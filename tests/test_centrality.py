@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import catalytic as cat
 from catalytic.backends import cuda_backend
 from catalytic.kernels.cpu import centrality as CC
-from catalytic.kernels.cpu import graph as G
+from catalytic.kernels.cpu import _budget, _padded, bfs
 from lattice_oracles import graph_of, lattice_specs, make, open_sites, oracle_graph
 
 CPU = "numba-cpu"
@@ -139,7 +139,7 @@ def test_unpadded_index_space(periodic):
     shape = (2,) * 9
     mask = np.random.default_rng(5).random(shape) < 0.5
     L = cat.Lattice(shape=shape, periodic=periodic, mask=mask)
-    assert G.make_plan(*L.geometry.kernel_args()[:4]).mode == 0
+    assert _padded.make_plan(*L.geometry.kernel_args()[:4]).mode == 0
     G_ = oracle_graph(shape, (periodic,) * 9, "von_neumann", mask)
     sites = open_sites({"shape": shape, "mask": mask})
     got = L.calculate_centrality("betweenness", backend=CPU).reshape(-1)
@@ -159,7 +159,7 @@ def test_closeness_equals_one_search_per_source(spec):
     kernel's floats bit for bit, and NetworkX's."""
     args = make(spec).geometry.kernel_args()
     got = CC.closeness(*args)
-    np.testing.assert_array_equal(got, G.closeness(*args, None))
+    np.testing.assert_array_equal(got, bfs.closeness(*args, None))
     sites = open_sites(spec)
     want = as_array(nx.closeness_centrality(graph_of(spec)), got.shape[0], sites)
     np.testing.assert_allclose(got, want, rtol=1e-12)
@@ -170,10 +170,10 @@ def test_closeness_memory_cap(monkeypatch):
     one-search-per-source kernel: the same floats either way."""
     args = _medium().geometry.kernel_args()
     want = CC.closeness(*args)
-    psize = G.make_plan(*args[:4]).psize
+    psize = _padded.make_plan(*args[:4]).psize
     calls = []
-    real = G.closeness
-    monkeypatch.setattr(G, "closeness", lambda *a: calls.append(1) or real(*a))
+    real = bfs.closeness
+    monkeypatch.setattr(bfs, "closeness", lambda *a: calls.append(1) or real(*a))
     monkeypatch.setattr(CC, "_BITS_BYTES", psize * CC._CELL_BYTES)  # one thread's worth
     np.testing.assert_array_equal(CC.closeness(*args), want)
     assert not calls
@@ -264,7 +264,7 @@ def test_small_budgets_give_the_same_result(monkeypatch, counted, threads):
     try:
         whole = (CC.betweenness(*args), CC.betweenness(*args, src), CC.closeness(*cargs))
         budget = 7
-        monkeypatch.setattr(G, "_BUDGET", budget)
+        monkeypatch.setattr(_budget, "_BUDGET", budget)
         counted.clear()
         parts = (CC.betweenness(*args), CC.betweenness(*args, src), CC.closeness(*cargs))
     finally:
@@ -273,7 +273,7 @@ def test_small_budgets_give_the_same_result(monkeypatch, counted, threads):
         np.testing.assert_array_equal(a, b)
     # units per search: k per site searched, k per site accumulated, 1 per reset; a call
     # ends each slot's last phase at most 3 k + 2 units past the budget
-    K = G.make_plan(*args[:4]).offs.shape[0]
+    K = _padded.make_plan(*args[:4]).offs.shape[0]
     U = graph_of({"shape": (9, 8), "periodic": (True, False), "stencil": "von_neumann",
                   "mask": args[3].reshape(9, 8).astype(bool)})
     sizes = [len(nx.node_connected_component(U, int(v))) for v in U]

@@ -34,14 +34,26 @@ from scipy.sparse import csgraph
 
 import catalytic as cat
 from catalytic.kernels.cpu import fields as F
-from catalytic.kernels.cpu import graph as G
+from catalytic.kernels.cpu import (
+    _budget,
+    _padded,
+    bfs,
+    catalytic_path,
+    components,
+    dijkstra,
+    paths,
+)
 from lattice_oracles import graph_of, lattice_specs, make, open_sites, pick_open
 
 #: host-called kernels whose calls are counted (only ones no other kernel calls: a
 #: kernel compiled while its callee is replaced by a Python wrapper would not type)
-COUNTED = {G: ["_bfs_frontiers", "_dijkstra_run", "_count_run", "_closeness_run",
-               "_catalytic_bfs", "_catalytic_walk", "_runs_union_inside", "_runs_label",
-               "_relabel_window", "_cc_union_inside", "_fill_padded", "_unpad"],
+COUNTED = {bfs: ["_bfs_frontiers", "_closeness_run"],
+           dijkstra: ["_dijkstra_run"],
+           paths: ["_count_run"],
+           catalytic_path: ["_catalytic_bfs", "_catalytic_walk"],
+           components: ["_runs_union_inside", "_runs_label", "_relabel_window",
+                        "_cc_union_inside"],
+           _padded: ["_fill_padded", "_unpad"],
            F: ["_rows_kernel", "_generic_kernel"]}
 
 #: The fixtures below hold for every example of a test (they only patch module
@@ -82,17 +94,17 @@ def chunked(monkeypatch):
 
             monkeypatch.setattr(mod, name, counted)
     # the padded layout by the (counted, chunked) kernels, not NumPy, at every size
-    monkeypatch.setattr(G, "_SMALL_LAYOUT", 0)
+    monkeypatch.setattr(_padded, "_SMALL_LAYOUT", 0)
     # parallel frontiers from 2 cells, in rounds of 3 cells per thread
-    monkeypatch.setattr(G, "_PAR_MIN", 2)
-    monkeypatch.setattr(G, "_PAR_CHUNK", 3)
-    normal = (G._BUDGET, F._BUDGET)
+    monkeypatch.setattr(bfs, "_PAR_MIN", 2)
+    monkeypatch.setattr(bfs, "_PAR_CHUNK", 3)
+    normal = (_budget._BUDGET, F._BUDGET)
 
     def run(func, *args, budget=5, **kwargs):
-        monkeypatch.setattr(G, "_BUDGET", normal[0])
+        monkeypatch.setattr(_budget, "_BUDGET", normal[0])
         monkeypatch.setattr(F, "_BUDGET", normal[1])
         whole = func(*args, **kwargs)
-        monkeypatch.setattr(G, "_BUDGET", budget)
+        monkeypatch.setattr(_budget, "_BUDGET", budget)
         monkeypatch.setattr(F, "_BUDGET", budget)
         calls.clear()
         got = func(*args, **kwargs)
@@ -204,12 +216,12 @@ specs = lattice_specs(max_dim=3, max_sites=150, weights=True)
 @given(spec=specs, data=st.data())
 def test_distance_fields_in_many_calls(chunked, threads, spec, data):
     src = np.array([pick_open(spec, data, "source")])
-    got = chunked(G.bfs_distance, *args_of(spec), src)
+    got = chunked(bfs.bfs_distance, *args_of(spec), src)
     np.testing.assert_array_equal(got, hops_from(spec, src))
     # at most one round of 3 cells per thread, or 2 cells, per call
     assert chunked.calls["_bfs_frontiers"] >= np.count_nonzero(got >= 0) // (3 * threads)
     w = spec["weights"].reshape(-1)
-    got = chunked(G.dijkstra_distance, *args_of(spec), w, src)
+    got = chunked(dijkstra.dijkstra_distance, *args_of(spec), w, src)
     np.testing.assert_allclose(got, costs_from(spec, src), rtol=1e-12, atol=1e-12)
     assert chunked.calls["_dijkstra_run"] >= np.count_nonzero(np.isfinite(got))
 
@@ -221,15 +233,15 @@ def test_paths_in_many_calls(chunked, threads, spec, data):
     e = pick_open(spec, data, "end")
     args = args_of(spec)
     want = tie_rule_path(spec, s, e)
-    np.testing.assert_array_equal(chunked(G.shortest_path, *args, s, e), want)
+    np.testing.assert_array_equal(chunked(paths.shortest_path, *args, s, e), want)
     n = math.prod(spec["shape"])
     state = np.full(n + 3, 7, dtype=np.uint8)
-    np.testing.assert_array_equal(chunked(G.catalytic_path, *args, s, e, state), want)
+    np.testing.assert_array_equal(chunked(catalytic_path.catalytic_path, *args, s, e, state), want)
     assert (state[n:] == 7).all()
     if want.size > 2:
         assert chunked.calls["_catalytic_walk"] >= want.size - 1
     w = spec["weights"].reshape(-1)
-    path = chunked(G.shortest_path, *args, s, e, weights=w)
+    path = chunked(paths.shortest_path, *args, s, e, weights=w)
     cost = costs_from(spec, [s])[e]
     assert (path.size == 0) == np.isinf(cost)
     if path.size:
@@ -242,7 +254,7 @@ def test_paths_in_many_calls(chunked, threads, spec, data):
 def test_path_counts_in_many_calls(chunked, threads, spec, data):
     s = pick_open(spec, data, "start")
     e = pick_open(spec, data, "end")
-    got = chunked(G.count_shortest_paths, *args_of(spec), s, e)
+    got = chunked(paths.count_shortest_paths, *args_of(spec), s, e)
     assert got == (path_count(spec, s, e), False)
 
 
@@ -251,16 +263,16 @@ def test_path_counts_in_many_calls(chunked, threads, spec, data):
 def test_closeness_in_many_calls(chunked, threads, spec):
     budget = 100
     args = args_of(spec)
-    got = chunked(G.closeness, *args, None, budget=budget)
+    got = chunked(bfs.closeness, *args, None, budget=budget)
     U = graph_of(spec)
     want = nx.closeness_centrality(U)
     sites = open_sites(spec)
     np.testing.assert_allclose(got[sites], [want[int(v)] for v in sites], rtol=1e-12)
     # every search expands its whole component, k units per site; a call does at most
     # budget + k + _LEVEL_COST units and a reset of at most n sites per thread
-    k = G.make_plan(*args[:4]).offs.shape[0]
+    k = _padded.make_plan(*args[:4]).offs.shape[0]
     work = sum(len(nx.node_connected_component(U, int(v))) * k for v in sites)
-    per_call = threads * (budget + k + G._LEVEL_COST + len(sites))
+    per_call = threads * (budget + k + _budget._LEVEL_COST + len(sites))
     assert chunked.calls["_closeness_run"] >= work // per_call
 
 
@@ -269,7 +281,7 @@ def test_closeness_in_many_calls(chunked, threads, spec):
 def test_components_in_many_calls(chunked, threads, spec, diagonal):
     if diagonal:
         spec = dict(spec, stencil=diagonals(len(spec["shape"])))
-    labels, count = chunked(G.connected_components, *args_of(spec))
+    labels, count = chunked(components.connected_components, *args_of(spec))
     want, want_count = first_index_labels(spec)
     assert count == want_count
     np.testing.assert_array_equal(labels, want)
@@ -306,19 +318,19 @@ def test_the_budget_bounds_every_call(monkeypatch):
     call expands as many levels as the budget pays for (2 units per cell and
     ``_LEVEL_COST`` per level), no more."""
     seen = []
-    real = G._bfs_frontiers
+    real = bfs._bfs_frontiers
 
     def spy(work, a, b, st, *rest):
         before = st.copy()
         real(work, a, b, st, *rest)
         seen.append(st[3] - before[3])  # levels done
 
-    monkeypatch.setattr(G, "_bfs_frontiers", spy)
-    monkeypatch.setattr(G, "_BUDGET", 1000)
+    monkeypatch.setattr(bfs, "_bfs_frontiers", spy)
+    monkeypatch.setattr(_budget, "_BUDGET", 1000)
     L = cat.Lattice(shape=(3000,))
-    d = G.bfs_distance(*L.geometry.kernel_args(), [0])
+    d = bfs.bfs_distance(*L.geometry.kernel_args(), [0])
     np.testing.assert_array_equal(d, np.arange(3000))
-    most = -(-1000 // (2 + G._LEVEL_COST))
+    most = -(-1000 // (2 + _budget._LEVEL_COST))
     assert max(seen) == most and min(seen) >= 1
     assert len(seen) == -(-3000 // most)
 

@@ -10,7 +10,7 @@ import pytest
 
 import catalytic as cat
 from catalytic.backends import numba_cpu
-from catalytic.kernels.cpu import graph
+from catalytic.kernels.cpu import bfs, components
 
 pytestmark = pytest.mark.skipif(numba.get_num_threads() < 2, reason="needs 2 Numba threads")
 
@@ -19,13 +19,13 @@ pytestmark = pytest.mark.skipif(numba.get_num_threads() < 2, reason="needs 2 Num
 def seen(monkeypatch):
     """Thread counts the BFS kernel ran with."""
     counts = []
-    real = graph.bfs_distance
+    real = bfs.bfs_distance
 
     def spy(*args, **kwargs):
         counts.append(numba.get_num_threads())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(graph, "bfs_distance", spy)
+    monkeypatch.setattr(bfs, "bfs_distance", spy)
     return counts
 
 
@@ -55,7 +55,7 @@ def test_the_thread_count_is_restored_when_the_kernel_raises(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("kernel failed")
 
-    monkeypatch.setattr(graph, "bfs_distance", broken)
+    monkeypatch.setattr(bfs, "bfs_distance", broken)
     with pytest.raises(RuntimeError, match="kernel failed"):
         cat.Lattice(shape=(4, 4)).distance_field(0, backend="numba-cpu")
     assert numba.get_num_threads() == before
@@ -66,17 +66,17 @@ def test_free_threads_is_between_one_and_numbas_count():
 
 
 def test_components_take_threads_by_site_offsets(monkeypatch):
-    """A labelling runs on the free CPUs from graph._WHOLE_WORK site-offsets (sites
+    """A labelling runs on the free CPUs from components._WHOLE_WORK site-offsets (sites
     times half the stencil): a 32^3 lattice (98,304) does, a 28^3 one (65,856) and a
     256 x 256 one (131,072 sites but 2 offsets) follow the same measure."""
     counts = []
-    real = graph.connected_components
+    real = components.connected_components
 
     def spy(*args, **kwargs):
         counts.append(numba.get_num_threads())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(graph, "connected_components", spy)
+    monkeypatch.setattr(components, "connected_components", spy)
     monkeypatch.setattr(numba_cpu, "free_threads", lambda: 2)
     for shape in ((32, 32, 32), (28, 28, 28), (256, 256), (180, 180)):
         cat.Lattice(shape=shape).connected_components(backend="numba-cpu")

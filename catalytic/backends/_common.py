@@ -86,7 +86,7 @@ def spanning_of_stack(lat, stack, labels, comps, axes) -> list:
     Open axes by one parallel face kernel over all rows, periodic axes by
     :func:`wrapping_labels` row by row."""
     from catalytic.kernels.cpu.batched import face_spanning_rows
-    from catalytic.kernels.cpu.graph import face_spanning_batched
+    from catalytic.kernels.cpu.components import face_spanning_batched
     from catalytic.operations import SpanningClusters
 
     g = lat.geometry

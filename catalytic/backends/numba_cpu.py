@@ -24,10 +24,42 @@ from catalytic.hookspecs import hookimpl
 NAME = "numba-cpu"
 
 
-def _graph():
-    from catalytic.kernels.cpu import graph
+# One lazy accessor per kernel family: this module is imported at engine start, a kernel
+# module only when an operation first needs it.
+def _bfs():
+    from catalytic.kernels.cpu import bfs
 
-    return graph
+    return bfs
+
+
+def _dijkstra():
+    from catalytic.kernels.cpu import dijkstra
+
+    return dijkstra
+
+
+def _paths():
+    from catalytic.kernels.cpu import paths
+
+    return paths
+
+
+def _catalytic_path():
+    from catalytic.kernels.cpu import catalytic_path
+
+    return catalytic_path
+
+
+def _components():
+    from catalytic.kernels.cpu import components
+
+    return components
+
+
+def _degree():
+    from catalytic.kernels.cpu import degree
+
+    return degree
 
 
 def _centrality():
@@ -177,20 +209,20 @@ def thread_safe(func):
 def distance_field(lat, sources):
     g = lat.geometry
     if g.weights is None:
-        d = _graph().bfs_distance(*_k(lat), sources)
+        d = _bfs().bfs_distance(*_k(lat), sources)
     else:
-        d = _graph().dijkstra_distance(*_k(lat), g.weights.reshape(-1), sources)
+        d = _dijkstra().dijkstra_distance(*_k(lat), g.weights.reshape(-1), sources)
     return d.reshape(g.shape)
 
 
 def shortest_path(lat, start, end):
     g = lat.geometry
     w = None if g.weights is None else g.weights.reshape(-1)
-    return C.path_result(g, _graph().shortest_path(*_k(lat), start, end, w))
+    return C.path_result(g, _paths().shortest_path(*_k(lat), start, end, w))
 
 
 def count_shortest_paths(lat, start, end):
-    count, overflowed = _graph().count_shortest_paths(*_k(lat), start, end)
+    count, overflowed = _paths().count_shortest_paths(*_k(lat), start, end)
     if overflowed:
         # more than 2**63 - 1 paths: recount exactly with Python integers
         return C.count_paths_exact(lat.geometry, start, end)
@@ -208,13 +240,13 @@ def path_catalytic(lat, start, end, aux):
 
     g = lat.geometry
     with borrowed_scratch(lat, aux, g.n_points) as (state, _):
-        path = _graph().catalytic_path(*_k(lat), start, end, state)
+        path = _catalytic_path().catalytic_path(*_k(lat), start, end, state)
     return C.path_result(g, path)
 
 
 # -- components, structure, centrality ---------------------------------------------------
 def connected_components(lat):
-    labels, count, sizes = _graph().connected_components(*_k(lat), sizes=True)
+    labels, count, sizes = _components().connected_components(*_k(lat), sizes=True)
     return O.Components(labels.reshape(lat.geometry.shape), count, sizes)
 
 
@@ -233,7 +265,7 @@ def _label_stack(lat, stack):
     lattices too large for one serial labelling one by one (each across threads;
     ``labels`` is then None)."""
     g = lat.geometry
-    if not _graph().batch_fits(g.shape, g.offsets):
+    if not _components().batch_fits(g.shape, g.offsets):
         return None, [connected_components(one) for one in C.each_lattice(lat, stack)]
     labels, counts, sizes = _batched().connected_components_rows(
         g.shape_arr, g.periodic_arr, g.offsets, stack)
@@ -278,13 +310,13 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
 
 
 def degree(lat):
-    return _graph().degree(*_k(lat)).reshape(lat.geometry.shape)
+    return _degree().degree(*_k(lat)).reshape(lat.geometry.shape)
 
 
 def centrality(lat, *, method="degree", k=None, seed=None):
     g = lat.geometry
     if method == "degree":
-        return C.finish_centrality(g, _graph().degree(*_k(lat)), degree=True)
+        return C.finish_centrality(g, _degree().degree(*_k(lat)), degree=True)
     if method == "closeness":
         vals = _centrality().closeness(*_k(lat))
     else:
@@ -309,10 +341,10 @@ def _centrality_size(lat, *, method="degree", k=None, seed=None):
 
 def _components_size(lat, *args, **kwargs):
     """Site-offsets of a labelling (sites times the offsets of half the stencil): one
-    thread below ``graph._WHOLE_WORK`` of them, the kernel's own serial/parallel
+    thread below ``components._WHOLE_WORK`` of them, the kernel's own serial/parallel
     crossover."""
     g = lat.geometry
-    half, _ = _graph()._stencil_halves(
+    half, _ = _components()._stencil_halves(
         np.ascontiguousarray(g.offsets, dtype=np.int64).tobytes(), len(g.shape))
     return g.n_points * half.shape[0]
 
@@ -435,7 +467,7 @@ GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_ca
 #: PAR_SITES
 SIZES = {"centrality": (_centrality_size, None)}
 for _op in ("connected_components", "percolates", "spanning_clusters"):
-    SIZES[_op] = (_components_size, lambda: _graph()._WHOLE_WORK)
+    SIZES[_op] = (_components_size, lambda: _components()._WHOLE_WORK)
 
 
 @hookimpl

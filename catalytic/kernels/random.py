@@ -1,4 +1,4 @@
-"""Counter-based random numbers that are bit-identical in NumPy, Numba and (later) CUDA.
+"""Counter-based random numbers that are bit-identical in NumPy, Numba and CUDA.
 
 A stream is a seed; its value ``i`` is a pure function of ``(seed, i)``:
 

@@ -412,7 +412,7 @@ class Suite:
     # -- overheads ----------------------------------------------------------------------------
     def overheads(self):
         import catalytic as cat
-        from catalytic.kernels.cpu import graph
+        from catalytic.kernels.cpu import components as graph
 
         L = cat.Lattice(shape=(8, 8), mask=np.random.default_rng(3).random((8, 8)) < 0.6)
         args = L.geometry.kernel_args()

@@ -440,11 +440,11 @@ def test_gpu_benchmark_script_runs_end_to_end_in_the_simulator(capsys, tmp_path)
 def test_hops_estimate_is_the_unblocked_bfs(shape, periodic, stencil):
     """On an unblocked lattice the estimate is the BFS's own count: the diameter (the
     farthest site from a corner, and on a torus from anywhere) and every pair's hops."""
-    from catalytic.kernels.cpu import graph
+    from catalytic.kernels.cpu import bfs
 
     L = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil)
     g = L.geometry
-    far = graph.bfs_distance(*g.kernel_args(), [0])
+    far = bfs.bfs_distance(*g.kernel_args(), [0])
     assert cb.hops_estimate(g) == far.max()
     for b in np.random.default_rng(1).choice(g.n_points, 5):
         assert cb.hops_estimate(g, 0, int(b)) == far[b]
@@ -452,7 +452,7 @@ def test_hops_estimate_is_the_unblocked_bfs(shape, periodic, stencil):
     mask = np.random.default_rng(2).random(shape) < 0.7
     mask.reshape(-1)[0] = True
     M = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil, mask=mask)
-    dist = graph.bfs_distance(*M.geometry.kernel_args(), [0])
+    dist = bfs.bfs_distance(*M.geometry.kernel_args(), [0])
     for b in np.flatnonzero(dist > 0)[:20]:
         assert cb.hops_estimate(M.geometry, 0, int(b)) <= dist[b]
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalytic.kernels.cpu import graph as cpu
+from catalytic.kernels.cpu import bfs, components, degree, dijkstra, paths
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
@@ -125,7 +125,7 @@ def test_bfs_distance_matches_cpu(lat):
     g = _graph()
     src = _pick(lat, 2, 10)
     got = g.bfs_distance(*lat, src).copy_to_host()
-    want = cpu.bfs_distance(*lat, src)
+    want = bfs.bfs_distance(*lat, src)
     assert got.dtype == want.dtype == np.int64
     np.testing.assert_array_equal(got, want)
 
@@ -137,7 +137,7 @@ def test_relax_distance_equals_dijkstra_bit_for_bit(lat):
     src = _pick(lat, 2, 11)
     w = _weights(lat, 12, "float")
     got = g.relax_distance(*lat, w, src).copy_to_host()
-    want = cpu.dijkstra_distance(*lat, w, src)
+    want = dijkstra.dijkstra_distance(*lat, w, src)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, want)  # exact, inf included
 
@@ -149,7 +149,7 @@ def test_shortest_path_hops_is_the_cpu_path(lat):
     for seed in range(2):
         s, e = _pick(lat, 2, 20 + seed) if _open_sites(lat).shape[0] > 1 else (0, 0)
         got = g.shortest_path(*lat, int(s), int(e))
-        want = cpu.shortest_path(*lat, int(s), int(e))
+        want = paths.shortest_path(*lat, int(s), int(e))
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, want)
 
@@ -162,7 +162,7 @@ def test_shortest_path_weighted_is_the_cpu_path(lat, kind):
     w = _weights(lat, 30, kind)
     s, e = _pick(lat, 2, 31)
     got = g.shortest_path(*lat, int(s), int(e), w)
-    want = cpu.shortest_path(*lat, int(s), int(e), w)
+    want = paths.shortest_path(*lat, int(s), int(e), w)
     np.testing.assert_array_equal(got, want)
 
 
@@ -189,7 +189,7 @@ def test_shortest_path_across_absorbed_weights():
 def test_connected_components_bit_exact(lat):
     g = _graph()
     labels, count = g.connected_components(*lat)
-    want, want_count = cpu.connected_components(*lat)
+    want, want_count = components.connected_components(*lat)
     assert count == want_count
     assert labels.dtype == want.dtype
     np.testing.assert_array_equal(labels, want)
@@ -249,7 +249,7 @@ def test_degree_matches_cpu(lat, dedupe):
     g = _graph()
     lat = lat[:4] + (dedupe,)
     got = g.degree(*lat)
-    want = cpu.degree(*lat)
+    want = degree.degree(*lat)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, want)
 
@@ -260,7 +260,7 @@ def test_closeness_matches_cpu(lat):
     g = _graph()
     src = _pick(lat, 3, 40)
     got = g.closeness(*lat, src, batch=2)  # 2 batches, the last one partial
-    want = cpu.closeness(*lat, src)
+    want = bfs.closeness(*lat, src)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     assert np.isnan(got).sum() == np.isnan(want).sum()
 
@@ -271,7 +271,7 @@ def test_bfs_distance_many_sources_spans_several_blocks():
     lat = CASES[-1].values[0]  # 552 sites
     src = _pick(lat, 300, 13)  # a first frontier of 300 entries: several blocks
     np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
-                                  cpu.bfs_distance(*lat, src))
+                                  bfs.bfs_distance(*lat, src))
 
 
 @sim
@@ -286,16 +286,16 @@ def test_levels_queued_between_host_reads(monkeypatch, per_check):
     lat = CASES[4].values[0]  # 3-D, mixed axes, 210 sites
     src = _pick(lat, 2, 60)
     np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
-                                  cpu.bfs_distance(*lat, src))
+                                  bfs.bfs_distance(*lat, src))
     s, e = (int(x) for x in _pick(lat, 2, 61))
-    np.testing.assert_array_equal(g.shortest_path(*lat, s, e), cpu.shortest_path(*lat, s, e))
+    np.testing.assert_array_equal(g.shortest_path(*lat, s, e), paths.shortest_path(*lat, s, e))
     w = _weights(lat, 62, "float")
     np.testing.assert_array_equal(g.relax_distance(*lat, w, src).copy_to_host(),
-                                  cpu.dijkstra_distance(*lat, w, src))
+                                  dijkstra.dijkstra_distance(*lat, w, src))
     small = SMALL[0].values[0]
     c_src = _pick(small, 3, 63)
     np.testing.assert_allclose(g.closeness(*small, c_src, batch=2),
-                               cpu.closeness(*small, c_src), rtol=0, atol=1e-12)
+                               bfs.closeness(*small, c_src), rtol=0, atol=1e-12)
 
 
 @sim
@@ -311,7 +311,7 @@ def test_near_far_costs_do_not_depend_on_the_bucket_width(delta, case):
         w = _weights(lat, 66, kind)
         np.testing.assert_array_equal(
             g.relax_distance(*lat, w, src, delta=delta).copy_to_host(),
-            cpu.dijkstra_distance(*lat, w, src))
+            dijkstra.dijkstra_distance(*lat, w, src))
     with pytest.raises(ValueError, match="delta"):
         g.relax_distance(*lat, w, src, delta=0.0)
 
@@ -324,7 +324,7 @@ def test_bfs_stop_leaves_the_last_level_complete():
     g = _graph()
     lat = CASES[-1].values[0]
     src = int(_pick(lat, 1, 64)[0])
-    full = cpu.bfs_distance(*lat, [src])
+    full = bfs.bfs_distance(*lat, [src])
     assert (full > 7).any()
     stop = int(np.flatnonzero(full == 7)[0])
     t = g._tables(*lat[:3], 0)
@@ -371,7 +371,7 @@ def test_closeness_spans_several_blocks():
     lat = CASES[3].values[0]  # 143 sites, Moore: 2 x 143 pairs per level, several blocks
     src = _pick(lat, 2, 41)
     got = g.closeness(*lat, src, batch=2)
-    np.testing.assert_allclose(got, cpu.closeness(*lat, src), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got, bfs.closeness(*lat, src), rtol=0, atol=1e-12)
 
 
 @st.composite
@@ -397,12 +397,12 @@ def test_property_bfs_components_degree_agree_with_cpu(lat, data):
     sites = _open_sites(lat)
     src = [data.draw(st.sampled_from(sites.tolist()))] if sites.shape[0] else []
     np.testing.assert_array_equal(g.bfs_distance(*lat, src).copy_to_host(),
-                                  cpu.bfs_distance(*lat, src))
+                                  bfs.bfs_distance(*lat, src))
     labels, count = g.connected_components(*lat)
-    want, want_count = cpu.connected_components(*lat)
+    want, want_count = components.connected_components(*lat)
     assert count == want_count
     np.testing.assert_array_equal(labels, want)
-    np.testing.assert_array_equal(g.degree(*lat), cpu.degree(*lat))
+    np.testing.assert_array_equal(g.degree(*lat), degree.degree(*lat))
 
 
 @settings(max_examples=60, deadline=None)
@@ -438,7 +438,7 @@ def test_closeness_all_sources_default_batch():
     lat = (np.array([3, 4], np.int64), np.array([1, 0], np.uint8), von_neumann(2),
            np.array([1, 1, 0, 1, 1, 1, 1, 0, 1, 0, 1, 1], np.uint8), False)
     got = g.closeness(*lat)
-    want = cpu.closeness(*lat)
+    want = bfs.closeness(*lat)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     assert np.isnan(got[lat[3] == 0]).all()
 
@@ -457,7 +457,7 @@ def test_bfs_distance_batched_rows_match_cpu(lat):
     got = g.bfs_distance_batched(shape, periodic, offsets, stack, dedupe, src).copy_to_host()
     assert got.shape == (3, n)
     for b in range(3):
-        want = cpu.bfs_distance(shape, periodic, offsets, stack[b], dedupe, [src[b]])
+        want = bfs.bfs_distance(shape, periodic, offsets, stack[b], dedupe, [src[b]])
         np.testing.assert_array_equal(got[b], want)
 
 
@@ -468,7 +468,7 @@ def test_bfs_distance_batched_all_open_stack():
     got = g.bfs_distance_batched(shape, periodic, offsets, np.zeros((2, 0), np.uint8), False,
                                  [0, 17]).copy_to_host()
     for b, s in enumerate([0, 17]):
-        want = cpu.bfs_distance(shape, periodic, offsets, np.zeros(0, np.uint8), False, [s])
+        want = bfs.bfs_distance(shape, periodic, offsets, np.zeros(0, np.uint8), False, [s])
         np.testing.assert_array_equal(got[b], want)
 
 
@@ -486,7 +486,8 @@ def test_connected_components_batched_rows_match_cpu(lat):
     labels, counts = g.connected_components_batched(shape, periodic, offsets, stack, dedupe)
     assert labels.shape == (4, n) and counts.shape == (4,)
     for b in range(4):
-        want, want_count = cpu.connected_components(shape, periodic, offsets, stack[b], dedupe)
+        want, want_count = components.connected_components(shape, periodic, offsets, stack[b],
+                                                            dedupe)
         np.testing.assert_array_equal(labels[b], want.reshape(-1))
         assert counts[b] == want_count
 
@@ -499,7 +500,8 @@ def test_connected_components_batched_all_open_and_device_stack():
     shape, periodic, offsets = np.array([4, 5], np.int64), np.array([1, 0], np.uint8), ASYM
     labels, counts = g.connected_components_batched(shape, periodic, offsets,
                                                     np.zeros((2, 0), np.uint8), False)
-    want, want_count = cpu.connected_components(shape, periodic, offsets, np.zeros(0, np.uint8), False)
+    want, want_count = components.connected_components(shape, periodic, offsets,
+                                                        np.zeros(0, np.uint8), False)
     for b in range(2):
         np.testing.assert_array_equal(labels[b], want.reshape(-1))
         assert counts[b] == want_count
@@ -507,7 +509,8 @@ def test_connected_components_batched_all_open_and_device_stack():
     labels, counts = g.connected_components_batched(shape, periodic, offsets,
                                                     cuda.to_device(stack), False)
     for b in range(2):
-        want, want_count = cpu.connected_components(shape, periodic, offsets, stack[b], False)
+        want, want_count = components.connected_components(shape, periodic, offsets, stack[b],
+                                                            False)
         np.testing.assert_array_equal(labels[b], want.reshape(-1))
         assert counts[b] == want_count
     with pytest.raises(ValueError, match="entries"):
@@ -527,15 +530,15 @@ def test_device_inputs_and_a_stream_are_accepted():
     d_w = cuda.to_device(w)
     got = g.relax_distance(shape, periodic, offsets, d_open, dedupe, d_w, src, stream=stream)
     np.testing.assert_array_equal(got.copy_to_host(),
-                                  cpu.dijkstra_distance(shape, periodic, offsets, open_,
-                                                        dedupe, w, src))
+                                  dijkstra.dijkstra_distance(shape, periodic, offsets, open_,
+                                                             dedupe, w, src))
     got = g.bfs_distance(shape, periodic, offsets, d_open, dedupe, src, stream=stream)
     np.testing.assert_array_equal(got.copy_to_host(),
-                                  cpu.bfs_distance(shape, periodic, offsets, open_, dedupe, src))
+                                  bfs.bfs_distance(shape, periodic, offsets, open_, dedupe, src))
     s, e = _pick(CASES[2].values[0], 2, 62)
     np.testing.assert_array_equal(
         g.shortest_path(shape, periodic, offsets, d_open, dedupe, s, e, d_w, stream=stream),
-        cpu.shortest_path(shape, periodic, offsets, open_, dedupe, s, e, w))
+        paths.shortest_path(shape, periodic, offsets, open_, dedupe, s, e, w))
 
 
 @sim
@@ -580,7 +583,7 @@ def test_degree_of_a_stencil_past_the_old_buffer_size(dedupe):
     lat = (np.array([3, 4], np.int64), np.array([1, 0], np.uint8), big,
            np.array([1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1], np.uint8), dedupe)
     assert big.shape[0] == 288
-    np.testing.assert_array_equal(g.degree(*lat), cpu.degree(*lat))
+    np.testing.assert_array_equal(g.degree(*lat), degree.degree(*lat))
 
 
 @sim
@@ -593,7 +596,7 @@ def test_closeness_bit_passes_and_repeated_sources():
     src = _pick(lat, 70, 70)
     assert src.shape[0] == 70
     src = np.concatenate([src, src[:3]])
-    np.testing.assert_allclose(g.closeness(*lat, src), cpu.closeness(*lat, src), rtol=0,
+    np.testing.assert_allclose(g.closeness(*lat, src), bfs.closeness(*lat, src), rtol=0,
                                atol=1e-12)
     for bad in (0, 65):
         with pytest.raises(ValueError, match="1 to 64"):

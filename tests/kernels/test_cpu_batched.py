@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy import ndimage
 
 from catalytic.kernels.cpu import batched as KB
-from catalytic.kernels.cpu import graph as G
+from catalytic.kernels.cpu import _budget, bfs, components
 from lattice_oracles import lattice_specs, offsets_of, oracle_graph
 
 
@@ -93,7 +93,7 @@ def test_small_budgets_give_the_same_answers(threads, monkeypatch):
     want_p = KB.percolates_batched(*args, stack, 1)
     want_d = KB.bfs_distance_batched(*args, stack, False, src)
     # one lattice per thread per kernel call (and still one serial labelling each)
-    monkeypatch.setattr(G, "_BUDGET", 17 * 13 * (4 + 4 * 4))
+    monkeypatch.setattr(_budget, "_BUDGET", 17 * 13 * (4 + 4 * 4))
     assert np.array_equal(KB.percolates_batched(*args, stack, 1), want_p)
     assert np.array_equal(KB.bfs_distance_batched(*args, stack, False, src), want_d)
 
@@ -119,8 +119,8 @@ def test_bfs_distance_batched_equals_networkx(threads, spec, rows, seed, many):
         want = _oracle_hops(shape, per, spec["stencil"], masks[b], src[b])
         assert np.array_equal(got[b], want)
         # and the single kernel, bit for bit
-        assert np.array_equal(got[b], G.bfs_distance(shape, np.array(per, np.uint8), offsets,
-                                                     flat[b].view(np.uint8), False, src[b]))
+        assert np.array_equal(got[b], bfs.bfs_distance(shape, np.array(per, np.uint8), offsets,
+                                                       flat[b].view(np.uint8), False, src[b]))
 
 
 def test_bad_stacks_and_sources_are_refused_clearly():
@@ -162,7 +162,7 @@ def test_connected_components_rows_equal_the_single_kernel(threads, spec, rows, 
     labels, counts, sizes = KB.connected_components_rows(shape, per, offsets, stack)
     assert len(labels) == len(sizes) == rows and counts.shape == (rows,)
     for b in range(rows):
-        want, count = G.connected_components(shape, per, offsets, stack[b], False)
+        want, count = components.connected_components(shape, per, offsets, stack[b], False)
         assert labels[b].dtype == np.int32 and labels[b].flags.owndata
         assert np.array_equal(labels[b], want) and counts[b] == count
         assert np.array_equal(sizes[b], np.bincount(want, minlength=count + 1)[1:])
@@ -189,7 +189,8 @@ def test_connected_components_rows_against_ndimage_and_its_faces(threads):
     for b in range(7):
         count = sum(ndimage.label(masks[b][r::2, c::2])[1] for r in (0, 1) for c in (0, 1))
         assert counts[b] == count
-        want, _ = G.connected_components((20, 17), np.zeros(2, np.uint8), two, stack[b], False)
+        want, _ = components.connected_components((20, 17), np.zeros(2, np.uint8), two, stack[b],
+                                                  False)
         assert np.array_equal(labels[b], want)
     with pytest.raises(ValueError, match="C-contiguous int32"):
         KB.face_spanning_rows([np.zeros(340, np.int64)], np.array([0]), (20, 17), 0)

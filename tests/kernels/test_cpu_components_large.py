@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy import ndimage
 from scipy.sparse import csgraph
 
-from catalytic.kernels.cpu import graph as G
+from catalytic.kernels.cpu import components
 
 
 def _offsets(d, stencil):
@@ -90,10 +90,10 @@ def all_threads():
 def test_open_axes_match_ndimage(shape, p, stencil):
     d = len(shape)
     mask = np.random.default_rng(d).random(shape) < p
-    assert mask.size * d > G._WHOLE_WORK  # the parallel passes, not one serial call
+    assert mask.size * d > components._WHOLE_WORK  # the parallel passes, not one serial call
     offs = _offsets(d, stencil)
-    labels, count = G.connected_components(np.array(shape), np.zeros(d, np.uint8), offs,
-                                           mask.reshape(-1).view(np.uint8), False)
+    labels, count = components.connected_components(np.array(shape), np.zeros(d, np.uint8), offs,
+                                                    mask.reshape(-1).view(np.uint8), False)
     want, want_count = ndimage.label(mask, structure=_structure(offs, d))
     assert count == want_count
     np.testing.assert_array_equal(labels.reshape(shape), want)
@@ -107,7 +107,7 @@ def test_periodic_axes_match_csgraph(shape, p, stencil, periodic):
     mask = np.random.default_rng(d + 7).random(shape) < p
     offs = _offsets(d, stencil)
     flat = mask.reshape(-1)
-    labels, count, sizes = G.connected_components(
+    labels, count, sizes = components.connected_components(
         np.array(shape), np.array(per, np.uint8), offs, flat.view(np.uint8), False,
         sizes=True)
     want = _csgraph_labels(shape, per, offs, flat)

@@ -21,7 +21,16 @@ import scipy.ndimage as ndi
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from catalytic.kernels.cpu import graph as G
+from catalytic.kernels.cpu import (
+    _budget,
+    _padded,
+    bfs,
+    catalytic_path,
+    components,
+    degree,
+    dijkstra,
+    paths,
+)
 
 
 #: every test on one thread and on all of Numba's threads (tests/kernels/conftest.py)
@@ -225,7 +234,7 @@ def _bfs_oracle(case, sources):
 def test_bfs_distance_matches_scipy(case):
     for k in (1, 3):
         src = _sources(case, k)
-        got = G.bfs_distance(*case.args, src)
+        got = bfs.bfs_distance(*case.args, src)
         assert got.dtype == np.int64 and got.shape == (case.n,)
         np.testing.assert_array_equal(got, _bfs_oracle(case, src))
 
@@ -233,8 +242,8 @@ def test_bfs_distance_matches_scipy(case):
 @pytest.mark.parametrize("case", CASES, ids=ids)
 def test_bfs_dedupe_flag_does_not_change_distances(case):
     src = _sources(case, 2)
-    a = G.bfs_distance(*case.args[:4], False, src)
-    b = G.bfs_distance(*case.args[:4], True, src)
+    a = bfs.bfs_distance(*case.args[:4], False, src)
+    b = bfs.bfs_distance(*case.args[:4], True, src)
     np.testing.assert_array_equal(a, b)
 
 
@@ -243,11 +252,11 @@ def test_bfs_parallel_frontiers(monkeypatch, par_min, threads):
     """Levels expanded by all threads (tiny chunks: many rounds per level)."""
     if threads == "one-thread":
         pytest.skip("needs the parallel paths")
-    monkeypatch.setattr(G, "_PAR_MIN", par_min)
-    monkeypatch.setattr(G, "_PAR_CHUNK", 7)
+    monkeypatch.setattr(bfs, "_PAR_MIN", par_min)
+    monkeypatch.setattr(bfs, "_PAR_CHUNK", 7)
     for case in (CASES[14], CASES[15], CASES[21]):
         src = _sources(case, 2)
-        np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
+        np.testing.assert_array_equal(bfs.bfs_distance(*case.args, src), _bfs_oracle(case, src))
 
 
 @pytest.mark.parametrize("par_min", [1, 16])
@@ -261,11 +270,11 @@ def test_hop_path_on_parallel_frontiers(monkeypatch, par_min, threads):
         start, end = _sources(case, 2)
         want = _bfs_oracle(case, [start])[end]
         numba.set_num_threads(1)
-        serial = G.shortest_path(*case.args, start, end)
+        serial = paths.shortest_path(*case.args, start, end)
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-        monkeypatch.setattr(G, "_PAR_MIN", par_min)
-        monkeypatch.setattr(G, "_PAR_CHUNK", 7)
-        got = G.shortest_path(*case.args, start, end)
+        monkeypatch.setattr(bfs, "_PAR_MIN", par_min)
+        monkeypatch.setattr(bfs, "_PAR_CHUNK", 7)
+        got = paths.shortest_path(*case.args, start, end)
         monkeypatch.undo()
         np.testing.assert_array_equal(got, serial)
         assert len(got) - 1 == want if want >= 0 else len(got) == 0
@@ -279,8 +288,8 @@ def test_bfs_larger_lattices_against_scipy():
         mask = rng.random(n) < 0.75
         offs = von_neumann(d)
         src = np.flatnonzero(mask)[[0, n // 3]]
-        got = G.bfs_distance(np.array(shape), np.array(per, np.uint8), offs,
-                             mask.astype(np.uint8), False, src)
+        got = bfs.bfs_distance(np.array(shape), np.array(per, np.uint8), offs,
+                               mask.astype(np.uint8), False, src)
         # explicit graph from numpy index arithmetic (vectorised, independent of the kernels)
         idx = np.arange(n)
         coords = np.stack(np.unravel_index(idx, shape), axis=1)
@@ -309,26 +318,26 @@ def test_unpadded_geometry_path():
     """Many tiny axes: the halo would more than double the array, so the kernels run
     unpadded; results must not change."""
     case = Case((9000, 2, 2), (0, 1, 0), von_neumann(3), 0.8, 11)
-    g = G.make_plan(*case.args[:4])
+    g = _padded.make_plan(*case.args[:4])
     assert not g.padded and g.mode == 0
     src = _sources(case, 2)
-    np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
+    np.testing.assert_array_equal(bfs.bfs_distance(*case.args, src), _bfs_oracle(case, src))
     w = case.rng.uniform(0.5, 2.0, case.n)
     ref = csgraph.dijkstra(case.csr(w), directed=True, indices=src, min_only=True)
     ref[~case.mask] = np.inf
-    np.testing.assert_allclose(G.dijkstra_distance(*case.args, w, src), ref, rtol=1e-12)
+    np.testing.assert_allclose(dijkstra.dijkstra_distance(*case.args, w, src), ref, rtol=1e-12)
     s, e = int(src[0]), int(case.open_sites()[-1])
-    path = G.shortest_path(*case.args, s, e)
+    path = paths.shortest_path(*case.args, s, e)
     np.testing.assert_array_equal(path, _walk_oracle(case, s, e))
-    np.testing.assert_array_equal(G.catalytic_path(*case.args, s, e,
-                                                   np.zeros(case.n, np.uint8)), path)
-    np.testing.assert_array_equal(G.shortest_path(*case.args, s, e, weights=np.ones(case.n)),
+    np.testing.assert_array_equal(catalytic_path.catalytic_path(*case.args, s, e,
+                                                                np.zeros(case.n, np.uint8)), path)
+    np.testing.assert_array_equal(paths.shortest_path(*case.args, s, e, weights=np.ones(case.n)),
                                   path)
     s2 = int(case.open_sites()[5])
     U = case.graph()
     expect = sum(1 for _ in nx.all_shortest_paths(U, s, s2)) if nx.has_path(U, s, s2) else 0
-    assert G.count_shortest_paths(*case.args, s, s2) == (expect, False)
-    got = G.closeness(*case.args, sources=src)
+    assert paths.count_shortest_paths(*case.args, s, s2) == (expect, False)
+    got = bfs.closeness(*case.args, sources=src)
     for v in src:
         assert got[v] == pytest.approx(nx.closeness_centrality(U, u=int(v)), rel=1e-12)
 
@@ -339,7 +348,7 @@ def test_dedupe_level_drops_repeats():
     nxt = np.array([2, 5, 2, 0, 0, 0], dtype=np.int32)
     bufs = np.array([[7, 5, 0], [2, 7, 0]], dtype=np.int32)
     cnt = np.array([2, 2], dtype=np.int64)
-    k = G._dedupe_level(work, nxt, 3, bufs, cnt, 3)
+    k = bfs._dedupe_level(work, nxt, 3, bufs, cnt, 3)
     assert k == 3 and sorted(nxt[:k].tolist()) == [2, 5, 7]
     assert (work[[2, 5, 7]] == 3).all()
 
@@ -353,7 +362,7 @@ def test_dijkstra_matches_scipy(case):
     src = _sources(case, 2)
     ref = csgraph.dijkstra(case.csr(w), directed=True, indices=src, min_only=True)
     ref[~case.mask] = np.inf
-    got = G.dijkstra_distance(*case.args, w, src)
+    got = dijkstra.dijkstra_distance(*case.args, w, src)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)
 
@@ -365,7 +374,7 @@ def test_dijkstra_zero_weights_match_networkx(case):
     ref = np.full(case.n, np.inf)
     for v, dv in nx.multi_source_dijkstra_path_length(case.digraph(w), set(src.tolist())).items():
         ref[v] = dv
-    np.testing.assert_allclose(G.dijkstra_distance(*case.args, w, src), ref, rtol=1e-12)
+    np.testing.assert_allclose(dijkstra.dijkstra_distance(*case.args, w, src), ref, rtol=1e-12)
 
 
 # -- shortest paths ------------------------------------------------------------------------
@@ -406,7 +415,7 @@ def _pairs(case, k=4):
 @pytest.mark.parametrize("case", CASES, ids=ids)
 def test_shortest_path_hops_tie_rule(case):
     for s, e in _pairs(case):
-        got = G.shortest_path(*case.args, int(s), int(e))
+        got = paths.shortest_path(*case.args, int(s), int(e))
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, _walk_oracle(case, s, e))
 
@@ -416,7 +425,7 @@ def test_shortest_path_weighted_tie_rule(case):
     # few distinct weights: many equal-cost ties, exactly representable sums
     w = case.rng.choice([0.5, 1.0, 1.5, 2.0], size=case.n)
     for s, e in _pairs(case):
-        got = G.shortest_path(*case.args, int(s), int(e), weights=w)
+        got = paths.shortest_path(*case.args, int(s), int(e), weights=w)
         np.testing.assert_array_equal(got, _walk_oracle(case, s, e, w))
 
 
@@ -426,7 +435,7 @@ def test_shortest_path_zero_weights_is_a_shortest_simple_path(case):
     a simple path of least cost."""
     w = case.rng.choice([0.0, 0.0, 0.0, 1.0], size=case.n)
     for s, e in _pairs(case):
-        got = G.shortest_path(*case.args, int(s), int(e), weights=w)
+        got = paths.shortest_path(*case.args, int(s), int(e), weights=w)
         # networkx, not scipy: scipy reads explicit zeros in a sparse matrix as "no edge"
         ref = nx.single_source_dijkstra_path_length(case.digraph(w), int(s))
         if int(e) not in ref:
@@ -442,11 +451,11 @@ def test_shortest_path_zero_weights_is_a_shortest_simple_path(case):
 def test_shortest_path_unreachable_is_empty():
     mask = np.array([1, 1, 0, 1, 1], dtype=np.uint8)
     args = (np.array([5]), np.zeros(1, np.uint8), von_neumann(1), mask, False)
-    assert G.shortest_path(*args, 0, 4).size == 0
-    assert G.shortest_path(*args, 0, 4, weights=np.ones(5)).size == 0
-    assert G.catalytic_path(*args, 0, 4, np.zeros(5, np.uint8)).size == 0
-    assert G.count_shortest_paths(*args, 0, 4) == (0, False)
-    np.testing.assert_array_equal(G.shortest_path(*args, 3, 3), [3])
+    assert paths.shortest_path(*args, 0, 4).size == 0
+    assert paths.shortest_path(*args, 0, 4, weights=np.ones(5)).size == 0
+    assert catalytic_path.catalytic_path(*args, 0, 4, np.zeros(5, np.uint8)).size == 0
+    assert paths.count_shortest_paths(*args, 0, 4) == (0, False)
+    np.testing.assert_array_equal(paths.shortest_path(*args, 3, 3), [3])
 
 
 # -- counting ------------------------------------------------------------------------------
@@ -461,7 +470,7 @@ def test_count_shortest_paths_closed_form(shape):
     expect = math.factorial(sum(steps))
     for s in steps:
         expect //= math.factorial(s)
-    assert G.count_shortest_paths(*args, 0, n - 1) == (expect, False)
+    assert paths.count_shortest_paths(*args, 0, n - 1) == (expect, False)
 
 
 @pytest.mark.parametrize("case", CASES, ids=ids)
@@ -469,7 +478,7 @@ def test_count_shortest_paths_matches_networkx(case):
     U = case.graph()
     for s, e in _pairs(case, 3):
         s, e = int(s), int(e)
-        got = G.count_shortest_paths(*case.args, s, e)
+        got = paths.count_shortest_paths(*case.args, s, e)
         if nx.has_path(U, s, e):
             expect = sum(1 for _ in nx.all_shortest_paths(U, s, e))
         else:
@@ -480,17 +489,17 @@ def test_count_shortest_paths_matches_networkx(case):
 def test_count_shortest_paths_periodic_duplicates_counted_once():
     # periodic axis of size 2: +1 and -1 reach the same site; one path, not two
     args = (np.array([2]), np.ones(1, np.uint8), von_neumann(1), np.zeros(0, np.uint8), True)
-    assert G.count_shortest_paths(*args, 0, 1) == (1, False)
+    assert paths.count_shortest_paths(*args, 0, 1) == (1, False)
     args = (np.array([2, 3]), np.array([1, 0], np.uint8), von_neumann(2), np.zeros(0, np.uint8),
             True)
-    assert G.count_shortest_paths(*args, 0, 5) == (3, False)
+    assert paths.count_shortest_paths(*args, 0, 5) == (3, False)
 
 
 def test_count_shortest_paths_overflow_flag():
     def count(m):
         args = (np.array([m, m]), np.zeros(2, np.uint8), von_neumann(2), np.zeros(0, np.uint8),
                 False)
-        return G.count_shortest_paths(*args, 0, m * m - 1)
+        return paths.count_shortest_paths(*args, 0, m * m - 1)
 
     assert count(34) == (math.comb(66, 33), False)  # 7.2e18 < 2**63
     assert count(35)[1] is True  # C(68, 34) = 2.8e19
@@ -509,7 +518,7 @@ def _canonical(case, components):
 
 @pytest.mark.parametrize("case", CASES + ASYM, ids=ids + asym_ids)
 def test_connected_components_match_networkx(case):
-    labels, count = G.connected_components(*case.args)
+    labels, count = components.connected_components(*case.args)
     comps = list(nx.connected_components(case.graph()))
     assert count == len(comps)
     assert labels.dtype == np.int32
@@ -525,8 +534,9 @@ def test_connected_components_match_ndimage(d, kind):
     structure = ndi.generate_binary_structure(d, 1 if kind == "vn" else d)
     for p in (0.3, 0.55, 0.8, 1.0):
         mask = rng.random(shape) < p
-        labels, count = G.connected_components(np.array(shape), np.zeros(d, np.uint8), offs,
-                                               mask.reshape(-1).astype(np.uint8), False)
+        labels, count = components.connected_components(np.array(shape), np.zeros(d, np.uint8),
+                                                        offs, mask.reshape(-1).astype(np.uint8),
+                                                        False)
         ref, ref_count = ndi.label(mask, structure=structure)
         assert count == ref_count
         np.testing.assert_array_equal(labels, ref.reshape(-1))
@@ -535,8 +545,9 @@ def test_connected_components_match_ndimage(d, kind):
 def test_connected_components_percolation_lattice():
     rng = np.random.default_rng(3)
     mask = rng.random((300, 257)) < 0.6
-    labels, count = G.connected_components(np.array(mask.shape), np.zeros(2, np.uint8),
-                                           von_neumann(2), mask.reshape(-1).view(np.uint8), False)
+    labels, count = components.connected_components(np.array(mask.shape), np.zeros(2, np.uint8),
+                                                    von_neumann(2),
+                                                    mask.reshape(-1).view(np.uint8), False)
     ref, ref_count = ndi.label(mask)
     assert count == ref_count
     np.testing.assert_array_equal(labels, ref.reshape(-1))
@@ -557,9 +568,9 @@ def test_connected_components_single_call_matches_windows(monkeypatch, shape, pe
         mask = (rng.random(shape) < p).reshape(-1).astype(np.uint8)
         for open_ in (mask, np.zeros(0, np.uint8)):
             args = (np.array(shape), per, offs, open_, False)
-            whole = G.connected_components(*args, sizes=True)
-            monkeypatch.setattr(G, "_BUDGET", 7)
-            windows = G.connected_components(*args, sizes=True)
+            whole = components.connected_components(*args, sizes=True)
+            monkeypatch.setattr(_budget, "_BUDGET", 7)
+            windows = components.connected_components(*args, sizes=True)
             monkeypatch.undo()
             assert whole[1] == windows[1]
             np.testing.assert_array_equal(whole[0], windows[0])
@@ -567,7 +578,7 @@ def test_connected_components_single_call_matches_windows(monkeypatch, shape, pe
             assert whole[0].dtype == np.int32 and whole[2].dtype == np.int64
             ref = np.bincount(whole[0], minlength=whole[1] + 1)[1:]
             np.testing.assert_array_equal(whole[2], ref)
-            assert G.connected_components(*args)[1] == whole[1]
+            assert components.connected_components(*args)[1] == whole[1]
 
 
 # -- closeness -----------------------------------------------------------------------------
@@ -576,13 +587,13 @@ def test_connected_components_single_call_matches_windows(monkeypatch, shape, pe
 @pytest.mark.parametrize("case", CASES, ids=ids)
 def test_closeness_matches_networkx(case):
     ref = nx.closeness_centrality(case.graph(), wf_improved=True)
-    got = G.closeness(*case.args)
+    got = bfs.closeness(*case.args)
     expect = np.full(case.n, np.nan)
     for v, c in ref.items():
         expect[v] = c
     np.testing.assert_allclose(got, expect, rtol=1e-12, atol=0)
     src = _sources(case, 2)
-    part = G.closeness(*case.args, sources=src)
+    part = bfs.closeness(*case.args, sources=src)
     sel = np.full(case.n, np.nan)
     sel[src] = expect[src]
     np.testing.assert_allclose(part, sel, rtol=1e-12)
@@ -592,9 +603,9 @@ def test_closeness_refuses_blocked_and_out_of_range_sources():
     off = np.array([[-1], [1]])
     open_ = np.array([1, 0, 1], np.uint8)
     with pytest.raises(IndexError, match="blocked"):
-        G.closeness((3,), np.zeros(1, np.uint8), off, open_, False, sources=[0, 1])
+        bfs.closeness((3,), np.zeros(1, np.uint8), off, open_, False, sources=[0, 1])
     with pytest.raises(IndexError, match="out of range"):
-        G.closeness((3,), np.zeros(1, np.uint8), off, open_, False, sources=[3])
+        bfs.closeness((3,), np.zeros(1, np.uint8), off, open_, False, sources=[3])
 
 
 # -- catalytic path ------------------------------------------------------------------------
@@ -606,8 +617,8 @@ def test_catalytic_path_equals_shortest_path(case):
     for s, e in _pairs(case):
         state = rng.integers(0, 256, case.n + 17, dtype=np.uint8)
         tail = state[case.n:].copy()
-        got = G.catalytic_path(*case.args, int(s), int(e), state)
-        np.testing.assert_array_equal(got, G.shortest_path(*case.args, int(s), int(e)))
+        got = catalytic_path.catalytic_path(*case.args, int(s), int(e), state)
+        np.testing.assert_array_equal(got, paths.shortest_path(*case.args, int(s), int(e)))
         np.testing.assert_array_equal(state[case.n:], tail)  # only state[:n] is used
 
 
@@ -617,11 +628,11 @@ def test_catalytic_path_equals_shortest_path(case):
 @pytest.mark.parametrize("case", CASES + ASYM, ids=ids + asym_ids)
 def test_degree_matches_definition(case):
     expect = np.array([len(x) for x in case.nbrs], dtype=np.int64)
-    got = G.degree(*case.args)
+    got = degree.degree(*case.args)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, expect)
     # the de-duplicating path gives the same sets when there is nothing to remove
-    np.testing.assert_array_equal(G.degree(*case.args[:4], True), expect)
+    np.testing.assert_array_equal(degree.degree(*case.args[:4], True), expect)
 
 
 # -- property test: random lattices --------------------------------------------------------
@@ -641,14 +652,14 @@ def lattices(draw):
 @given(lattices())
 def test_random_lattices_distances_components_degree(case):
     src = _sources(case, 2)
-    np.testing.assert_array_equal(G.bfs_distance(*case.args, src), _bfs_oracle(case, src))
-    labels, count = G.connected_components(*case.args)
+    np.testing.assert_array_equal(bfs.bfs_distance(*case.args, src), _bfs_oracle(case, src))
+    labels, count = components.connected_components(*case.args)
     comps = list(nx.connected_components(case.graph()))
     assert count == len(comps)
     np.testing.assert_array_equal(labels, _canonical(case, comps))
-    np.testing.assert_array_equal(G.degree(*case.args), [len(x) for x in case.nbrs])
+    np.testing.assert_array_equal(degree.degree(*case.args), [len(x) for x in case.nbrs])
     s, e = (int(x) for x in case.rng.choice(case.open_sites(), 2))
-    np.testing.assert_array_equal(G.shortest_path(*case.args, s, e), _walk_oracle(case, s, e))
+    np.testing.assert_array_equal(paths.shortest_path(*case.args, s, e), _walk_oracle(case, s, e))
 
 
 # -- Dijkstra's bucketed queue: exact on large lattices, for any queue setting ----------------
@@ -753,7 +764,7 @@ def test_dijkstra_large_lattice_is_exact(kind):
     mask = rng.random(n) < (1.0 if kind == "uniform" else 0.9)
     w = _big_weights(kind, n, rng)
     src = np.sort(rng.choice(np.flatnonzero(mask), 2, replace=False))
-    got = G.dijkstra_distance(*_args(BIG, mask), w, src)
+    got = dijkstra.dijkstra_distance(*_args(BIG, mask), w, src)
     np.testing.assert_array_equal(got, _relax_oracle(BIG, mask, w, src))
     if kind == "uniform":  # SciPy's Dijkstra (positive weights only) gives the same bits
         idx = np.arange(n).reshape(BIG)
@@ -782,10 +793,10 @@ def test_weighted_path_is_the_walk_on_the_full_field(kind):
     args = _args(BIG, mask)
     sites = np.flatnonzero(mask)
     s = int(sites[0])
-    field = G.dijkstra_distance(*args, w, [s])
+    field = dijkstra.dijkstra_distance(*args, w, [s])
     ends = [int(sites[-1]), int(sites[1]), s] + [int(e) for e in rng.choice(sites, 4)]
     for e in ends:
-        got = G.shortest_path(*args, s, e, weights=w)
+        got = paths.shortest_path(*args, s, e, weights=w)
         if not np.isfinite(field[e]):
             assert got.size == 0
             continue
@@ -812,14 +823,14 @@ def test_dijkstra_queue_settings_do_not_change_bits(monkeypatch, inv, ring):
     s = int(sites[0])
     field = _relax_oracle(shape, mask, w, [s])
     ends = [int(e) for e in sites[np.isfinite(field[sites])][::7]]
-    paths = [_tie_walk(shape, mask, w, field, s, e) for e in ends]
-    monkeypatch.setattr(G, "_bucket_scale", lambda g, weights: (inv, ring))
-    monkeypatch.setattr(G, "_QUEUE_CAP0", 1)
-    for budget in (G._BUDGET, 3):
-        monkeypatch.setattr(G, "_BUDGET", budget)
-        np.testing.assert_array_equal(G.dijkstra_distance(*args, w, src), want)
-        for e, path in zip(ends, paths):
-            np.testing.assert_array_equal(G.shortest_path(*args, s, e, weights=w), path)
+    walks = [_tie_walk(shape, mask, w, field, s, e) for e in ends]
+    monkeypatch.setattr(dijkstra, "_bucket_scale", lambda g, weights: (inv, ring))
+    monkeypatch.setattr(dijkstra, "_QUEUE_CAP0", 1)
+    for budget in (_budget._BUDGET, 3):
+        monkeypatch.setattr(_budget, "_BUDGET", budget)
+        np.testing.assert_array_equal(dijkstra.dijkstra_distance(*args, w, src), want)
+        for e, path in zip(ends, walks):
+            np.testing.assert_array_equal(paths.shortest_path(*args, s, e, weights=w), path)
 
 
 def test_dijkstra_resumes_bit_for_bit_on_a_large_lattice(monkeypatch):
@@ -832,11 +843,11 @@ def test_dijkstra_resumes_bit_for_bit_on_a_large_lattice(monkeypatch):
     args = _args(BIG, mask)
     sites = np.flatnonzero(mask)
     s, e = int(sites[0]), int(sites[-1])
-    field = G.dijkstra_distance(*args, w, [s])
-    path = G.shortest_path(*args, s, e, weights=w)
-    monkeypatch.setattr(G, "_BUDGET", 5000)
-    np.testing.assert_array_equal(G.dijkstra_distance(*args, w, [s]), field)
-    np.testing.assert_array_equal(G.shortest_path(*args, s, e, weights=w), path)
+    field = dijkstra.dijkstra_distance(*args, w, [s])
+    path = paths.shortest_path(*args, s, e, weights=w)
+    monkeypatch.setattr(_budget, "_BUDGET", 5000)
+    np.testing.assert_array_equal(dijkstra.dijkstra_distance(*args, w, [s]), field)
+    np.testing.assert_array_equal(paths.shortest_path(*args, s, e, weights=w), path)
 
 
 @st.composite
@@ -865,7 +876,7 @@ def test_weighted_path_with_zero_ties_is_the_full_field_walk(lat):
     settled: zero weights make the walk look at cells of exactly that cost."""
     shape, mask, w, s, e = lat
     field = _relax_oracle(shape, mask, w, [s])
-    got = G.shortest_path(*_args(shape, mask), s, e, weights=w)
+    got = paths.shortest_path(*_args(shape, mask), s, e, weights=w)
     if not np.isfinite(field[e]):
         assert got.size == 0
     else:
@@ -883,7 +894,7 @@ def test_weighted_path_settles_every_cost_tied_with_the_end(shape, s, e, w):
     w = np.array(w, dtype=np.float64)
     mask = np.ones(w.size, dtype=bool)
     want = _tie_walk(shape, mask, w, _relax_oracle(shape, mask, w, [s]), s, e)
-    np.testing.assert_array_equal(G.shortest_path(*_args(shape, mask), s, e, weights=w), want)
+    np.testing.assert_array_equal(paths.shortest_path(*_args(shape, mask), s, e, weights=w), want)
 
 
 def test_weighted_path_across_absorbed_weights():
@@ -892,14 +903,14 @@ def test_weighted_path_across_absorbed_weights():
     old walk went along tight steps in index order (3 -> 2 -> 1 -> 0 -> back up)."""
     args = _args((4,), np.ones(4, bool))
     w = np.array([1, 1, 1e16, 1.0])
-    np.testing.assert_array_equal(G.shortest_path(*args, 3, 1, weights=w), [3, 2, 1])
-    np.testing.assert_array_equal(G.shortest_path(*args, 3, 0, weights=w), [3, 2, 1, 0])
+    np.testing.assert_array_equal(paths.shortest_path(*args, 3, 1, weights=w), [3, 2, 1])
+    np.testing.assert_array_equal(paths.shortest_path(*args, 3, 0, weights=w), [3, 2, 1, 0])
     shape = (4, 5)
     w = np.ones(20)
     w[[18, 14]] = 1e16  # (3, 3) and (2, 4), beside the start (3, 4)
-    got = G.shortest_path(*_args(shape, np.ones(20, bool)), 19, 0, weights=w)
+    got = paths.shortest_path(*_args(shape, np.ones(20, bool)), 19, 0, weights=w)
     assert got.size == 8  # 1 entry step and 6 plateau steps, not a wander of 15
-    field = G.dijkstra_distance(*_args(shape, np.ones(20, bool)), w, [19])
+    field = dijkstra.dijkstra_distance(*_args(shape, np.ones(20, bool)), w, [19])
     np.testing.assert_array_equal(got, _tie_walk(shape, np.ones(20, bool), w, field, 19, 0))
 
 
@@ -912,14 +923,14 @@ def test_weighted_path_with_absorbed_ties_resumes_bit_for_bit(monkeypatch, lat, 
     shape, mask, w, s, e = lat
     w = np.where(w == 0.5, big, w)
     field = _relax_oracle(shape, mask, w, [s])
-    want = G.shortest_path(*_args(shape, mask), s, e, weights=w)
+    want = paths.shortest_path(*_args(shape, mask), s, e, weights=w)
     if not np.isfinite(field[e]):
         assert want.size == 0
         return
     np.testing.assert_array_equal(want, _tie_walk(shape, mask, w, field, s, e))
     with monkeypatch.context() as m:
-        m.setattr(G, "_BUDGET", 3)
-        np.testing.assert_array_equal(G.shortest_path(*_args(shape, mask), s, e, weights=w),
+        m.setattr(_budget, "_BUDGET", 3)
+        np.testing.assert_array_equal(paths.shortest_path(*_args(shape, mask), s, e, weights=w),
                                       want)
 
 
@@ -941,19 +952,19 @@ def layouts(draw):
     open_ = ((rng.random(n) < 0.7).astype(np.uint8) if draw(st.booleans())
              else np.zeros(0, np.uint8))
     vals = rng.random(n) if draw(st.booleans()) else None
-    return G.make_plan(shape, periodic, offs, open_), vals
+    return _padded.make_plan(shape, periodic, offs, open_), vals
 
 
 def _both_layouts(fn):
     """``fn()`` with the layout written by NumPy and by the kernels."""
-    keep = G._SMALL_LAYOUT
+    keep = _padded._SMALL_LAYOUT
     try:
-        G._SMALL_LAYOUT = 1 << 62
+        _padded._SMALL_LAYOUT = 1 << 62
         small = fn()
-        G._SMALL_LAYOUT = 0
+        _padded._SMALL_LAYOUT = 0
         return small, fn()
     finally:
-        G._SMALL_LAYOUT = keep
+        _padded._SMALL_LAYOUT = keep
 
 
 @settings(max_examples=150)
@@ -965,9 +976,9 @@ def test_small_layout_is_what_the_kernels_write(layout):
 
     def fill():
         if vals is None:
-            return G._work_array(g)
+            return _padded._work_array(g)
         out = np.empty(g.psize, np.float64)
-        G._fill_classes(out, vals, g, 0.0, float(G.WALL), float(G.PORTAL))
+        _padded._fill_classes(out, vals, g, 0.0, float(_padded.WALL), float(_padded.PORTAL))
         return out
 
     small, padded = _both_layouts(fill)
@@ -984,7 +995,7 @@ def test_small_layout_is_what_the_kernels_write(layout):
 
 def _unpadded(src, g, clip):
     out = np.empty(g.n, src.dtype if not clip else np.int64)
-    G._unpad_all(src, out, g, clip)
+    _padded._unpad_all(src, out, g, clip)
     return out
 
 
@@ -996,10 +1007,10 @@ def test_searches_agree_across_the_layout_threshold():
     open_ = (rng.random(math.prod(shape)) < 0.75).astype(np.uint8)
     open_[0] = 1
     args = (shape, np.array([1, 0, 1], np.uint8), von_neumann(3), open_, False)
-    assert G.make_plan(*args[:4]).psize >= G._SMALL_LAYOUT
+    assert _padded.make_plan(*args[:4]).psize >= _padded._SMALL_LAYOUT
     w = rng.uniform(0.5, 2.0, open_.size)
-    small, kernel = _both_layouts(lambda: (G.bfs_distance(*args, [0]),
-                                           G.dijkstra_distance(*args, w, [0])))
+    small, kernel = _both_layouts(lambda: (bfs.bfs_distance(*args, [0]),
+                                           dijkstra.dijkstra_distance(*args, w, [0])))
     np.testing.assert_array_equal(small[0], kernel[0])
     np.testing.assert_array_equal(small[1], kernel[1])
     assert (kernel[0] > 10).any()

@@ -1,4 +1,4 @@
-"""Scalar lattice arithmetic shared by the CPU kernels (and, later, their CUDA twins).
+"""Scalar lattice arithmetic shared by the CPU kernels and compiled for their CUDA twins.
 
 Every kernel sees the implicit lattice as plain arrays:
 

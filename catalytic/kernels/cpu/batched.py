@@ -1,15 +1,15 @@
 """Kernels over stacks of same-geometry lattices (the masks of an ensemble), the lattices
 shared out over Numba's threads: the CPU side of the batched twins
 (``operations.BATCHED_PREFIX``). The labelling of a stack is
-:func:`catalytic.kernels.cpu.graph.connected_components_batched`; here are the kernels
+:func:`catalytic.kernels.cpu.components.connected_components_batched`; here are the kernels
 that answer less than a labelling, and the hop distances.
 
 Each lattice of a stack is handled by one serial kernel call on one thread, with
 scratch per thread; the lattices are handed out to the threads one at a time
 (``numba.set_parallel_chunksize(1)``), so a thread that the operating system deschedules
 holds up one lattice, not a fixed share of the stack. Every host function works in
-kernel calls of about ``graph._BUDGET`` units, so signal handlers run between them
-(see "Interrupts" in :mod:`catalytic.kernels.cpu.graph`). Results never depend on the
+kernel calls of about ``_budget._BUDGET`` units, so signal handlers run between them
+(see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`). Results never depend on the
 thread count or the budget.
 """
 
@@ -23,21 +23,27 @@ from numba import njit, prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from catalytic.kernels.cpu import graph as G
-from catalytic.kernels.cpu.graph import (
+from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu._budget import _NO, _ZERO
+from catalytic.kernels.cpu._padded import (
     PORTAL,
     UNVISITED,
     WALL,
-    _NO,
-    _ZERO,
-    _bfs_queue,
     _fill_row,
+    _to_padded,
+    _unpad_row,
+    make_plan,
+)
+from catalytic.kernels.cpu.bfs import _bfs_queue
+from catalytic.kernels.cpu.components import (
+    _face_labels,
     _find,
     _runs_union_rows,
     _runs_whole,
     _runs_write_row,
     _sites_whole,
-    _unpad_row,
+    _stencil_halves,
+    batch_fits,
 )
 
 __all__ = ["percolates_batched", "spans_fits", "bfs_distance_batched",
@@ -55,11 +61,11 @@ def _stack_of(open_stack, n) -> np.ndarray:
 
 
 def _launch(kernel, B, per_row, *args):
-    """``kernel(lo, hi, *args)`` over rows [0, B) in calls of about ``graph._BUDGET``
+    """``kernel(lo, hi, *args)`` over rows [0, B) in calls of about ``_budget._BUDGET``
     units (``per_row`` each, at least one row per thread per call), the rows handed out
     one at a time."""
     T = numba.get_num_threads()
-    step = max(T, G._BUDGET // max(1, per_row))
+    step = max(T, _budget._BUDGET // max(1, per_row))
     prev = numba.set_parallel_chunksize(1)
     try:
         for lo in range(0, B, step):
@@ -92,7 +98,7 @@ def _addresses(arrays) -> np.ndarray:
 @njit(cache=True, nogil=True, parallel=True)
 def _runs_rows(lo, hi, addrs, like, n, sizes, counts, stack, row_ptr, rs, re, lab, half,
                shape, periodic):
-    """``graph._runs_whole`` for rows [lo, hi), row b's labels into the n int32 at
+    """``components._runs_whole`` for rows [lo, hi), row b's labels into the n int32 at
     ``addrs[b]``, scratch per thread."""
     for b in prange(lo, hi):
         t = numba.get_thread_id()
@@ -103,20 +109,20 @@ def _runs_rows(lo, hi, addrs, like, n, sizes, counts, stack, row_ptr, rs, re, la
 
 @njit(cache=True, nogil=True, parallel=True)
 def _sites_rows(lo, hi, addrs, like, n, sizes, counts, stack, half, shape, periodic):
-    """``graph._sites_whole`` for rows [lo, hi), row b's labels at ``addrs[b]``."""
+    """``components._sites_whole`` for rows [lo, hi), row b's labels at ``addrs[b]``."""
     for b in prange(lo, hi):
         out = numba.carray(_pointer(addrs[b], like), n)
         counts[b] = _sites_whole(out, sizes[b], stack[b], half, shape, periodic)
 
 
 def connected_components_rows(shape, periodic, offsets, open_stack):
-    """``graph.connected_components_batched`` with every lattice's labels in an array of
+    """``components.connected_components_batched`` with every lattice's labels in an array of
     its own, written there by the kernel (no (B, n) block to copy out of).
 
     Parameters
     ----------
     shape, periodic, offsets
-        The common lattice, as in ``graph.connected_components``.
+        The common lattice, as in ``components.connected_components``.
     open_stack : ndarray of uint8, (B, n) or (B, 0)
         Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
 
@@ -132,11 +138,11 @@ def connected_components_rows(shape, periodic, offsets, open_stack):
     ------
     ValueError
         ``open_stack`` not (B, n) or (B, 0), or a lattice too large for one serial
-        labelling (``graph.batch_fits``).
+        labelling (``components.batch_fits``).
 
     Notes
     -----
-    The kernels of ``graph.connected_components_batched``, writing through each row's
+    The kernels of ``components.connected_components_batched``, writing through each row's
     own data pointer; the arrays are allocated here and held until the call returns.
     O(n + R k alpha) per lattice for R runs.
 
@@ -156,14 +162,14 @@ def connected_components_rows(shape, periodic, offsets, open_stack):
     n = math.prod(shape.tolist())
     stack = _stack_of(open_stack, n)
     B = stack.shape[0]
-    if not G.batch_fits(shape, offsets):
+    if not batch_fits(shape, offsets):
         raise ValueError(f"a lattice of {n} sites is too large for one serial labelling; "
                          "label it with connected_components")
     labels = [np.empty(n, dtype=np.int32) for _ in range(B)]
     counts = np.zeros(B, dtype=np.int64)
     if B == 0 or n == 0:
         return labels, counts, [np.zeros(0, dtype=np.int64) for _ in range(B)]
-    half, runs = G._stencil_halves(offsets.tobytes(), d)
+    half, runs = _stencil_halves(offsets.tobytes(), d)
     L = int(shape[-1])
     runs = runs or L == 1
     nrow = n // L
@@ -188,14 +194,14 @@ def connected_components_rows(shape, periodic, offsets, open_stack):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _faces_rows(addrs, like, n, counts, outer, L, inner, out, found):
-    """``graph._faces_batched`` over labellings held at ``addrs`` (n int32 each)."""
+    """``components._faces_batched`` over labellings held at ``addrs`` (n int32 each)."""
     for b in prange(addrs.shape[0]):
         row = numba.carray(_pointer(addrs[b], like), n)
-        found[b] = G._face_labels(row, counts[b], outer, L, inner, out[b])
+        found[b] = _face_labels(row, counts[b], outer, L, inner, out[b])
 
 
 def face_spanning_rows(labels, counts, shape, axis) -> list:
-    """``graph.face_spanning_batched`` for labellings given as a list of arrays (int32,
+    """``components.face_spanning_batched`` for labellings given as a list of arrays (int32,
     C-contiguous, n each): sorted int64 labels of the clusters touching both faces of
     ``axis``, per row.
 
@@ -229,7 +235,7 @@ def face_spanning_rows(labels, counts, shape, axis) -> list:
 @njit(cache=True, nogil=True)
 def _spans_whole(open_, row_ptr, rs, re, rp, mark, half, shape, periodic, axis):
     """Whether one cluster of one lattice touches both faces of open ``axis``: the run
-    union-find of ``graph._runs_whole`` (same scans and unions), then the roots of the
+    union-find of ``components._runs_whole`` (same scans and unions), then the roots of the
     runs on face 0 are marked and the runs on the last face looked up. No labels, no
     sizes. ``rs``/``re`` need one slot more than the runs (the scan spills into it)."""
     d = shape.shape[0]
@@ -290,12 +296,12 @@ def _spans_rows(lo, hi, out, stack, row_ptr, rs, re, rp, mark, half, shape, peri
 def spans_fits(shape, periodic, offsets, axis) -> bool:
     """Whether :func:`percolates_batched` answers for this geometry: ``axis`` open, the
     stencil holding the unit step along the last axis (or that axis of length 1), and
-    one lattice within one serial labelling (``graph.batch_fits``)."""
+    one lattice within one serial labelling (``components.batch_fits``)."""
     d = len(shape)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
-    _, runs = G._stencil_halves(offsets.tobytes(), d)
+    _, runs = _stencil_halves(offsets.tobytes(), d)
     return (not periodic[axis] and (runs or int(shape[-1]) == 1)
-            and G.batch_fits(shape, offsets))
+            and batch_fits(shape, offsets))
 
 
 def percolates_batched(shape, periodic, offsets, open_stack, axis) -> np.ndarray:
@@ -306,7 +312,7 @@ def percolates_batched(shape, periodic, offsets, open_stack, axis) -> np.ndarray
     Parameters
     ----------
     shape, periodic, offsets
-        The common lattice, as in ``graph.connected_components``.
+        The common lattice, as in ``components.connected_components``.
     open_stack : ndarray of uint8, (B, n) or (B, 0)
         Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
     axis : int
@@ -324,7 +330,7 @@ def percolates_batched(shape, periodic, offsets, open_stack, axis) -> np.ndarray
 
     Notes
     -----
-    Per lattice: the run scan and run union-find of ``graph._runs_whole``, then the roots
+    Per lattice: the run scan and run union-find of ``components._runs_whole``, then the roots
     of the runs on the first face are marked and the runs on the last face looked up
     (path halving). The labels, the relabelling and the sizes are never written. O(n +
     R k alpha) per lattice for R runs; scratch about 2.5 n bytes per thread.
@@ -354,7 +360,7 @@ def percolates_batched(shape, periodic, offsets, open_stack, axis) -> np.ndarray
     out = np.zeros(B, dtype=np.bool_)
     if B == 0 or n == 0:
         return out
-    half, _ = G._stencil_halves(offsets.tobytes(), d)
+    half, _ = _stencil_halves(offsets.tobytes(), d)
     L = int(shape[-1])
     nrow = n // L
     bound = nrow * ((L + 1) // 2) + 2
@@ -376,9 +382,9 @@ def percolates_batched(shape, periodic, offsets, open_stack, axis) -> np.ndarray
 def _bfs_one(out, open_, psrc, work, queue, st, vals, cls, foff, offs, r, shape, pstrides,
              periodic, mode, pshape, n_prow):
     """Hop distances of one lattice into ``out`` (n int64): the padded cell classes of
-    ``graph._fill_padded`` row by row, the queue BFS of ``graph._bfs_queue`` from the
+    ``_padded._fill_padded`` row by row, the queue BFS of ``bfs._bfs_queue`` from the
     padded sources ``psrc`` to the end, then the interior copied out with unreachable
-    and blocked sites as -1 (``graph._unpad``)."""
+    and blocked sites as -1 (``_padded._unpad``)."""
     PL = pshape[pshape.shape[0] - 1]
     for prow in range(n_prow):
         _fill_row(work, prow, _ZERO, PL, vals, open_, cls[0], cls[1], cls[2], shape,
@@ -414,13 +420,13 @@ def _bfs_rows(lo, hi, out, stack, psrc, work, queue, st, vals, cls, foff, offs, 
 
 
 def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) -> np.ndarray:
-    """Hop distances on a stack of same-shape lattices: the CPU twin of the CUDA
-    ``bfs_distance_batched``.
+    """Hop distances on a stack of same-shape lattices, the lattices shared out over the
+    threads (twin: :func:`catalytic.kernels.cuda.graph.bfs_distance_batched`).
 
     Parameters
     ----------
     shape, periodic, offsets, dedupe
-        The common lattice, as in ``graph.bfs_distance`` (``dedupe`` is unused).
+        The common lattice, as in ``bfs.bfs_distance`` (``dedupe`` is unused).
     open_stack : ndarray of uint8, (B, n) or (B, 0)
         Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
     sources : array_like of int, (B,) or (B, m)
@@ -429,7 +435,7 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) 
     Returns
     -------
     ndarray of int64, (B, n)
-        Row b equals ``graph.bfs_distance`` of lattice b from its sources: hops from the
+        Row b equals ``bfs.bfs_distance`` of lattice b from its sources: hops from the
         nearest source, -1 for unreachable and blocked sites.
 
     Raises
@@ -441,8 +447,8 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) 
 
     Notes
     -----
-    Per lattice, on one thread: the padded layout of ``graph.bfs_distance`` (same
-    :class:`~catalytic.kernels.cpu.graph.Plan`), its queue BFS, and the copy out, in one
+    Per lattice, on one thread: the padded layout of ``bfs.bfs_distance`` (same
+    :class:`~catalytic.kernels.cpu._padded.Plan`), its queue BFS, and the copy out, in one
     kernel call instead of a host function's dozen NumPy steps; the lattices are shared
     out over the threads. O(n k) per lattice; scratch per thread: the padded work array
     and a queue of n + 2 entries (int32 below 2**31 padded cells).
@@ -456,7 +462,7 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) 
     array([[ 0,  1,  2],
            [ 0, -1, -1]])
     """
-    g = G.make_plan(shape, periodic, offsets, np.zeros(0, dtype=np.uint8))
+    g = make_plan(shape, periodic, offsets, np.zeros(0, dtype=np.uint8))
     n = g.n
     stack = _stack_of(open_stack, n)
     B = stack.shape[0]
@@ -478,7 +484,7 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) 
     if B == 0 or n == 0:
         return out
     # a source given twice is queued twice: its second expansion claims nothing
-    psrc = G._to_padded(src.reshape(-1), g).reshape(src.shape)
+    psrc = _to_padded(src.reshape(-1), g).reshape(src.shape)
     psrc = np.ascontiguousarray(psrc, dtype=g.itype)
     T = numba.get_num_threads()  # scratch rows: any thread of the team may take a lattice
     work = np.empty((T, g.psize), dtype=g.itype)

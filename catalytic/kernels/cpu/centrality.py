@@ -3,7 +3,7 @@
 
 Both host functions take the lattice as plain arrays (``shape``, ``periodic``,
 ``offsets``, ``open_``, ``dedupe``; see ``_lattice.py``) and work in the padded index
-space of :mod:`catalytic.kernels.cpu.graph` (its :class:`~catalytic.kernels.cpu.graph.Plan`
+space of :mod:`catalytic.kernels.cpu._padded` (its :class:`~catalytic.kernels.cpu._padded.Plan`
 and class array: a stencil step is one addition, halo cells say ``WALL`` or ``PORTAL``).
 The stencils the geometry accepts are symmetric, so the lattice graph is undirected:
 out- and in-neighbours are one set, and ``d(s, v) == d(v, s)``.
@@ -31,12 +31,12 @@ size of its component. Only sites on a frontier are touched, and the sources of 
 are a compact block of the lattice, so a site is on a frontier for about as many levels
 as the block is wide rather than once per source. The sums are integers: the result
 does not depend on the thread count or the batch size, and equals the one-search-per-
-source kernel (:func:`catalytic.kernels.cpu.graph.closeness`) bit for bit.
+source kernel (:func:`catalytic.kernels.cpu.bfs.closeness`) bit for bit.
 
 Interrupts
 ----------
-As in :mod:`catalytic.kernels.cpu.graph`: every kernel call does about
-``graph._BUDGET`` work units per thread (read at each call, so a test can shrink it),
+As in :mod:`catalytic.kernels.cpu._budget`: every kernel call does about
+``_budget._BUDGET`` work units per thread (read at each call, so a test can shrink it),
 keeps its position in a small int64 state array and returns; the host function calls
 it again until done, and a pending signal handler runs in between. Results do not
 depend on the budget.
@@ -52,14 +52,15 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from catalytic.kernels.cpu import graph as _g
+from catalytic.kernels.cpu import _budget, _padded
+from catalytic.kernels.cpu import bfs as _bfs
 from catalytic.kernels.cpu._lattice import check_sources
 
 __all__ = ["betweenness", "betweenness_centrality", "closeness", "sample_sources"]
 
-UNVISITED = _g.UNVISITED
-WALL = _g.WALL
-PORTAL = _g.PORTAL
+UNVISITED = _padded.UNVISITED
+WALL = _padded.WALL
+PORTAL = _padded.PORTAL
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 #: Most chunk accumulators (float64, one per padded cell) betweenness keeps; fewer when
@@ -68,8 +69,8 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _MAX_CHUNKS = 64
 _ACC_BYTES = 1 << 26
 #: Closeness batch size in 64-bit words per site (64 sources each); a compile-time
-#: constant, so the word loops unroll. Measured on 2-D and 3-D lattices: 1 word per
-#: site makes twice as many frontier visits, 16 words make visits 3x dearer.
+#: constant, so the word loops unroll. Fewer words mean more frontier visits, more make
+#: each visit dearer (reports/kernel_tuning.md).
 _WORDS = 4
 #: Closeness scratch per padded cell per thread, and the most all threads may take.
 _CELL_BYTES = 8 * (3 * _WORDS + 5)
@@ -101,13 +102,13 @@ def _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic, mode, ded
     m = 0
     for k in range(foff.shape[0]):
         if mode == 0:
-            q = _g._resolve(v, k, offs, r, shape, pstrides, periodic)
+            q = _padded._resolve(v, k, offs, r, shape, pstrides, periodic)
             if q < 0:
                 continue
         else:
             q = v + foff[k]
             if mode == 2 and work[q] == PORTAL:
-                q = _g._resolve(v, k, offs, r, shape, pstrides, periodic)
+                q = _padded._resolve(v, k, offs, r, shape, pstrides, periodic)
         if dedupe:
             if q == v:
                 continue
@@ -151,8 +152,8 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
             e = 1
             ph = 1
         if ph == 1:  # breadth-first search, counting shortest paths
-            # one loop per neighbour rule, the visit spelled out in each (Numba does not
-            # inline helpers here, and a test per site costs 15%)
+            # one loop per neighbour rule, the visit spelled out in each: Numba does not
+            # inline helpers here, and a test per site is measurably slower
             limit = h + max(1, (budget - used) // max(K, 1))
             h0 = h
             if fast and mode == 1:
@@ -179,7 +180,7 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
                     for k in range(K):
                         q = v + foff[k]
                         if work[q] == PORTAL:
-                            q = _g._resolve(v, k, offs, r, shape, pstrides, periodic)
+                            q = _padded._resolve(v, k, offs, r, shape, pstrides, periodic)
                         w = work[q]
                         if w == UNVISITED:
                             work[q] = dn
@@ -241,7 +242,7 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
                         for k in range(K):
                             q = v + foff[k]
                             if work[q] == PORTAL:
-                                q = _g._resolve(v, k, offs, r, shape, pstrides, periodic)
+                                q = _padded._resolve(v, k, offs, r, shape, pstrides, periodic)
                             if work[q] == dn:
                                 tot += coef[q]
                     else:
@@ -365,7 +366,7 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     for n sites and k stencil offsets, O(T n) scratch for T threads plus one float64
     accumulator per source chunk (at most 64, and at most 64 MiB of them). Path counts
     are float64 (exact below 2**53 paths, as in NetworkX). Runs in kernel calls of about
-    ``graph._BUDGET`` units per thread, so a signal handler (Ctrl-C) runs between two
+    ``_budget._BUDGET`` units per thread, so a signal handler (Ctrl-C) runs between two
     of them. The result is bit-identical for any thread count and any budget.
 
     Examples
@@ -375,9 +376,9 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     >>> betweenness((4,), np.zeros(1, np.uint8), off, np.zeros(0, np.uint8), False)
     array([0., 4., 4., 0.])
     """
-    g = _g.make_plan(shape, periodic, offsets, open_)
+    g = _padded.make_plan(shape, periodic, offsets, open_)
     open_idx = np.flatnonzero(g.open_) if g.open_.shape[0] else np.arange(g.n)
-    popen = _g._to_padded(open_idx, g)
+    popen = _padded._to_padded(open_idx, g)
     if sources is None:
         src, psrc = open_idx, popen
     else:
@@ -385,7 +386,7 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
         check_sources(src, g.n, g.open_)
         if np.unique(src).shape[0] != src.shape[0]:
             raise ValueError("betweenness sources must be distinct")
-        psrc = _g._to_padded(src, g)
+        psrc = _padded._to_padded(src, g)
     out = np.full(g.n, np.nan)
     out[open_idx] = 0.0
     ns = src.shape[0]
@@ -395,7 +396,7 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     bounds = np.arange(nch + 1, dtype=np.int64) * ns // nch
     T = max(1, min(numba.get_num_threads(), nch))
     work_t = np.empty((T, g.psize), dtype=g.itype)
-    work_t[0] = _g._work_array(g)
+    work_t[0] = _padded._work_array(g)
     work_t[1:] = work_t[0]
     sigma_t = np.empty((T, g.psize), dtype=np.float64)
     coef_t = np.empty((T, g.psize), dtype=np.float64)
@@ -405,10 +406,10 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     st_t = np.zeros((T, 5), dtype=np.int64)
     st_t[:, 0] = np.arange(T)
     st_t[:, 1] = bounds[:T]
-    geo = _g._geo(g)
+    geo = _padded._geo(g)
     while (st_t[:, 0] < nch).any():
         _brandes_run(work_t, sigma_t, coef_t, order_t, nb_t, st_t, acc, psrc, bounds,
-                     bool(dedupe), _g._BUDGET, *geo)
+                     bool(dedupe), _budget._BUDGET, *geo)
     vals = np.empty(open_idx.shape[0])
     _sum_chunks(acc, popen, vals)
     out[open_idx] = vals
@@ -561,13 +562,13 @@ def _bitbfs_slot(cls, bits, stamp, lists, far, cnt, st, psrc, step, budget, foff
                     for k in range(K):
                         q = u + foff[k]
                         if cls[q] == PORTAL:
-                            q = _g._resolve(u, k, offs, r, shape, pstrides, periodic)
+                            q = _padded._resolve(u, k, offs, r, shape, pstrides, periodic)
                         m = _gather(bits, stamp, cand, m, cs, u, q)
             else:
                 for hh in range(h, e):
                     u = cur[hh]
                     for k in range(K):
-                        q = _g._resolve(u, k, offs, r, shape, pstrides, periodic)
+                        q = _padded._resolve(u, k, offs, r, shape, pstrides, periodic)
                         if q >= 0:
                             m = _gather(bits, stamp, cand, m, cs, u, q)
             h = e
@@ -672,7 +673,7 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
         For each open site with r sites in its component (itself included) at total
         distance tot, ``(r-1)/tot * (r-1)/(n_open-1)`` (0 when tot == 0 or
         n_open == 1); NaN on blocked sites. Bit-identical to
-        :func:`catalytic.kernels.cpu.graph.closeness`.
+        :func:`catalytic.kernels.cpu.bfs.closeness`.
 
     Notes
     -----
@@ -687,7 +688,7 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     fewer threads run when that would pass ``_BITS_BYTES`` (512 MiB), and past it on one
     thread the one-search-per-source kernel runs instead (same result, 8 bytes per
     cell per thread). The stencil must be symmetric (every stencil the geometry
-    accepts is). Runs in kernel calls of about ``graph._BUDGET`` units per thread (a
+    accepts is). Runs in kernel calls of about ``_budget._BUDGET`` units per thread (a
     unit is one neighbour of a frontier cell).
 
     Examples
@@ -697,7 +698,7 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     >>> closeness((3,), np.zeros(1, np.uint8), off, np.zeros(0, np.uint8), False)
     array([0.66666667, 1.        , 0.66666667])
     """
-    g = _g.make_plan(shape, periodic, offsets, open_)
+    g = _padded.make_plan(shape, periodic, offsets, open_)
     out = np.full(g.n, np.nan)
     open_idx = np.flatnonzero(g.open_) if g.open_.shape[0] else np.arange(g.n)
     ns = open_idx.shape[0]
@@ -707,11 +708,11 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     nbatch = -(-ns // S)
     per_thread = g.psize * _CELL_BYTES
     if per_thread > _BITS_BYTES:
-        return _g.closeness(shape, periodic, offsets, open_, dedupe, None)
+        return _bfs.closeness(shape, periodic, offsets, open_, dedupe, None)
     T = max(1, min(numba.get_num_threads(), nbatch, _BITS_BYTES // per_thread))
     src = _block_order(open_idx, g.shape, S) if ns > S else open_idx
-    psrc = _g._to_padded(src, g)
-    cls = _g._work_array(g)
+    psrc = _padded._to_padded(src, g)
+    cls = _padded._work_array(g)
     bits_t = np.empty((T, g.psize, 3, _WORDS), dtype=np.uint64)
     stamp_t = np.zeros((T, g.psize), dtype=np.int64)
     lists_t = np.empty((T, 2, g.psize + 1), dtype=g.itype)
@@ -719,10 +720,10 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     cnt_t = np.zeros((T, g.psize), dtype=np.int64)
     st_t = np.zeros((T, 8), dtype=np.int64)
     st_t[:, 0] = np.arange(T)
-    geo = _g._geo(g)
+    geo = _padded._geo(g)
     while (st_t[:, 0] < nbatch).any():
-        _bitbfs_run(cls, bits_t, stamp_t, lists_t, far_t, cnt_t, st_t, psrc, _g._BUDGET, *geo)
-    popen = _g._to_padded(open_idx, g)
+        _bitbfs_run(cls, bits_t, stamp_t, lists_t, far_t, cnt_t, st_t, psrc, _budget._BUDGET, *geo)
+    popen = _padded._to_padded(open_idx, g)
     tot = far_t[:, popen].sum(axis=0)
     reach = cnt_t[:, popen].sum(axis=0)
     vals = np.zeros(ns)

@@ -32,7 +32,7 @@ Interrupts
 ----------
 Python signal handlers (Ctrl-C's ``KeyboardInterrupt``, a ``SIGALRM`` handler that
 raises) only run when a kernel call returns, so one pass over the lattice is split into
-kernel calls of about ``_BUDGET`` neighbour reads (5-20 ms each), and
+kernel calls of about ``_BUDGET`` neighbour reads, and
 :func:`diffuse` makes one pass per step: an interrupt surfaces between two calls, on the
 main thread (the only one Python runs signal handlers on). The result does not depend on
 the split.
@@ -52,8 +52,8 @@ _CHUNK_SITES = 1 << 14
 #: Work per kernel call, in neighbour reads (sites times stencil entries; a masked site
 #: counts 4 times, a de-duplicated one k times, as they take the slower per-site
 #: paths): a pass over a larger lattice is split into several calls so that signal
-#: handlers run between them. 2**25 reads take 5-20 ms on two cores with the field in
-#: memory. Read at each call, so a test can shrink it.
+#: handlers run between them (times in reports/kernel_tuning.md). Read at each call, so
+#: a test can shrink it.
 _BUDGET = 1 << 25
 
 
@@ -130,10 +130,8 @@ def _add_rows(acc, field, src, q, g, cnt, first):
     """``acc[x] += field[src[q] + x] + ... + field[src[q + g - 1] + x]`` for x < cnt, the
     terms added one by one in that order (``first``: start from 0.0, not from ``acc``,
     as the per-site path does). Up to four neighbour rows per pass over ``acc``: with
-    one pass per stencil offset the interior was compute bound (2.0x faster on two
-    threads than on one); with four the 512^3 periodic Laplacian took 25-30% less time
-    (114 -> 81 ms on two threads, 29 -> 22 ms for 256^3 on one). Not inlined: a call
-    per row costs nothing measurable and saves a second of compilation."""
+    one pass per stencil offset the interior was compute bound (reports/kernel_tuning.md).
+    Not inlined: a call per row costs nothing measurable and saves compilation."""
     z = 0.0
     a = field[src[q]:src[q] + cnt]
     if g == 1:

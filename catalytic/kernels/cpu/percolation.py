@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu._lattice import neighbor
-from catalytic.kernels.cpu.graph import _find
+from catalytic.kernels.cpu.components import _find
 from catalytic.kernels.random import GOLDEN, _splitmix64_nb, splitmix64
 
 __all__ = ["spanning_thresholds", "sample_order"]

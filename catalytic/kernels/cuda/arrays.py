@@ -1,4 +1,5 @@
 """CUDA twins of :mod:`catalytic.kernels.cpu.arrays`: XOR, reductions, elementwise, matmul.
+Each host function's docstring names its twin and says only what differs from it.
 
 Launches
 --------
@@ -356,18 +357,18 @@ def _check_u8(**arrays):
 
 
 def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
-    """XOR a byte stream with a repeating key: ``out[i] = data[i] ^ key[i % len(key)]``.
+    """XOR a byte stream with a repeating key, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.xor_bytes`: the same contract and
+    the same bytes; only what differs is said here.
 
     Parameters
     ----------
-    data_u8 : ndarray or device array of uint8, (n,)
-        Input bytes.
-    key_u8 : ndarray or device array of uint8, (p,)
-        Key bytes, ``p >= 1`` (``p = 0`` is allowed only when ``n = 0``).
-    out_u8 : ndarray or device array of uint8, (n,)
-        Output; may be ``data_u8`` itself (in place).
+    data_u8, key_u8, out_u8 : ndarray or device array of uint8
+        As the twin's; device arrays are read and written where they are (see "Arrays in,
+        arrays out" in the module docstring).
     stream : numba stream or 0, optional
-        Stream for the copies and the launch.
+        Stream for the copies and the launches.
 
     Returns
     -------
@@ -377,9 +378,7 @@ def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
     Raises
     ------
     TypeError
-        If an array is not uint8 or not an array.
-    ValueError
-        If the lengths disagree, an array is not contiguous, or the key is empty.
+        Also when an argument is not an array.
 
     Notes
     -----
@@ -388,8 +387,7 @@ def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
     the whole words between the first and the last boundary go through the word kernel
     (8 bytes per thread and stride step) and the at most 7 + 7 bytes around them through
     the byte kernel: up to three launches. Otherwise one launch of the byte kernel. The
-    key item of each thread is fixed (see the module notes): no modulo in the loops.
-    Bit-identical to the CPU twin.
+    key item of each thread is fixed (see the module docstring): no modulo in the loops.
 
     Examples
     --------
@@ -419,33 +417,26 @@ def xor_bytes(data_u8, key_u8, out_u8, *, stream=0):
 
 
 def xor_elems(data, key, out, *, stream=0):
-    """XOR an integer array with a key repeated elementwise: ``out[i] = data[i] ^ key[i % len(key)]``.
+    """XOR an integer array with a key repeated elementwise, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.xor_elems`: the same contract and
+    the same bits; only what differs is said here.
 
     Parameters
     ----------
-    data : ndarray or device array of an integer dtype
-        Input, C-contiguous, any shape (treated as flat).
-    key : ndarray or device array of the same dtype, (p,)
-        Key elements, ``p >= 1``.
-    out : ndarray or device array of the same dtype and size as ``data``
-        Output; may be ``data`` (in place).
+    data, key, out : ndarray or device array of one integer dtype
+        As the twin's; device arrays are read and written where they are.
     stream : numba stream or 0, optional
+        Stream for the copies and the launches.
 
     Returns
     -------
     out : ndarray or device array
-
-    Raises
-    ------
-    TypeError
-        If the dtypes differ or are not integer.
-    ValueError
-        If the sizes disagree, an array is not contiguous or the key is empty.
+        ``out``, filled.
 
     Notes
     -----
-    O(n) work: :func:`xor_bytes` on uint8 views (repeating ``p`` elements is repeating
-    their ``p * itemsize`` bytes on any byte order).
+    :func:`xor_bytes` on uint8 views, as in the twin.
 
     Examples
     --------
@@ -676,23 +667,17 @@ def _sum_device(d_x, stream):
 
 
 def int_sum(x, *, stream=0):
-    """The exact sum of an integer or bool array, as a Python int (never wraps).
+    """The exact sum of an integer or bool array, as a Python int, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.int_sum`: the same contract and the
+    same exact sum; only what differs is said here.
 
     Parameters
     ----------
     x : ndarray or device array of integer or bool dtype
-        C-contiguous, native byte order, any shape (treated as flat).
+        As the twin's; a device array is read where it is.
     stream : numba stream or 0, optional
-
-    Returns
-    -------
-    int
-        ``sum(x.tolist())``, however large; equal to the CPU twin's.
-
-    Raises
-    ------
-    TypeError
-        If ``x`` is not an integer or bool array.
+        Stream for the copies and the launches.
 
     Notes
     -----
@@ -749,31 +734,24 @@ def _minmax_device(d_x, stream):
 
 
 def reduce(x, op, *, stream=0):
-    """Reduce a flat array with ``sum``, ``min``, ``max`` or ``mean``.
+    """Reduce a flat array with ``sum``, ``min``, ``max`` or ``mean``, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.reduce`: the same contract (result
+    dtypes, NaN and inf, errors); only what differs is said here.
 
     Parameters
     ----------
     x : ndarray or device array
-        C-contiguous, integer, bool or float32/float64 dtype (treated as flat).
+        As the twin's; a device array is read where it is.
     op : {"sum", "min", "max", "mean"}
     stream : numba stream or 0, optional
+        Stream for the copies and the launches.
 
     Returns
     -------
     scalar
-        As the CPU twin: ``sum`` float64 for floats, int64 for signed integers and bool,
-        uint64 for unsigned; ``min``/``max`` a scalar of ``x.dtype`` (NaN if any element
-        is NaN); ``mean`` float64 (NaN for an empty array). A NumPy scalar, also for a
-        device ``x`` (one 8-byte copy back).
-
-    Raises
-    ------
-    ValueError
-        If ``op`` is unknown, or ``min``/``max`` of an empty array.
-    TypeError
-        If the dtype is not supported.
-    OverflowError
-        If the exact sum of integers does not fit the result dtype (as the CPU twin).
+        A NumPy scalar, also for a device ``x`` (one 8-byte copy back). Bit-identical to
+        the twin except the float ``sum`` and ``mean`` (below).
 
     Notes
     -----
@@ -781,13 +759,12 @@ def reduce(x, op, *, stream=0):
     thread adds its share in order, then a shared-memory tree per block), and, for
     several blocks, one block that combines the partials by the same tree. No atomics,
     so the order of the operations depends only on ``n`` and the device. Integer sums
-    are exact (:func:`int_sum`) and the integer ``mean`` is that sum over ``n``,
-    correctly rounded: bit-identical to the CPU twin. ``min`` and ``max`` come from one
-    pass that finds both; they are exact and NaN wins, as in ``np.min``. Float sums
-    (float32 is summed in float64) are the same bits on every run on a given GPU model
-    (or the simulator); against the exact sum the error is at most about
+    and the integer ``mean`` are exact as in the twin; ``min`` and ``max`` come from one
+    pass that finds both. Float sums (float32 is summed in float64) are the same bits on
+    every run on a given GPU model (or the simulator), but summed in another order than
+    the twin's: against the exact sum the error is at most about
     ``(ceil(n / T) + ceil(B / TPB) + 2 log2(TPB)) * eps * sum(|x|)``, with ``T`` the
-    threads and ``B`` the blocks of the first launch; NaN and inf propagate.
+    threads and ``B`` the blocks of the first launch.
 
     Examples
     --------
@@ -874,38 +851,31 @@ def _check_f64(name, a, n):
 
 
 def elementwise(op, a, b, out, *, stream=0):
-    """Elementwise float64 maths, ``out = op(a, b)`` or ``out = op(a)``.
+    """Elementwise float64 maths, ``out = op(a, b)`` or ``out = op(a)``, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.elementwise`: the same contract;
+    only what differs is said here.
 
     Parameters
     ----------
-    op : str
-        Binary: ``add sub mul div max min pow``; unary: ``neg abs sqrt exp log sin cos``.
-    a : ndarray or device array of float64
-        First operand, C-contiguous, any shape (treated as flat).
-    b : ndarray or device array of float64, or None
-        Second operand, same size; None for a unary op.
-    out : ndarray or device array of float64
-        Output, same size; may be ``a`` or ``b`` (in place).
+    op, a, b, out
+        As the twin's; ``a``, ``b`` and ``out`` may be device arrays, read and written
+        where they are.
     stream : numba stream or 0, optional
+        Stream for the copies and the launch.
 
     Returns
     -------
     out : ndarray or device array of float64
-
-    Raises
-    ------
-    ValueError
-        If ``op`` is unknown, ``b`` does not match the arity, or the sizes differ.
-    TypeError
-        If an array is not float64.
+        ``out``, filled. ``+ - * / neg abs sqrt max min`` bit-identical to the twin;
+        ``pow exp log sin cos`` within 4 ulp of it.
 
     Notes
     -----
     O(n) work, memory bound, over a grid stride; the op is an int code, the same for
     every thread. ``+ - * / neg abs sqrt`` are correctly rounded (``fastmath`` off) and
-    ``max``/``min`` follow ``np.maximum``/``np.minimum`` (NaN propagates), so these are
-    bit-identical to the CPU twin; ``pow exp log sin cos`` use libdevice (within 4 ulp
-    of NumPy). On a GPU, out-of-domain inputs give NaN/inf as in NumPy; the simulator
+    ``max``/``min`` follow ``np.maximum``/``np.minimum``; ``pow exp log sin cos`` use
+    libdevice. On a GPU, out-of-domain inputs give NaN/inf as in NumPy; the simulator
     runs Python's ``math`` and raises instead.
 
     Examples
@@ -962,27 +932,23 @@ def _fill_kernel(out, value):
 
 
 def scale(x, factor, out, *, stream=0):
-    """Multiply by a constant: ``out = float64(x) * factor``.
+    """Multiply by a constant, ``out = float64(x) * factor``, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.scale`: the same contract and the
+    same bits; only what differs is said here.
 
     Parameters
     ----------
-    x : ndarray or device array of integer, bool or float dtype
-        C-contiguous, any shape (treated as flat).
-    factor : float
-    out : ndarray or device array of float64, same size; may be ``x`` (float64).
+    x, factor, out
+        As the twin's; ``x`` and ``out`` may be device arrays, read and written where they
+        are.
     stream : numba stream or 0, optional
+        Stream for the copies and the launch.
 
     Returns
     -------
     out : ndarray or device array of float64
-        Bit-identical to ``x.astype(np.float64) * factor``.
-
-    Raises
-    ------
-    TypeError
-        If ``x`` is not numeric or ``out`` is not float64.
-    ValueError
-        If the sizes differ.
+        ``out``, filled.
 
     Notes
     -----
@@ -1008,27 +974,22 @@ def scale(x, factor, out, *, stream=0):
 
 
 def normalize(x, out, *, stream=0):
-    """Min-max normalisation to [0, 1]: ``out = (x - min) / (max - min)`` in float64.
+    """Min-max normalisation to [0, 1], on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.normalize`: the same contract and
+    the same bits; only what differs is said here.
 
     Parameters
     ----------
-    x : ndarray or device array of integer, bool or float dtype
-        C-contiguous, any shape (treated as flat).
-    out : ndarray or device array of float64, same size; may be ``x`` (float64).
+    x, out
+        As the twin's; either may be a device array, read and written where it is.
     stream : numba stream or 0, optional
+        Stream for the copies and the launches.
 
     Returns
     -------
     out : ndarray or device array of float64
-        All zeros when ``max == min``; all NaN when ``x`` holds a NaN; otherwise
-        bit-identical to the CPU twin.
-
-    Raises
-    ------
-    TypeError
-        If ``x`` is not numeric or ``out`` is not float64.
-    ValueError
-        If the sizes differ.
+        ``out``, filled.
 
     Notes
     -----
@@ -1124,41 +1085,35 @@ def _cublas_matmul(cp, a, b, out, stream):
 
 
 def matmul(a, b, out, *, stream=0):
-    """Dense float64 matrix product ``out = a @ b``: cuBLAS when CuPy is there, else
-    shared-memory tiles.
+    """Dense float64 matrix product ``out = a @ b`` on the device: cuBLAS when CuPy is
+    there, else shared-memory tiles.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.arrays.matmul`: the same contract; only
+    what differs is said here.
 
     Parameters
     ----------
-    a : ndarray or device array of float64, (m, k), C-contiguous
-    b : ndarray or device array of float64, (k, n), C-contiguous
-    out : ndarray or device array of float64, (m, n), C-contiguous; must not overlap
-        ``a`` or ``b``.
+    a, b, out
+        As the twin's; any of them may be a device array, read and written where it is.
     stream : numba stream or 0, optional
+        Stream for the copies and the launch.
 
     Returns
     -------
     out : ndarray or device array of float64, (m, n)
-
-    Raises
-    ------
-    TypeError
-        If an array is not float64.
-    ValueError
-        If the shapes do not chain, an array is not 2-d C-contiguous, or ``out``
-        overlaps an input.
+        ``out``, filled: bit-identical to the twin under the simulator, within
+        ``k eps (|a| @ |b|)`` of it on a GPU.
 
     Notes
     -----
     O(m k n) flops. With CuPy installed (``pip install cupy-cuda13x``) and a GPU
     present, cuBLAS's DGEMM computes the product in place in ``out`` (CuPy views of the
     device arrays, no copies), on ``stream``: its own blocking and order of summation,
-    with FMAs, within ``k eps (|a| @ |b|)`` of the CPU twin. Otherwise, and always
-    under the simulator, ``_matmul_kernel``: a 2-d grid of ``MM_TPB`` x ``MM_TPB``
-    blocks, one thread per output element; each input element is read from global
-    memory ``n / MM_TPB`` (resp. ``m / MM_TPB``) times. Its products are added in
-    increasing k from 0.0, as the CPU twin does: bit-identical in the simulator; on a
-    GPU the multiply-adds are contracted to FMAs, within ``k eps (|a| @ |b|)`` of the
-    CPU twin.
+    with FMAs. Otherwise, and always under the simulator, ``_matmul_kernel``: a 2-d grid
+    of ``MM_TPB`` x ``MM_TPB`` blocks, one thread per output element; each input element
+    is read from global memory ``n / MM_TPB`` (resp. ``m / MM_TPB``) times. Its products
+    are added in increasing k from 0.0, as the twin does; on a GPU the multiply-adds are
+    contracted to FMAs.
 
     Examples
     --------

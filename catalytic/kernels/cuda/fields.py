@@ -1,4 +1,5 @@
 """CUDA twins of :mod:`catalytic.kernels.cpu.fields`: graph Laplacian and explicit diffusion.
+Each host function's docstring names its twin and says only what differs from it.
 
 Lattice conventions (``shape``, ``strides``, ``periodic``, ``offsets``, ``open_``,
 ``dedupe``) are those of :mod:`catalytic.kernels.cpu._lattice`; neighbours come from the
@@ -30,8 +31,8 @@ the mask when the caller has no device copy of it.
 Agreement: bit-identical to the CPU twin. The simulator shows it; on a GPU the risk
 is a fused multiply-add, which rounds once where NumPy rounds twice: NVVM writes
 ``deg * f_i - sum`` and ``f_i - alpha * L f_i`` with an unrounded multiply that ptxas
-fuses with the subtraction (it did, in both kernels, until their products went through
-:func:`~catalytic.kernels.cuda._exact.mul`, a multiply the GPU never fuses). The PTX
+would fuse with the subtraction, so both products go through
+:func:`~catalytic.kernels.cuda._exact.mul`, a multiply the GPU never fuses. The PTX
 checks find no fusable product in them, and ``test_laplacian_sass_has_no_fma``
 disassembles what ptxas makes of them.
 """
@@ -220,38 +221,36 @@ def _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stre
 
 
 def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
-    """Graph Laplacian of a site field over the lattice neighbour set, on the GPU.
+    """Graph Laplacian of a site field over the lattice neighbour set, on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.fields.laplacian`: the same contract and
+    the same bits; only what differs is said here.
 
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`catalytic.kernels.cpu.fields.laplacian`; ``open_``
-        may also be a uint8 device array (a cached copy), read in place, not copied.
-    field : ndarray or device array of float64, (n,)
-        Input values, flat C order.
-    out : ndarray or device array of float64, (n,)
-        Output buffer, must not overlap ``field``.
+        As the twin's; ``open_`` may also be a uint8 device array (a cached copy), read in
+        place, not copied.
+    field, out : ndarray or device array of float64, (n,)
+        As the twin's; device arrays are read and written where they are.
     stream : numba stream or 0, optional
+        Stream for the copies and the launch.
 
     Returns
     -------
     out : ndarray or device array of float64, (n,)
-        ``(L f)_i = deg_i f_i - sum_{j in N(i)} f_j``, 0 at blocked sites.
+        ``out``, filled.
 
     Raises
     ------
     TypeError
-        If ``field`` or ``out`` is not float64, or a device ``open_`` not uint8.
-    ValueError
-        If the geometry is inconsistent, the fields have the wrong length or ``out``
-        overlaps ``field``.
+        Also when a device ``open_`` is not uint8.
 
     Notes
     -----
     O(n k) work away from edges and seams (d divisions per site), O(n k d) at them;
     memory bound on a GPU (one read of ``f`` per neighbour, mostly from cache, one
-    write). Same per-site summation order as the CPU twin, and no fused multiply-add:
-    bit-identical.
+    write). Same per-site summation order as the twin, and no fused multiply-add.
 
     Examples
     --------
@@ -303,39 +302,30 @@ def laplacian_batched(shape, periodic, offsets, open_, dedupe, fields, out, *, s
 
 
 def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *, stream=0):
-    """Explicit-Euler diffusion ``f <- f - alpha * L f``, repeated ``steps`` times, on the GPU.
+    """Explicit-Euler diffusion ``f <- f - alpha * L f``, repeated ``steps`` times, on
+    the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.fields.diffuse`: the same contract and the
+    same bits; only what differs is said here.
 
     Parameters
     ----------
-    shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`laplacian`.
-    field : ndarray or device array of float64, (n,)
-        Initial values; not modified.
-    steps : int
-        Number of Euler steps, >= 0.
-    alpha : float
-        Step size (stable for ``0 <= alpha <= 1 / max_deg``; not checked).
-    out : ndarray or device array of float64, (n,)
-        Output buffer, must not overlap ``field``.
+    shape, periodic, offsets, open_, dedupe, field, steps, alpha, out
+        As the twin's; ``open_``, ``field`` and ``out`` may be device arrays, read and
+        written where they are.
     stream : numba stream or 0, optional
+        Stream for the copies and the launches.
 
     Returns
     -------
     out : ndarray or device array of float64, (n,)
-        The field after ``steps`` steps; blocked sites keep their initial value.
-
-    Raises
-    ------
-    TypeError
-        If ``field`` or ``out`` is not float64.
-    ValueError
-        If ``steps`` is negative, the geometry is inconsistent or the buffers overlap.
+        ``out``, filled.
 
     Notes
     -----
     O(steps n k) work, one launch per step; the steps ping-pong between ``out`` and
     one device scratch field so that the last lands in ``out`` (only the final result
-    is copied back). Bit-identical to the CPU twin (same per-site order, no FMA).
+    is copied back). Same per-site order as the twin, no FMA.
 
     Examples
     --------

@@ -1,4 +1,8 @@
-"""CUDA twins of the graph kernels in :mod:`catalytic.kernels.cpu.graph`.
+"""CUDA twins of the CPU graph kernels: :mod:`~catalytic.kernels.cpu.bfs`,
+:mod:`~catalytic.kernels.cpu.dijkstra`, :mod:`~catalytic.kernels.cpu.paths`,
+:mod:`~catalytic.kernels.cpu.components`, :mod:`~catalytic.kernels.cpu.degree` and the
+stack BFS of :mod:`~catalytic.kernels.cpu.batched`. Each host function's docstring names
+its twin and says only what differs from it.
 
 Every host function takes the lattice as the CPU twin does, ``(shape, periodic, offsets,
 open_, dedupe, ...)`` with the conventions of ``kernels/cpu/_lattice.py``, copies the
@@ -779,29 +783,26 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
 def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0):
     """Multi-source hop distances, left on the device.
 
+    The CUDA twin of :func:`catalytic.kernels.cpu.bfs.bfs_distance`: the same contract and
+    the same distances; only what differs is said here.
+
     Parameters
     ----------
-    shape : array_like of int, (d,)
-    periodic : array_like of uint8, (d,)
-    offsets : ndarray of int64, (k, d)
-    open_ : ndarray or device array of uint8, (n,) or (0,)
-    dedupe : bool
-        Unused: duplicate neighbours and self-loops cannot change a BFS distance.
-    sources : array_like of int
-        Flat indices of open source sites (distance 0).
+    shape, periodic, offsets, open_, dedupe, sources
+        As the twin's; ``open_`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
         Stream for every copy and launch (0: the default stream).
 
     Returns
     -------
     device array of int64, (n,)
-        Hops from the nearest source; -1 for unreachable and blocked sites. int64 (as
-        the CPU twin returns), so the copied-back array equals it dtype and all.
+        The twin's distances, dtype included, left on the device
+        (``.copy_to_host()`` brings them back).
 
     Raises
     ------
     IndexError
-        A source outside ``[0, n)``.
+        A source outside ``[0, n)`` (the twin does not check).
 
     Notes
     -----
@@ -827,25 +828,32 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0):
 
 def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, stream=0,
                    delta=None):
-    """Multi-source weighted distances (entering site v costs ``weights[v]``), on the device.
+    """Multi-source weighted distances (entering site v costs ``weights[v]``), left on
+    the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.dijkstra.dijkstra_distance`: the same
+    contract and the same costs, bit for bit; only what differs is said here.
 
     Parameters
     ----------
-    shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
-    weights : ndarray or device array of float64, (n,)
-        Non-negative cost of entering each site.
-    sources : array_like of int
-        Flat indices of open source sites (cost 0).
+    shape, periodic, offsets, open_, dedupe, weights, sources
+        As the twin's; ``open_`` and ``weights`` may also be device arrays, read in place.
     stream : numba.cuda stream, optional
+        Stream for every copy and launch (0: the default stream).
     delta : float, optional
-        Near-far bucket width (> 0); see Notes.
+        Near-far bucket width (> 0); see Notes. It sets the speed only.
 
     Returns
     -------
     device array of float64, (n,)
-        Least cost from the nearest source; inf for unreachable and blocked sites.
-        Bit for bit the CPU twin's Dijkstra values.
+        The twin's costs, left on the device.
+
+    Raises
+    ------
+    ValueError
+        ``delta`` not a finite number > 0.
+    IndexError
+        A source outside ``[0, n)`` (the twin does not check).
 
     Notes
     -----
@@ -879,37 +887,37 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
 
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
                   stream=0, host=None) -> np.ndarray:
-    """One shortest path from ``start`` to ``end``, the same one the CPU twin returns.
+    """One shortest path from ``start`` to ``end``, searched on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.paths.shortest_path`: the same contract
+    and the same path; only what differs is said here.
 
     Parameters
     ----------
-    shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
-    start, end : int
-        Flat indices of open sites.
-    weights : ndarray or device array of float64, (n,), optional
-        Cost of entering each site; hop counts when None.
+    shape, periodic, offsets, open_, dedupe, start, end, weights
+        As the twin's; ``open_`` and ``weights`` may also be device arrays, read in place.
     stream : numba.cuda stream, optional
+        Stream for every copy and launch (0: the default stream).
     host : tuple of ndarray, optional
         ``(open_, weights)`` on the host when the caller has them beside device copies
         passed as ``open_`` and ``weights``: the weighted walk back reads these instead
         of copying the device arrays back.
 
-    Returns
-    -------
-    ndarray of int64
-        Flat indices start..end; length 0 when ``end`` is unreachable.
+    Raises
+    ------
+    IndexError
+        ``start`` or ``end`` outside ``[0, n)`` (the twin does not check).
 
     Notes
     -----
     The distances come from the device (:func:`bfs_distance` stopping after ``end``'s
     level, or :func:`relax_distance`). Hops: one device thread walks back from ``end``
     (:func:`_walk_hops`), to the in-neighbour of smallest flat index one hop closer,
-    the CPU twin's rule; only the path (8 bytes a site on it) and ``end``'s distance
-    come back. Weighted: the costs come back and the walk runs on the host with the CPU
+    the twin's rule; only the path (8 bytes a site on it) and ``end``'s distance
+    come back. Weighted: the costs come back and the walk runs on the host with the
     twin's own walk (``weighted_walk`` in unpadded mode), so its tie rule, the
     shortest-path DAG with its plateau depths for zero or absorbed weights, is the
-    CPU's by construction. Weighted distances beyond cost(end) differ from the CPU's
+    twin's by construction. Weighted distances beyond cost(end) differ from the twin's
     early-stopped Dijkstra, but the walk reads none of them, so the path is the same.
     O(n k) device work; O(D k) for the walk.
 
@@ -921,7 +929,7 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     ...               0, 8)  # doctest: +SKIP
     array([0, 1, 2, 5, 8])
     """
-    from catalytic.kernels.cpu.graph import weighted_walk
+    from catalytic.kernels.cpu.paths import weighted_walk
 
     t = _tables(shape, periodic, offsets, stream)
     start = int(start)
@@ -957,21 +965,23 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
 
 
 def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0):
-    """Label the connected components of the open sites.
+    """Label the connected components of the open sites on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.components.connected_components`: the same
+    contract and the same labels; only what differs is said here.
 
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused). The neighbour
-        relation is taken as undirected, so asymmetric stencils are allowed.
+        As the twin's; ``open_`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
+        Stream for every copy and launch (0: the default stream).
 
     Returns
     -------
     labels : ndarray of int32 (int64 when n >= 2**31), (n,)
-        0 for blocked sites; components numbered 1..count in the order of their lowest
-        flat index, exactly as the CPU twin numbers them.
     count : int
+        As the twin's; there is no ``sizes`` option.
 
     Notes
     -----
@@ -1004,7 +1014,7 @@ def _components_run(t: _Tables, d_stack, stream):
     """Union-find labelling of a (B, n) stack of masks (B, 0: all open) on the device:
     init, union, roots (and root flags), a scan of the flags, numbering: 5 + 2 log_256(Bn)
     launches whatever the lattice. Returns the host labels (B, n) and counts (B,)."""
-    from catalytic.kernels.cpu.graph import _stencil_halves
+    from catalytic.kernels.cpu.components import _stencil_halves
 
     n = t.n
     B = d_stack.shape[0]
@@ -1028,19 +1038,17 @@ def _components_run(t: _Tables, d_stack, stream):
 
 
 def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
-    """Size of each site's neighbour set.
+    """Size of each site's neighbour set, computed on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.degree.degree`: the same contract and the
+    same degrees; only what differs is said here.
 
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance`. With ``dedupe`` the duplicates and
-        self-loops that small periodic axes create are not counted.
+        As the twin's; ``open_`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
-
-    Returns
-    -------
-    ndarray of int64, (n,)
-        Degree of each open site; 0 for blocked sites.
+        Stream for every copy and launch (0: the default stream).
 
     Notes
     -----
@@ -1065,42 +1073,37 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
 
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=None,
               stream=0, open_host=None) -> np.ndarray:
-    """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``).
+    """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``),
+    computed on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.bfs.closeness`: the same contract; the
+    same float expression on the same integer sums, so equal to it (tested to 1e-12). Only
+    what differs is said here.
 
     Parameters
     ----------
-    shape, periodic, offsets, open_, dedupe
-        The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
-    sources : array_like of int, optional
-        Open sites to compute; all open sites when None.
+    shape, periodic, offsets, open_, dedupe, sources
+        As the twin's; ``open_`` may also be a uint8 device array, read in place.
     batch : int, optional
         Sources searched at once, 1 to :data:`BITS` (the default, one bit of a 64-bit
         word each).
     stream : numba.cuda stream, optional
+        Stream for every copy and launch (0: the default stream).
     open_host : ndarray of uint8, optional
         ``open_`` on the host when the caller passes a device copy as ``open_`` and has
         the host array too (read instead of copying the mask back).
-
-    Returns
-    -------
-    ndarray of float64, (n,)
-        For each source with r sites reachable (itself included) at total distance tot,
-        ``(r-1)/tot * (r-1)/(n_open-1)`` (0 when tot == 0 or n_open == 1); nan for every
-        site not computed, blocked sites included. The same float expression as the CPU
-        twin on the same integers, so equal to it (tested to 1e-12).
 
     Raises
     ------
     ValueError
         ``batch`` not in 1..64.
-    IndexError
-        A source out of range or blocked.
 
     Notes
     -----
-    Bit-parallel multi-source BFS: up to 64 sources at a time, source s being bit s of
-    a 64-bit word per site (seen, frontier, next frontier: 24 bytes per site whatever
-    the sources). Each level is one launch with one thread per site, which ORs its
+    Bit-parallel multi-source BFS, as the CPU's
+    :func:`catalytic.kernels.cpu.centrality.closeness`: up to 64 sources at a time,
+    source s being bit s of a 64-bit word per site (seen, frontier, next frontier: 24
+    bytes per site whatever the sources). Each level is one launch with one thread per site, which ORs its
     in-neighbours' frontier words, keeps the bits it has not seen, and counts each new
     bit for its source (per block in shared memory, then one ``atomic.add`` per block
     and source into the reach count and distance sum, which are integers: exact). The
@@ -1169,29 +1172,33 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
 
 
 def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, *, stream=0):
-    """Hop distances on a stack of same-shape lattices, one source each, on the device.
+    """Hop distances on a stack of same-shape lattices, one source each, left on the
+    device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.batched.bfs_distance_batched`: the same
+    contract and the same distances for one source per lattice; only what differs is said
+    here.
 
     Parameters
     ----------
-    shape, periodic, offsets, dedupe
-        The common lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
-    open_stack : ndarray or device array of uint8, (B, n) or (B, 0)
-        Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
+    shape, periodic, offsets, open_stack, dedupe
+        As the twin's; ``open_stack`` may also be a uint8 device array, read in place.
     sources : array_like of int, (B,)
-        Flat index of the open source site of each lattice.
+        The open source site of each lattice: one each (the twin also takes ``(B, m)``).
     stream : numba.cuda stream, optional
+        Stream for every copy and launch (0: the default stream).
 
     Returns
     -------
     device array of int64, (B, n)
-        Row b equals the CPU ``bfs_distance`` of lattice b from ``sources[b]``.
+        The twin's rows, left on the device.
 
     Raises
     ------
     ValueError
         ``open_stack`` not 2-D with n or 0 columns, or ``sources`` not of length B.
     IndexError
-        A source outside ``[0, n)``.
+        A source outside ``[0, n)``; a blocked source is not checked (the twin's is).
 
     Notes
     -----
@@ -1240,26 +1247,27 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
 def connected_components_batched(shape, periodic, offsets, open_stack, dedupe, *, stream=0):
     """Label the components of a stack of same-shape lattices, all in the same launches.
 
+    The CUDA twin of :func:`catalytic.kernels.cpu.components.connected_components_batched`:
+    the same labels and counts, without the sizes; only what differs is said here.
+
     Parameters
     ----------
-    shape, periodic, offsets, dedupe
-        The common lattice, as in :func:`connected_components` (``dedupe`` is unused).
-    open_stack : ndarray or device array of uint8, (B, n) or (B, 0)
-        Row b is lattice b's ``open_`` (a percolation sample, say); (B, 0) means every
-        site of every lattice is open.
+    shape, periodic, offsets, open_stack, dedupe
+        As the twin's; ``open_stack`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
+        Stream for every copy and launch (0: the default stream).
 
     Returns
     -------
     labels : ndarray of int32 (int64 when n >= 2**31), (B, n)
-        Row b equals ``connected_components`` of lattice b: 0 on blocked sites,
-        components 1..count in order of their lowest flat index.
+        Row b equals ``connected_components`` of lattice b.
     counts : ndarray of int64, (B,)
 
     Raises
     ------
     ValueError
-        ``open_stack`` not 2-D with n or 0 columns.
+        ``open_stack`` not 2-D with n or 0 columns. No lattice is too large (the twin
+        refuses those :func:`catalytic.kernels.cpu.components.batch_fits` rejects).
 
     Notes
     -----

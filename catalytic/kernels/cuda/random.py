@@ -79,29 +79,24 @@ def random_cuda(
     out=None,
     stream=0,
 ):
-    """Counter-based random array computed on the GPU, one thread per element.
+    """Counter-based random array computed on the device, one thread per element.
 
-    Same parameters and values as :func:`catalytic.kernels.random.random_numpy`, plus:
+    The CUDA twin of :func:`catalytic.kernels.random.random_numba`: the same parameters,
+    checks and values, bit for bit (the module docstring says how); only what differs is
+    said here.
 
     Parameters
     ----------
     out : ndarray or device array, optional
-        C-contiguous array of the output dtype and size to fill. Without it a device
-        array is allocated.
+        As the twin's, or a device array. Without it a device array is allocated.
     stream : numba stream or 0, optional
+        Stream for the copies and the launch.
 
     Returns
     -------
     device array or ndarray
         Shaped ``shape``: ``out`` reshaped when given (a NumPy ``out`` is filled by a
-        copy back), else a new device array. ``uniform`` and ``integers`` are
-        bit-identical to ``random_numpy``/``random_numba``; ``normal`` too in the
-        simulator, and within ~4 ulp on a GPU (FMA contraction; see the module notes).
-
-    Raises
-    ------
-    ValueError, TypeError
-        As ``random_numpy``; also when ``out`` has the wrong dtype or size.
+        copy back), else a new device array.
 
     Notes
     -----

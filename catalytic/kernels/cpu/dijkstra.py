@@ -1,0 +1,412 @@
+"""Weighted distances on implicit lattices: Dijkstra with a ring of cost buckets in front
+of a small binary heap.
+
+The search runs in the padded index space of :mod:`catalytic.kernels.cpu._padded`, in
+kernel calls of about ``_budget._BUDGET`` units (see "Interrupts" in
+:mod:`catalytic.kernels.cpu._budget`). Distances follow out-neighbours (see
+:mod:`catalytic.kernels.cpu`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from numba.extending import intrinsic
+
+from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu._budget import _HEAP_COST, _filled
+from catalytic.kernels.cpu._padded import (
+    PORTAL,
+    WALL,
+    Plan,
+    _fill_classes,
+    _geo,
+    _resolve,
+    _to_padded,
+    _unpad_all,
+    make_plan,
+)
+
+__all__ = ["dijkstra_distance"]
+
+#: The last bucket number of the Dijkstra queue: every cost with ``cost * inv >= _FAR``
+#: is in it (no larger float is cast to int64), ordered by the heap alone.
+_FAR = 1 << 60
+#: First length of the Dijkstra queue's entry arrays (at least twice the sources and
+#: stencil); they double whenever one is full.
+_QUEUE_CAP0 = 4096
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bucket(key, inv):
+    """Bucket number of a non-negative cost: ``floor(key * inv)``, at most ``_FAR``.
+
+    Monotone in ``key`` (a rounded product with a non-negative constant is, and so is
+    the floor), which is all the exactness of the queue rests on: a lower cost never
+    gets a later bucket."""
+    f = key * inv
+    return np.int64(f) if f < _FAR else np.int64(_FAR)
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(hkey, hidx, size, key, idx):
+    """Add ``(key, idx)`` to the binary min-heap ``hkey/hidx[:size]``."""
+    i = size
+    while i > 0:
+        par = (i - 1) >> 1
+        if hkey[par] <= key:
+            break
+        hkey[i] = hkey[par]
+        hidx[i] = hidx[par]
+        i = par
+    hkey[i] = key
+    hidx[i] = idx
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(hkey, hidx, size):
+    """Remove the root of the binary min-heap ``hkey/hidx[:size]`` (``size > 0``)."""
+    size -= 1
+    key = hkey[size]
+    idx = hidx[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hkey[c + 1] < hkey[c]:
+            c += 1
+        if hkey[c] >= key:
+            break
+        hkey[i] = hkey[c]
+        hidx[i] = hidx[c]
+        i = c
+    hkey[i] = key
+    hidx[i] = idx
+
+
+@njit(cache=True, nogil=True)
+def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, inv, budget,
+                  foff, offs, r, shape, pstrides, periodic, mode, stop):
+    """Dijkstra in padded space with a bucketed queue, resumable.
+
+    ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
+    cell (``WALL``/``PORTAL`` negative). A queue entry is a (cost, cell) pair in bucket
+    ``_bucket(cost, inv)``. The entries of the current bucket ``cur`` are in the binary
+    heap ``hkey/hidx``; those of a bucket ``b`` with ``cur < b < cur + len(ring)`` in
+    the list that ``ring[b % len(ring)]`` heads (linked through ``enext``, entry ``e``
+    holding ``ekey[e], eidx[e]``); later ones in the binary heap ``okey/oidx`` (the
+    overflow). A cell is queued again each time its cost drops, the older entry left
+    where it is: an entry whose cost is above the cell's ``pd`` is stale and dropped
+    where it is met.
+
+    ``st = [cur, heap size, ring entries, free-list head, entries ever used, overflow
+    size, stop settled]``; all arrays of entries have one length. With ``stop >= 0`` it
+    stops once every cell with cost <= cost(stop) is settled, so those costs equal a
+    full run's. Returns after about ``budget`` units: 0 (call again), 1 (done) or 2
+    (call again with all entry arrays longer, their first entries kept).
+
+    Entries leave the heap in order of cost, and a bucket only after all earlier ones
+    (:func:`_bucket` is monotone, and no relaxation gives a cost below the one being
+    settled), so cells are settled in non-decreasing cost as by any Dijkstra.
+    O((n + e) log n) over all calls if every cost falls in one bucket; with the bucket
+    width the host picks, the heap holds a few entries at a time.
+    """
+    K = foff.shape[0]
+    nb = ring.shape[0]
+    mask = nb - 1
+    cap = ekey.shape[0]
+    limit = pd[stop] if stop >= 0 and st[6] != 0 else np.inf
+    cost = K + _HEAP_COST
+    used = 0
+    hs = st[1]
+    cur = st[0]
+    while used < budget:
+        if hs == 0:  # the next non-empty bucket becomes the heap
+            if st[2] == 0:
+                if st[5] > cap:
+                    break  # the overflow might not fit into the entries
+                u = _dijkstra_refill(pd, okey, oidx, ekey, eidx, enext, ring, st, inv)
+                if u < 0:
+                    st[1] = 0
+                    return 1
+                used += u
+                cur = st[0]
+            while True:  # the ring holds an entry, so this ends within len(ring) slots
+                cur += 1
+                used += 1
+                e = ring[cur & mask]
+                if e >= 0:
+                    break
+            ring[cur & mask] = -1
+            while e >= 0:
+                q = eidx[e]
+                if ekey[e] == pd[q]:  # else stale
+                    _heap_push(hkey, hidx, hs, ekey[e], q)
+                    hs += 1
+                    if mode != 0:
+                        _prefetch_around(pd, pw, q, foff)
+                st[2] -= 1
+                nxt = enext[e]
+                enext[e] = st[3]  # to the free list
+                st[3] = e
+                used += 1
+                e = nxt
+            st[0] = cur
+            continue
+        if hs + K > cap or st[2] + K > cap or st[5] + K > cap:
+            break  # no room for K more entries
+        p = hidx[0]
+        dp = hkey[0]
+        _heap_pop(hkey, hidx, hs)
+        hs -= 1
+        if mode != 0 and hs > 0:
+            _prefetch_around(pd, pw, hidx[0], foff)
+        if dp != pd[p]:
+            used += 1  # stale
+            continue
+        if dp > limit:
+            st[1] = hs
+            return 1
+        used += cost
+        if p == stop:
+            limit = dp
+            st[6] = 1
+        for k in range(K):
+            if mode != 0:
+                q = p + foff[k]
+                w = pw[q]
+                if mode == 2 and w == PORTAL:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                    w = pw[q]
+            else:
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+                w = pw[q]
+            if w < 0:
+                continue
+            nd = dp + w
+            if nd < pd[q]:
+                pd[q] = nd
+                b = _bucket(nd, inv)
+                if b == cur:
+                    _heap_push(hkey, hidx, hs, nd, q)
+                    hs += 1
+                elif b - cur < nb:
+                    _ring_add(ekey, eidx, enext, ring, st, b & mask, nd, q)
+                else:
+                    _heap_push(okey, oidx, st[5], nd, q)
+                    st[5] += 1
+    st[1] = hs
+    return 0 if used >= budget else 2
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i):
+    """Start loading ``arr[i]`` into the CPU caches (``llvm.prefetch``, read, keep). A
+    hint only: it never faults, so ``i`` may be out of range."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+
+    if not isinstance(arr, types.Array) or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [idx])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
+
+
+@njit(cache=True, nogil=True)
+def _prefetch_around(pd, pw, p, foff):
+    """Prefetch the cost and weight of each padded neighbour of ``p``. The Dijkstra does
+    it a few pops ahead (for the entries of a new bucket and for the next heap root),
+    as it mostly waits on memory (measured in ``reports/kernel_tuning.md``)."""
+    for k in range(foff.shape[0]):
+        _prefetch(pd, p + foff[k])
+        _prefetch(pw, p + foff[k])
+
+
+@njit(cache=True, nogil=True)
+def _ring_add(ekey, eidx, enext, ring, st, s, key, q):
+    """Queue ``(key, q)`` in ring slot ``s`` of :func:`_dijkstra_run`'s queue, in the
+    free list's first entry or else a new one (the caller makes sure one is left)."""
+    e = st[3]
+    if e >= 0:
+        st[3] = enext[e]
+    else:
+        e = st[4]
+        st[4] = e + 1
+    ekey[e] = key
+    eidx[e] = q
+    enext[e] = ring[s]
+    ring[s] = e
+    st[2] += 1
+
+
+@njit(cache=True, nogil=True)
+def _dijkstra_refill(pd, okey, oidx, ekey, eidx, enext, ring, st, inv):
+    """Refill the empty ring of :func:`_dijkstra_run`'s queue from its overflow: the
+    overflow's buckets that fit into the ring, from its lowest (which needs as many free
+    entries as the overflow holds), the stale entries dropped; that bucket minus one
+    becomes current. Returns the units done (one per entry moved), or -1 when the
+    queue is empty. O(entries moved * log(overflow))."""
+    nb = ring.shape[0]
+    mask = nb - 1
+    used = 0
+    os = st[5]
+    while os > 0 and okey[0] != pd[oidx[0]]:  # stale
+        _heap_pop(okey, oidx, os)
+        os -= 1
+        used += 1
+    if os == 0:
+        st[5] = 0
+        return -1
+    lo = _bucket(okey[0], inv)
+    while os > 0:
+        key = okey[0]
+        q = oidx[0]
+        b = _bucket(key, inv)
+        if b - lo >= nb:
+            break
+        _heap_pop(okey, oidx, os)
+        os -= 1
+        used += 1
+        if key == pd[q]:
+            _ring_add(ekey, eidx, enext, ring, st, b & mask, key, q)
+    st[5] = os
+    st[0] = lo - 1
+    return used
+
+
+# ---------------------------------------------------------------------------------------
+# Host functions
+# ---------------------------------------------------------------------------------------
+
+
+def _bucket_scale(g: Plan, weights) -> tuple[float, int]:
+    """``(inv, ring length)`` for :func:`_dijkstra_run`'s queue. They only set its speed:
+    every choice settles cells in non-decreasing cost.
+
+    A bucket is ``1 / inv`` wide: the largest of about 4096 sampled weights over
+    ``per``, the power of two at or below half the wave front (estimated as the open
+    sites over the longest axis: the cross-section of a box), so that a bucket holds
+    a few of the queued entries; the ring spans two such weights, and later costs
+    wait in the overflow (the sweep that chose ``per`` is in
+    ``reports/kernel_tuning.md``). Below a front of 16 sites (chains, strips), where
+    the ring is slower, and without a positive finite sample (all zero, say), ``inv``
+    is 0 and the heap alone orders every cost."""
+    wave = max(g.n_open, 1) / max(int(g.shape.max()), 1)
+    if wave < 16:
+        return 0.0, 2
+    per = 1 << int(min(16, math.log2(wave / 2)))
+    sample = weights[:: max(1, weights.shape[0] // 4096)]
+    wmax = float(sample.max()) if sample.shape[0] else 0.0
+    inv = per / wmax if wmax > 0 else 0.0
+    return (inv if math.isfinite(inv) else 0.0), 2 * per
+
+
+def _longer(a, used):
+    """A copy of ``a`` twice as long, the first ``used`` entries kept."""
+    out = np.empty(2 * a.shape[0], dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
+
+
+def _weighted_search(g: Plan, weights, psrc, stop=-1):
+    """Dijkstra from padded sources; returns (padded costs, padded entry weights).
+
+    The costs are those of any float64 Dijkstra (the indexed binary heap this queue
+    replaced, SciPy's), bit for bit, whatever order it settles equal costs in. Each
+    ends with ``D(v) = min fl(D(u) + w[v])`` over the in-neighbours ``u`` (0 at
+    sources). Were ``D1(v) < D2(v)`` for two of them, take the first cell ``x`` with
+    ``D1(x) < D2(x)`` on the path that gave ``v`` its cost in the first: its
+    predecessor ``u`` has ``D2(u) <= D1(u)``, and ``fl(a + w)`` does not decrease with
+    ``a``, so ``D2(x) <= fl(D2(u) + w[x]) <= fl(D1(u) + w[x]) = D1(x)``, a
+    contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
+    which is all the walk back from ``stop`` reads.
+    """
+    wf = np.ascontiguousarray(weights, dtype=np.float64)
+    pw = np.empty(g.psize, dtype=np.float64)
+    _fill_classes(pw, wf, g, 0.0, float(WALL), float(PORTAL))
+    pd = _filled(g.psize, np.inf, np.float64)
+    inv, nring = _bucket_scale(g, wf)
+    ring = np.full(nring, -1, dtype=np.int64)
+    psrc = np.unique(np.asarray(psrc, dtype=np.int64))
+    m = psrc.shape[0]
+    cap = max(_QUEUE_CAP0, 2 * (m + g.offs.shape[0]))
+    # heap, overflow heap, ring entries: (cost, cell) pairs, the ring's linked
+    ent = [np.empty(cap, dtype=t) for t in (np.float64, g.itype) * 3] + [
+        np.empty(cap, dtype=np.int64)]
+    pd[psrc] = 0.0
+    ent[0][:m] = 0.0  # all keys equal: already a heap, of bucket 0
+    ent[1][:m] = psrc
+    st = np.array([0, m, 0, -1, 0, 0, 0], dtype=np.int64)
+    geo = _geo(g)
+    budget = _budget._BUDGET
+    while True:
+        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stop)
+        if rc == 1:
+            return pd, pw
+        if rc == 2:
+            ent = [_longer(a, k) for a, k in zip(ent, st[[1, 1, 5, 5, 4, 4, 4]])]
+
+
+def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources) -> np.ndarray:
+    """Multi-source weighted distances, where entering site v costs ``weights[v]``.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
+        unused).
+    weights : ndarray of float64, (n,)
+        Finite, non-negative cost of entering each site (the lattice's geometry checks
+        them).
+    sources : array_like of int
+        Flat indices of open sites (cost 0); the caller has checked them (in range, not
+        blocked).
+
+    Returns
+    -------
+    ndarray of float64, (n,)
+        Least cost from the nearest source along out-neighbours, summed in path order
+        in float64; inf for unreachable and blocked sites.
+
+    Notes
+    -----
+    Dijkstra whose queue is a ring of cost buckets in front of a binary heap that holds
+    the current bucket only (see :func:`_dijkstra_run`); the costs are those of any
+    float64 Dijkstra, bit for bit (:func:`_weighted_search` says why). O((n + e) log n)
+    time at worst (every cost in one bucket), near O(n + e) when the weights spread the
+    costs over the buckets. Memory: 16 bytes per padded cell, plus 44 (56 with int64
+    indices) per queue slot, of which there are at most twice as many as entries were
+    ever queued at once (about the wave front). Runs in kernel calls of about
+    ``_budget._BUDGET`` units, so a signal handler (Ctrl-C) runs between two of them;
+    see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1], [1]])
+    >>> dijkstra_distance((4,), np.zeros(1, np.uint8), off, np.zeros(0, np.uint8), False,
+    ...                   np.array([5.0, 1.0, 2.0, 0.5]), [0])
+    array([0. , 1. , 3. , 3.5])
+    """
+    g = make_plan(shape, periodic, offsets, open_)
+    pd, _ = _weighted_search(g, weights, _to_padded(sources, g))
+    out = np.empty(g.n, dtype=np.float64)
+    _unpad_all(pd, out, g, False)
+    return out

@@ -1,0 +1,442 @@
+"""Shortest paths on implicit lattices: the walk back over a hop or weighted search, and
+the number of shortest hop paths.
+
+The searches are those of :mod:`catalytic.kernels.cpu.bfs` and
+:mod:`catalytic.kernels.cpu.dijkstra`; paths are walked back over *in*-neighbours (the
+stencil negated), which for the usual symmetric stencils is the same set as the
+neighbour set. Everything runs in kernel calls of about ``_budget._BUDGET`` units (see
+"Interrupts" in :mod:`catalytic.kernels.cpu._budget`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu._budget import _LEVEL_COST, _filled
+from catalytic.kernels.cpu._padded import (
+    PORTAL,
+    UNVISITED,
+    _geo,
+    _ngeo,
+    _resolve,
+    _step,
+    _to_padded,
+    _to_real,
+    _work_array,
+    make_plan,
+)
+from catalytic.kernels.cpu.bfs import _hop_search
+from catalytic.kernels.cpu.dijkstra import _weighted_search
+
+__all__ = ["shortest_path", "count_shortest_paths"]
+
+#: Where a path count saturates ("at least this many").
+INT64_MAX = np.iinfo(np.int64).max
+
+
+@njit(cache=True, nogil=True)
+def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, periodic, mode):
+    """Steps ``m .. m_end - 1`` of :func:`_walk_back_hops`: ``path[:m]`` is already
+    walked, ``path[m]`` becomes the in-neighbour of ``path[m - 1]`` with the smallest
+    index whose distance is one less. O((m_end - m) k)."""
+    K = nfoff.shape[0]
+    v = path[m - 1]
+    D = work[v]
+    for h in range(m, m_end):
+        best = -1
+        for k in range(K):
+            u = _step(work, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
+            if u < 0:
+                continue
+            if work[u] == D - 1 and (best < 0 or u < best):
+                best = u
+        path[h] = best
+        v = best
+        D -= 1
+
+
+@njit(cache=True, nogil=True)
+def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode, end):
+    """Walk from ``end`` to the source over in-neighbours, each time to the one with the
+    smallest index whose distance is one less. Writes end..start into ``path``
+    (length work[end] + 1) in one call (the CPU host function calls
+    :func:`_walk_hops_part` in chunks instead). O(D k)."""
+    D = work[end]
+    path[0] = end
+    _walk_hops_part(work, path, 1, D + 1, nfoff, noffs, r, shape, pstrides, periodic, mode)
+    return D + 1
+
+
+@njit(cache=True, nogil=True)
+def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides, periodic,
+               mode, dedupe, end):
+    """Count shortest hop paths to ``end`` by BFS layer dynamic programming, resumable.
+
+    ``st = [head, tail, limit]``: the FIFO ``queue[head:tail]`` still to expand, and the
+    distance of ``end`` once labelled (INT64_MAX before). Start from ``[0, 1, INT64_MAX]``
+    with the start cell in ``queue[0]``, its ``work`` 0 and its ``cnt`` 1. Returns after
+    about ``budget`` units; done when ``head == tail``, and then ``cnt[end]`` is the count
+    if ``work[end] >= 0``. Counts saturate at INT64_MAX; a saturated count means "at
+    least INT64_MAX". O(visited * k), plus O(k^2) per site with ``dedupe``, over all calls.
+    """
+    K = foff.shape[0]
+    head = st[0]
+    tail = st[1]
+    limit = st[2]
+    cost = K + 1 + (K * K // 8 if dedupe else 0)
+    used = 0
+    while head < tail:
+        if used >= budget:
+            break
+        used += cost
+        p = queue[head]
+        head += 1
+        dp = work[p]
+        if dp >= limit:
+            head = tail
+            break
+        c = cnt[p]
+        dn = dp + 1
+        m = 0
+        for k in range(K):
+            if mode != 0:
+                q = p + foff[k]
+                if mode == 2 and work[q] == PORTAL:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+            else:
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+            if dedupe:
+                dup = False
+                for t in range(m):
+                    if buf[t] == q:
+                        dup = True
+                        break
+                if dup:
+                    continue
+                buf[m] = q
+                m += 1
+            v = work[q]
+            if v == UNVISITED:
+                work[q] = dn
+                cnt[q] = c
+                queue[tail] = q
+                tail += 1
+                if q == end:
+                    limit = dn
+            elif v == dn:
+                if cnt[q] > INT64_MAX - c:
+                    cnt[q] = INT64_MAX
+                else:
+                    cnt[q] += c
+    st[0] = head
+    st[1] = tail
+    st[2] = limit
+
+
+@njit(cache=True, nogil=True)
+def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstrides, periodic,
+                   mode, start):
+    """Continue the walk back whose sites so far are ``path[:m]`` (end first) over the
+    shortest-path DAG (see :func:`weighted_walk`): from ``v``, to the in-neighbour ``u``
+    of smallest index with a tight step ``u -> v`` that rises in cost or, where ``v`` has
+    a plateau depth ``> 0`` in ``depth``, one that comes from depth ``depth[v] - 1``.
+
+    The stencil steps are spelled out here and in :func:`_plateau_part`: a call of
+    :func:`_step`, even inlined, made these loops several times slower.
+
+    Returns ``(m, status)`` after about ``budget`` units: status 0 (call again), 1
+    (``path[m - 1]`` is ``start``), 2 (``path[m - 1]`` has no rising tight step and no
+    depth yet: compute its plateau's depths with :func:`_plateau_part`, then call again)
+    or 3 (no step into ``path[m - 1]``: the costs are inconsistent)."""
+    K = nfoff.shape[0]
+    used = 0
+    v = path[m - 1]
+    while v != start:
+        if used >= budget:
+            return m, 0
+        used += K + _LEVEL_COST
+        dv = pd[v]
+        wv = pw[v]
+        hv = depth[v] if depth.shape[0] else -1
+        best = -1
+        for k in range(K):
+            if mode == 0:
+                u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
+                if u < 0:
+                    continue
+            else:
+                u = v + nfoff[k]
+                if mode == 2 and pw[u] == PORTAL:
+                    u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
+            if pw[u] < 0 or pd[u] + wv != dv:
+                continue
+            if hv > 0:
+                ok = pd[u] == dv and depth[u] == hv - 1
+            else:
+                ok = pd[u] < dv
+            if ok and (best < 0 or u < best):
+                best = u
+        if best < 0:
+            return m, (2 if hv == -1 else 3)
+        path[m] = best
+        m += 1
+        v = best
+    return m, 1
+
+
+@njit(cache=True, nogil=True)
+def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, nfoff, noffs,
+                  r, shape, pstrides, periodic, mode):
+    """Plateau depths (see :func:`weighted_walk`) for the sites from which a path of
+    plateau steps leads to ``members[0]``, resumable. ``depth`` is -1 where unknown.
+
+    ``st = [phase, i, m, j, t]``. Phase 0 collects those sites into ``members[:m]``
+    (marked -2 in ``depth``) by a search back over plateau steps from ``members[0]``;
+    phase 1 gives depth 0 to ``start`` and to the members entered by a tight step that
+    rises in cost, queueing them in ``queue``; phase 2 searches forward from them over
+    plateau steps among the members, each one deeper than its parent (``queue[j:t]``
+    still to expand). A shallowest plateau path into a member only passes through
+    members, so its depth is the one a search over the whole plateau gives. Returns 1
+    when done, 0 to be called again (about ``budget`` units a call). O(members k)."""
+    K = foff.shape[0]
+    c = pd[members[0]]
+    used = 0
+    phase, i, m, j, t = st[0], st[1], st[2], st[3], st[4]
+    while used < budget:
+        if phase == 0:
+            if i == m:
+                phase, i = 1, 0
+                continue
+            x = members[i]
+            i += 1
+            used += K
+            if c + pw[x] != c:
+                continue  # entering x changes the cost: no plateau step into it
+            for k in range(K):
+                if mode == 0:
+                    u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                    if u < 0:
+                        continue
+                else:
+                    u = x + nfoff[k]
+                    if mode == 2 and pw[u] == PORTAL:
+                        u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                if pw[u] >= 0 and depth[u] == -1 and pd[u] == c:
+                    depth[u] = -2
+                    members[m] = u
+                    m += 1
+        elif phase == 1:
+            if i == m:
+                phase = 2
+                continue
+            x = members[i]
+            i += 1
+            used += K
+            entry = x == start
+            for k in range(K):
+                if entry:
+                    break
+                if mode == 0:
+                    u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                    if u < 0:
+                        continue
+                else:
+                    u = x + nfoff[k]
+                    if mode == 2 and pw[u] == PORTAL:
+                        u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
+                if pw[u] >= 0 and pd[u] < c and pd[u] + pw[x] == c:
+                    entry = True
+            if entry:
+                depth[x] = 0
+                queue[t] = x
+                t += 1
+        else:
+            if j == t:
+                st[0], st[1], st[2], st[3], st[4] = phase, i, m, j, t
+                return 1
+            x = queue[j]
+            j += 1
+            used += K
+            for k in range(K):
+                if mode == 0:
+                    y = _resolve(x, k, offs, r, shape, pstrides, periodic)
+                    if y < 0:
+                        continue
+                else:
+                    y = x + foff[k]
+                    if mode == 2 and pw[y] == PORTAL:
+                        y = _resolve(x, k, offs, r, shape, pstrides, periodic)
+                if pw[y] >= 0 and depth[y] == -2 and pd[y] == c and c + pw[y] == c:
+                    depth[y] = depth[x] + 1
+                    queue[t] = y
+                    t += 1
+    st[0], st[1], st[2], st[3], st[4] = phase, i, m, j, t
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# Host functions
+# ---------------------------------------------------------------------------------------
+
+
+def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo) -> np.ndarray:
+    """The shortest path ``ps .. pe`` (padded or, with mode 0 tables, plain indices) on
+    the costs ``pd`` of a search from ``ps``; ``pw`` the entry weights (negative on walls
+    and portals), ``geo``/``ngeo`` the stencil tables forward and negated.
+
+    The tie rule, shared with the numpy reference (``backends._common.plateau_depths``,
+    where the definitions are): a step u -> v is tight when ``pd[u] + pw[v] == pd[v]``
+    in float64; a tight step with ``pd[u] == pd[v]`` (a zero weight, or one too small to
+    change the sum) is a plateau step; the depth of ``ps`` and of every site entered by
+    a rising tight step is 0, any other site's is one more than its shallowest plateau
+    in-neighbour's. The walk goes from ``pe`` to the in-neighbour of smallest index
+    along a rising tight step, or along a plateau step from one level shallower: the
+    shortest-path DAG, so it always ends, on a simple path whose float64 cost in path
+    order is ``pd[pe]``. Depths are computed only for the plateaus the walk meets
+    (:func:`_plateau_part`), so lattices without them pay nothing for them. Only costs
+    ``<= pd[pe]`` are read: a search stopped once those are final is enough.
+    O(visited k); kernel calls of about ``_BUDGET`` units.
+    """
+    path = np.empty(max(n_open, 1), dtype=np.int64)
+    path[0] = pe
+    m = 1
+    depth = np.empty(0, dtype=np.int64)
+    budget = _budget._BUDGET
+    while True:
+        m, status = _walk_dag_part(pd, pw, depth, path, m, budget, *ngeo, ps)
+        if status == 1:
+            return path[:m][::-1]
+        if status == 3:
+            raise AssertionError(f"weighted walk: no shortest-path step into cell {path[m - 1]}")
+        if status == 2:
+            if depth.shape[0] == 0:  # the first plateau met: room for the depths
+                depth = _filled(pd.shape[0], -1, np.int64)
+                members = np.empty(max(n_open, 1), dtype=np.int64)
+                queue = np.empty(max(n_open, 1), dtype=np.int64)
+            members[0] = path[m - 1]
+            depth[members[0]] = -2
+            st = np.array([0, 0, 1, 0, 0], dtype=np.int64)
+            while not _plateau_part(pd, pw, depth, members, queue, st, budget, ps, *geo[:2],
+                                    *ngeo[:2], *geo[2:]):
+                pass
+            if depth[members[0]] <= 0:
+                raise AssertionError(f"weighted walk: cell {members[0]} has no plateau depth")
+
+
+def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None) -> np.ndarray:
+    """One shortest path from ``start`` to ``end``, chosen by the project-wide tie rule.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
+        unused).
+    start, end : int
+        Flat indices of open sites; the caller has checked them.
+    weights : ndarray of float64, (n,), optional
+        Finite, non-negative cost of entering each site; hop counts when None.
+
+    Returns
+    -------
+    ndarray of int64
+        Flat indices start..end; length 0 when ``end`` is unreachable.
+
+    Notes
+    -----
+    Distances from ``start`` (the search stops once ``end``'s distance is final), then a
+    walk back from ``end``: at site v with distance D it moves to the in-neighbour u of
+    smallest flat index with dist[u] == D - 1 (hops), or along an edge of the weighted
+    shortest-path DAG (:func:`weighted_walk`: a tight step dist[u] + weights[v] ==
+    dist[v] that rises in cost, or one of equal cost, which zero or below-rounding
+    weights make, from one plateau level shallower). O(n k) hops, O((n + e) log n)
+    weighted. The search and the walk run in kernel calls of about ``_budget._BUDGET``
+    units, so a signal handler (Ctrl-C) runs between two of them; see "Interrupts" in
+    :mod:`catalytic.kernels.cpu._budget`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> shortest_path((3, 3), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8), False, 0, 8)
+    array([0, 1, 2, 5, 8])
+    """
+    g = make_plan(shape, periodic, offsets, open_)
+    ps, pe = _to_padded([start, end], g)
+    ngeo = _ngeo(g)
+    budget = _budget._BUDGET
+    if weights is None:
+        work = _hop_search(g, [ps], stop=pe)
+        D = int(work[pe])
+        if D < 0:
+            return np.empty(0, dtype=np.int64)
+        path = np.empty(D + 1, dtype=np.int64)
+        path[0] = pe
+        step = max(1, budget // (g.offs.shape[0] + _budget._LEVEL_COST))  # a step costs a level
+        for a in range(1, D + 1, step):
+            _walk_hops_part(work, path, a, min(D + 1, a + step), *ngeo)
+        return _to_real(path[::-1], g)
+    pd, pw = _weighted_search(g, weights, [ps], stop=pe)
+    if not np.isfinite(pd[pe]):
+        return np.empty(0, dtype=np.int64)
+    return _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo), g)
+
+
+def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
+    """Number of distinct shortest hop paths from ``start`` to ``end``.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe
+        The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance`; ``dedupe``
+        matters here (a duplicated neighbour must not count twice).
+    start, end : int
+        Flat indices of open sites; the caller has checked them.
+
+    Returns
+    -------
+    count : int
+        The number of paths (0 when unreachable); meaningless when ``overflowed``.
+    overflowed : bool
+        True when the count at ``end`` reached 2**63 - 1 (counts saturate there, so a
+        large count elsewhere that does not reach ``end`` does not raise it); the caller
+        then recomputes exactly.
+
+    Notes
+    -----
+    BFS layer dynamic programming, stopping after the layer before ``end``:
+    O(n k) time (O(n k^2) with ``dedupe``), int32 distances and int64 counts per cell.
+    Runs in kernel calls of about ``_budget._BUDGET`` units, so a signal handler (Ctrl-C)
+    runs between two of them; see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> count_shortest_paths((3, 4), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8),
+    ...                      False, 0, 11)
+    (10, False)
+    """
+    if start == end:
+        return 1, False
+    g = make_plan(shape, periodic, offsets, open_)
+    ps, pe = _to_padded([start, end], g)
+    work = _work_array(g)
+    cnt = np.empty(g.psize, dtype=np.int64)
+    queue = np.empty(max(g.n_open, 1), dtype=g.itype)
+    buf = np.empty(max(g.offs.shape[0], 1), dtype=np.int64)
+    work[ps] = 0
+    cnt[ps] = 1
+    queue[0] = ps
+    st = np.array([0, 1, INT64_MAX], dtype=np.int64)
+    geo = _geo(g)
+    budget = _budget._BUDGET
+    while st[0] < st[1]:
+        _count_run(work, cnt, queue, buf, st, budget, *geo, bool(dedupe), pe)
+    c = int(cnt[pe]) if work[pe] >= 0 else 0
+    if c == INT64_MAX:
+        return c, True
+    return c, False
