@@ -10,10 +10,15 @@ import sys
 import pytest
 
 from catalytic import cli
+from catalytic.backends import numba_cpu
 from catalytic.tools.warmup import TASKS, warmup
 
 
-def test_every_group_runs_and_reports():
+def test_every_group_runs_and_reports(monkeypatch):
+    # as on a machine whose other cores are all busy: calls outside warmup would take
+    # the one-thread paths
+    monkeypatch.setattr(numba_cpu, "_read_free_cpus", lambda: 1)
+    monkeypatch.setattr(numba_cpu, "_free_cpus", (-float("inf"), 0))
     lines = []
     done = warmup(progress=lines.append)
     assert [name for name, _ in done] == list(TASKS)
@@ -26,6 +31,20 @@ def test_every_group_runs_and_reports():
     for kernel in (bfs._bfs_frontiers, components._runs_whole, components._runs_union_inside,
                    _padded._fill_padded, _padded._unpad, fields._rows_kernel):
         assert kernel.signatures, kernel
+
+
+def test_every_thread_takes_numba_threads_whatever_the_load(monkeypatch):
+    import numba
+
+    monkeypatch.setattr(numba_cpu, "_read_free_cpus", lambda: 1)
+    monkeypatch.setattr(numba_cpu, "_free_cpus", (-float("inf"), 0))
+    assert numba_cpu.free_threads() == 1
+    with numba_cpu.every_thread():
+        assert numba_cpu.free_threads() == numba.get_num_threads()
+        with numba_cpu.every_thread():
+            pass
+        assert numba_cpu.free_threads() == numba.get_num_threads()
+    assert numba_cpu.free_threads() == 1
 
 
 def test_unknown_group_is_refused():

@@ -8,6 +8,7 @@ threads a graph call runs on (:func:`on_free_cpus`). The kernels live in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -88,6 +89,21 @@ def _k(lat):
 #: below this many sites a graph call runs on one thread (parallel launches cost more than
 #: they save there, and it skips the /proc reads of free_threads)
 PAR_SITES = 1 << 16
+#: ``on`` while this thread's calls take every one of Numba's threads (every_thread)
+_every = threading.local()
+
+
+@contextlib.contextmanager
+def every_thread():
+    """Calls made inside the block, from this thread, run on all of Numba's threads
+    however busy the machine is (``catalytic warmup`` compiles the parallel paths there,
+    which a busy machine's calls would not take)."""
+    before = getattr(_every, "on", False)
+    _every.on = True
+    try:
+        yield
+    finally:
+        _every.on = before
 
 
 def free_threads() -> int:
@@ -113,6 +129,8 @@ def free_threads() -> int:
     T = numba.get_num_threads()
     if T <= 1:
         return 1
+    if getattr(_every, "on", False):
+        return T
     global _free_cpus
     now = time.monotonic()
     seen, free = _free_cpus

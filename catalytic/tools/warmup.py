@@ -122,8 +122,9 @@ def warmup(progress: Callable[[str], None] | None = print, only=None) -> list:
     Notes
     -----
     Every group calls public operations with ``backend="numba-cpu"`` on lattices large
-    enough for the parallel paths (up to 96^3 sites), so the kernels and argument
-    types a usual call needs get compiled. Larger index types (lattices over 2^31
+    enough for the parallel paths (up to 96^3 sites), on all of Numba's threads however
+    busy the machine is, so the kernels and argument types a usual call needs get
+    compiled. Larger index types (lattices over 2^31
     sites) compile on first use.
     """
     import catalytic as cat
@@ -135,12 +136,15 @@ def warmup(progress: Callable[[str], None] | None = print, only=None) -> list:
     ok, why = cat.get_engine().backends().get(BACKEND, (False, "not registered"))
     if not ok:
         raise RuntimeError(f"the {BACKEND} backend is not available: {why}")
+    from catalytic.backends.numba_cpu import every_thread
+
     say = progress or (lambda _line: None)
     done = []
     for name in names:
         say(f"compiling {name} ...")
         t0 = time.perf_counter()
-        TASKS[name]()
+        with every_thread():  # the parallel paths, also on a busy machine
+            TASKS[name]()
         done.append((name, time.perf_counter() - t0))
         say(f"  {name}: {done[-1][1]:.1f} s")
     return done
