@@ -26,7 +26,7 @@ import numpy as np
 from scipy import ndimage
 
 import catalytic as cat
-from catalytic import operations as O
+from catalytic import results as R
 from catalytic.engine import buffer_digest, gpu_input
 from catalytic.kernels.cpu import components
 from catalytic.router import shipped_calibration_path
@@ -70,7 +70,7 @@ def breakdown(shape):
         "  of which the kernel host function": per_call(
             lambda: components.connected_components(*g.kernel_args(), sizes=True)),
         "  of which result wrapping: Components(...)": per_call(
-            lambda: O.Components(labels.reshape(g.shape), count, sizes)),
+            lambda: R.Components(labels.reshape(g.shape), count, sizes)),
         "digest of borrowed memory (path_catalytic only)": per_call(
             lambda: buffer_digest(L.key_buffer)),
         "routed end to end: L.connected_components()": per_call(L.connected_components),

@@ -21,7 +21,7 @@ from catalytic.errors import (
 )
 from catalytic.memory import get_monitor
 from catalytic.lattice import Lattice, LatticeMetrics, UnifiedCatalyticLattice
-from catalytic.operations import Communities, Components, PathResult, SpanningClusters
+from catalytic.results import Communities, Components, PathResult, SpanningClusters
 from catalytic.profiler import get_profiler, profile
 from catalytic.router import Decision
 

@@ -8,7 +8,7 @@ Batched calls
 -------------
 Lattices are grouped by geometry (shape, periodic axes, stencil, weights or not) and by
 engine and routing flags. When the operation has a *batched twin* (an operation
-registered as ``"batched." + op``, see :data:`catalytic.operations.BATCHED_PREFIX`:
+registered as ``"batched." + op``, see :data:`catalytic.catalogue.BATCHED_PREFIX`:
 ``connected_components``, ``percolates``, ``spanning_clusters`` and ``distance_field``
 over masks, ``laplacian`` and ``xor_transform`` over data are built in; a plugin may
 register its own), a group of two or more lattices runs as routed calls of the twin
@@ -100,7 +100,8 @@ import numpy as np
 
 from catalytic import memory
 from catalytic.errors import CatalyticError, InsufficientMemoryError, PluginError
-from catalytic.operations import BATCHED_PREFIX, Components, SpanningClusters
+from catalytic.catalogue import BATCHED_PREFIX
+from catalytic.results import Components, SpanningClusters
 from catalytic.profiler import get_profiler
 
 EXECUTORS = ("serial", "threads", "dask")

@@ -44,7 +44,7 @@ hookimpl = hookspecs.hookimpl
 #: optional). A required one that fails to load raises; an optional one (a device that
 #: may be absent) is reported in ``plugin_errors`` with a RuntimeWarning.
 BUILTIN_PLUGINS = (
-    ("catalytic", "catalytic.operations", False),  # the operations themselves
+    ("catalytic", "catalytic.catalogue", False),  # the operations themselves
     ("numpy", "catalytic.backends.numpy_backend", False),
     ("numba-cpu", "catalytic.backends.numba_cpu", False),
     ("cuda", "catalytic.backends.cuda_backend", True),

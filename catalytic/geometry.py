@@ -16,7 +16,7 @@ import math
 import numbers
 import numpy as np
 
-from catalytic.kernels.cpu._lattice import c_strides
+from catalytic.kernels.cpu.neighbors import c_strides
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: the most the weights may sum to. A path enters each site at most once, so its exact

@@ -20,7 +20,7 @@ reads it after each call). The engine uses only what was declared there; see
 :meth:`catalytic.registry.Registry.add_backend`. Operations get implementations through
 ``registry.add_implementation`` in ``catalytic_add_operations``: an implementation takes
 the operation's validated arguments and returns what the operation's reference (numpy)
-implementation returns for them (:mod:`catalytic.operations`).
+implementation returns for them (:mod:`catalytic.catalogue`).
 """
 
 from __future__ import annotations

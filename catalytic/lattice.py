@@ -17,7 +17,7 @@ from catalytic.catalysis import lend
 from catalytic.engine import get_engine
 from catalytic.memory import check_host_memory
 from catalytic.geometry import Geometry, _as_shape
-from catalytic.operations import Communities, Components, PathResult, SpanningClusters
+from catalytic.results import Communities, Components, PathResult, SpanningClusters
 
 __all__ = ["UnifiedCatalyticLattice", "Lattice", "LatticeMetrics"]
 
@@ -842,7 +842,7 @@ class UnifiedCatalyticLattice:
 
         The scheme is stable for ``alpha <= 2 / lambda_max``. Since every degree is at
         most the stencil size k, ``lambda_max <= 2 k``, and an ``alpha`` above ``1 / k``
-        (``catalytic.operations.diffusion_limit(L)``) is refused with a ``ValueError``
+        (``catalytic.catalogue.diffusion_limit(L)``) is refused with a ``ValueError``
         giving the limit, before any work, unless ``allow_unstable=True`` (the result
         may then grow without bound or turn to NaN). On a periodic axis of length 2 the
         two neighbours along it are one site, counted once.

@@ -62,7 +62,7 @@ from catalytic.errors import (
     NoBackendError,
     PluginError,
 )
-from catalytic.operations import BATCHED_PREFIX, on_device
+from catalytic.catalogue import BATCHED_PREFIX, on_device
 
 #: cost used for an implementation with neither calibration nor a default
 GENERIC_COST = (50e-6, 1e7)
@@ -642,7 +642,7 @@ class Router:
         Parameters
         ----------
         op : str
-            The operation; its twin is ``operations.BATCHED_PREFIX + op``.
+            The operation; its twin is ``catalogue.BATCHED_PREFIX + op``.
         single : tuple
             ``(args, kwargs)`` of one single call, validated (a representative item: the
             items of a group share the geometry the work counts).
@@ -671,7 +671,7 @@ class Router:
         Examples
         --------
         >>> import numpy as np, catalytic as cat
-        >>> from catalytic.operations import check_stack
+        >>> from catalytic.catalogue import check_stack
         >>> L = cat.Lattice(shape=(16, 16))
         >>> one = check_stack(L, np.ones((1, 16, 16), bool))
         >>> c = cat.get_engine().router.compare_batch(

@@ -53,7 +53,7 @@ def test_only_the_engine_imports_modules_by_name_and_only_its_built_in_plugins()
     assert calls == {("catalytic/engine.py", "_register_builtins"),
                      (_bench_path(), "_peer")}
     named = [m for _, m, _ in engine_mod.BUILTIN_PLUGINS]
-    assert named[0] == "catalytic.operations" and all(
+    assert named[0] == "catalytic.catalogue" and all(
         m.startswith("catalytic.backends.") for m in named[1:])
 
 
@@ -65,3 +65,13 @@ def _bench_path():
 def test_the_plugin_api_is_one_module():
     assert cat.hookimpl is hookspecs.hookimpl and engine_mod.hookimpl is hookspecs.hookimpl
     assert hookspecs.hookspec.project_name == hookspecs.hookimpl.project_name == "catalytic"
+
+
+def test_the_former_kernel_api_name_serves_plugins_built_against_it():
+    """``catalytic.kernels.lattice`` was the neighbour API's name in 0.1; installed plugins
+    import it (catalytic itself imports ``catalytic.kernels.neighbors``)."""
+    from catalytic.kernels import lattice, neighbors
+
+    assert (lattice.neighbor, lattice.neighbors_into, lattice.c_strides,
+            lattice.cuda_functions) == (neighbors.neighbor, neighbors.neighbors_into,
+                                        neighbors.c_strides, neighbors.cuda_functions)

@@ -416,7 +416,7 @@ class _RuntimeOp:
 
     @cat.hookimpl
     def catalytic_add_operations(self, registry):
-        from catalytic import operations as O
+        from catalytic import catalogue as O
 
         registry.add_operation("runtime_open_test", work=O.sites_work, validate=O.v_none)
         registry.add_implementation("runtime_open_test", "numpy",
@@ -449,7 +449,7 @@ def test_plugins_from_entry_points_and_built_ins_reach_dask_workers(tmp_path, mo
 
     (tmp_path / "catalytic_ep_test_plugin.py").write_text(
         "import catalytic as cat\n"
-        "from catalytic import operations as O\n"
+        "from catalytic import catalogue as O\n"
         "@cat.hookimpl\n"
         "def catalytic_add_operations(registry):\n"
         "    registry.add_operation('ep_open_test', work=O.sites_work, validate=O.v_none)\n"

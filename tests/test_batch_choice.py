@@ -14,7 +14,7 @@ from scipy import ndimage
 
 import catalytic as cat
 from catalytic import batch as B
-from catalytic.operations import ROW_WORK, check_stack
+from catalytic.catalogue import ROW_WORK, check_stack
 from catalytic.router import ROUTED_CALL_S
 
 SLOW = {"overhead_s": 1.0, "throughput": 1e3}  # numpy, never chosen
@@ -124,7 +124,7 @@ def test_an_uncalibrated_plugin_twin_still_runs(tmp_path):
 
         @cat.hookimpl
         def catalytic_add_operations(self, registry):
-            from catalytic import operations as O
+            from catalytic import catalogue as O
 
             def twin(lat, stack):
                 Twin.calls += 1

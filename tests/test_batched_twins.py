@@ -170,7 +170,7 @@ class _ShortTwin:
 
     @cat.hookimpl
     def catalytic_add_operations(self, registry):
-        from catalytic import operations as O
+        from catalytic import catalogue as O
 
         def open_count(lat):
             if lat.geometry.n_open == 5:
@@ -241,7 +241,7 @@ class _OpenSitesTwin:
 
     @cat.hookimpl
     def catalytic_add_operations(self, registry):
-        from catalytic import operations as O
+        from catalytic import catalogue as O
 
         registry.add_operation("open_sites_test", work=O.sites_work, validate=O.v_none)
         registry.add_implementation("open_sites_test", "numpy",

@@ -498,7 +498,7 @@ def test_the_limit_is_exact_on_a_periodic_lattice():
     """The checkerboard is the Laplacian's top eigenvector (eigenvalue 2k = 8) on an
     even periodic lattice: at alpha = 1/k its amplitude stays 1 (factor 1 - 8 alpha = -1),
     just above it grows; so the bound cannot be loosened."""
-    from catalytic.operations import diffusion_limit
+    from catalytic.catalogue import diffusion_limit
 
     L = cat.Lattice(shape=(8, 8), periodic=True)
     alpha = diffusion_limit(L)

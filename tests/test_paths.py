@@ -652,7 +652,7 @@ def test_find_all_paths_memory_model_refuses_before_work(monkeypatch):
     import catalytic.memory as memory_mod
 
     L = cat.Lattice(shape=(2**31, 2**31))
-    need = cat.operations.mem_all_paths(L, 0, 1, max_steps=10**6)
+    need = cat.catalogue.mem_all_paths(L, 0, 1, max_steps=10**6)
     assert need >= 10**6 * (160 + 48 * 4)  # a visited site's neighbour list, each step
     monkeypatch.setattr(memory_mod, "available_memory", lambda: need - 1)
     with pytest.raises(cat.InsufficientMemoryError) as info:

@@ -132,7 +132,7 @@ def check_all_backends(L, spec):
     d = L.dimensions
     for b in available_backends():
         res = L.spanning_clusters(backend=b)
-        assert isinstance(res, cat.operations.SpanningClusters)
+        assert isinstance(res, cat.results.SpanningClusters)
         np.testing.assert_array_equal(res.components.labels, labels, err_msg=b)
         assert list(res.clusters) == list(range(d))
         for a in range(d):

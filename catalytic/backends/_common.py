@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from catalytic import operations as O
+from catalytic import catalogue as O
+from catalytic.results import Components, PathResult, SpanningClusters
 
 
 def canonical_labels(raw: np.ndarray, open_flat: np.ndarray, shape) -> tuple[np.ndarray, int]:
@@ -48,8 +49,6 @@ def component_sizes(labels: np.ndarray, count: int) -> np.ndarray:
 def spanning_with(components, lat, axes):
     """:class:`SpanningClusters` of ``lat`` from the labelling ``components(lat)`` (a
     backend's own ``connected_components``) and the winding check on the host."""
-    from catalytic.operations import SpanningClusters
-
     comp = components(lat)
     return SpanningClusters(spanning_clusters(lat.geometry, comp.labels, axes), comp)
 
@@ -59,7 +58,7 @@ def percolates_with(components, lat, axis) -> bool:
     return bool(spanning_with(components, lat, (axis,)).clusters[axis].size)
 
 
-# -- batched twins (see operations.BATCHED_PREFIX) -----------------------------------------
+# -- batched twins (see catalogue.BATCHED_PREFIX) -----------------------------------------
 def each_lattice(lat, stack):
     """``lat.with_mask(row)`` for every row of a checked stack (one at a time)."""
     shape = lat.geometry.shape
@@ -71,8 +70,6 @@ def components_of_stack(geometry, labels, counts, sizes) -> list:
     """One :class:`Components` per row of a batched labelling, each owning its arrays
     (as a single call's would), in the lattice's shape: ``labels`` (B, n) rows are
     copied, a list of one array per row (already their own) is reshaped."""
-    from catalytic.operations import Components
-
     own = isinstance(labels, list)
     return [Components(labels[b].reshape(geometry.shape) if own
                        else labels[b].reshape(geometry.shape).copy(), int(counts[b]), sizes[b])
@@ -87,8 +84,6 @@ def spanning_of_stack(lat, stack, labels, comps, axes) -> list:
     :func:`wrapping_labels` row by row."""
     from catalytic.kernels.cpu.batched import face_spanning_rows
     from catalytic.kernels.cpu.components import face_spanning_batched
-    from catalytic.operations import SpanningClusters
-
     g = lat.geometry
     found = [{} for _ in comps]
     counts = np.array([c.count for c in comps], dtype=np.int64)
@@ -208,7 +203,7 @@ def wrapping_labels(geometry, labels: np.ndarray, axes) -> dict:
     a cluster wraps along ``a`` iff some step has ``w[v] - w[u] != k`` on ``a`` (the
     tree path and that step close a cycle of winding ``k - (w[v] - w[u])``).
     Time O(k n d + n log depth), memory O(k n (48 + 28 p)) bytes for n sites, k
-    offsets and p axes asked (see ``operations.mem_spanning``).
+    offsets and p axes asked (see ``catalogue.mem_spanning``).
     """
     import scipy.sparse as sp
     from scipy.sparse.csgraph import breadth_first_order
@@ -355,8 +350,6 @@ def path_result(geometry, path: np.ndarray):
     entered (exactly as Dijkstra accumulated it); an empty path means unreachable
     (-1 hops, ``inf`` cost).
     """
-    from catalytic.operations import PathResult
-
     path = np.asarray(path, dtype=np.int64)
     if geometry.weights is None:
         return PathResult(path, len(path) - 1 if len(path) else -1)

@@ -27,7 +27,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from catalytic import operations as O
+from catalytic import catalogue as O
+from catalytic import results as R
 from catalytic.backends import _common as C
 from catalytic.hookspecs import hookimpl
 
@@ -481,7 +482,7 @@ def connected_components(lat):
     g = lat.geometry
     labels, count = _graph().connected_components(*_args(lat))
     labels = to_host(labels).reshape(g.shape)
-    return O.Components(labels, int(count), C.component_sizes(labels, int(count)))
+    return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
 
 
 def percolates(lat, *, axis=0):

@@ -18,7 +18,8 @@ import time
 import numba
 import numpy as np
 
-from catalytic import operations as O
+from catalytic import catalogue as O
+from catalytic import results as R
 from catalytic.backends import _common as C
 from catalytic.hookspecs import hookimpl
 
@@ -265,7 +266,7 @@ def path_catalytic(lat, start, end, aux):
 # -- components, structure, centrality ---------------------------------------------------
 def connected_components(lat):
     labels, count, sizes = _components().connected_components(*_k(lat), sizes=True)
-    return O.Components(labels.reshape(lat.geometry.shape), count, sizes)
+    return R.Components(labels.reshape(lat.geometry.shape), count, sizes)
 
 
 def percolates(lat, *, axis=0):

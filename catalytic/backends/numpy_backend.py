@@ -6,7 +6,7 @@ also the route for small work (lowest overhead) and for graph-library algorithms
 
 This module is a plugin like any other: it declares its backend and gives its
 implementations through the ``catalytic_add_*`` hooks; the operations themselves are
-declared by :mod:`catalytic.operations`.
+declared by :mod:`catalytic.catalogue`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from catalytic import memory
-from catalytic import operations as O
+from catalytic import catalogue as O
+from catalytic import results as R
 from catalytic.backends import _common as C
 from catalytic.hookspecs import hookimpl
 
@@ -30,7 +31,7 @@ def distance_field(lat, sources):
 def shortest_path(lat, start, end):
     g = lat.geometry
     dist = C.dist_from(g, [start])
-    return O.PathResult(C.walk_back(g, dist, start, end), C.path_distance(g, dist, end))
+    return R.PathResult(C.walk_back(g, dist, start, end), C.path_distance(g, dist, end))
 
 
 def count_shortest_paths(lat, start, end):
@@ -163,7 +164,7 @@ def path_catalytic(lat, start, end, aux):
             state[nb] = 1 + level % 3
             frontier = nb
         if state[end] == 0:
-            return O.PathResult(np.zeros(0, dtype=np.int64), -1 if g.weights is None else np.inf)
+            return R.PathResult(np.zeros(0, dtype=np.int64), -1 if g.weights is None else np.inf)
         path = [end]
         v = end
         for lev in range(level, 0, -1):
@@ -171,7 +172,7 @@ def path_catalytic(lat, start, end, aux):
             nbrs = np.sort(g.get_neighbors(v))
             v = int(nbrs[np.argmax(state[nbrs] == want)])
             path.append(v)
-        return O.PathResult(np.array(path[::-1], dtype=np.int64), level)
+        return R.PathResult(np.array(path[::-1], dtype=np.int64), level)
 
 
 def _expand(g, frontier):
@@ -185,7 +186,7 @@ def connected_components(lat):
     g = lat.geometry
     _, raw = cc(C.adjacency(g), directed=False)
     labels, count = C.canonical_labels(raw, g.open_flat, g.shape)
-    return O.Components(labels, count, C.component_sizes(labels, count))
+    return R.Components(labels, count, C.component_sizes(labels, count))
 
 
 def percolates(lat, *, axis=0):
@@ -347,7 +348,7 @@ def communities(lat, *, method="louvain", seed=0):
         )
     G = g.to_networkx()
     if G.number_of_nodes() == 0:
-        return O.Communities(np.full(g.shape, -1, dtype=np.int64), 0, 0.0)
+        return R.Communities(np.full(g.shape, -1, dtype=np.int64), 0, 0.0)
     if method == "louvain":
         parts = nxc.louvain_communities(G, seed=seed)
     elif method == "label_propagation":
@@ -362,7 +363,7 @@ def communities(lat, *, method="louvain", seed=0):
     for k, p in enumerate(parts):
         labels[np.asarray(p, dtype=np.int64)] = k
     q = nxc.modularity(G, [set(p) for p in parts]) if G.number_of_edges() else 0.0
-    return O.Communities(labels.reshape(g.shape), len(parts), float(q))
+    return R.Communities(labels.reshape(g.shape), len(parts), float(q))
 
 
 # -- fields -------------------------------------------------------------------------------
@@ -553,7 +554,7 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
 
 
 # -- registration ---------------------------------------------------------------------------
-#: this backend's implementation of each operation the core declares (catalytic.operations)
+#: this backend's implementation of each operation the core declares (catalytic.catalogue)
 IMPLEMENTATIONS = {
     "distance_field": distance_field,
     "shortest_path": shortest_path,

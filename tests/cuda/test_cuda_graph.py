@@ -411,7 +411,7 @@ def test_fast_neighbour_path_is_the_general_one(lat, reach, data):
     """For every site inside ``_fast``'s range on every axis, one addition of the flat
     offset gives what the general decoding gives (on the host: the device functions are
     the same arithmetic), for stencils of reach up to 3, offsets that never land too."""
-    from catalytic.kernels.cpu._lattice import c_strides, neighbor
+    from catalytic.kernels.cpu.neighbors import c_strides, neighbor
 
     shape, periodic = lat[0], lat[1]
     d = shape.shape[0]

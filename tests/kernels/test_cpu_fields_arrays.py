@@ -1,7 +1,7 @@
 """Numba CPU field/array kernels and the counter-based RNG, against independent oracles.
 
 Oracles: a NumPy neighbour enumerator written here from the definition in
-``catalytic.kernels.cpu._lattice`` (itself checked against NetworkX grid graphs),
+``catalytic.kernels.cpu.neighbors`` (itself checked against NetworkX grid graphs),
 ``scipy.sparse.csgraph.laplacian``, NumPy ufuncs/reductions, ``a @ b``, and a pure-Python
 big-integer SplitMix64.
 """

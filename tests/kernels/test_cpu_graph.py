@@ -1,7 +1,7 @@
 """Numba CPU graph kernels against SciPy / NetworkX / closed-form oracles.
 
 The oracle graphs are built here from the neighbour definition in
-``catalytic/kernels/cpu/_lattice.py`` (displace, wrap periodic axes, drop off open axes
+``catalytic/kernels/cpu/neighbors.py`` (displace, wrap periodic axes, drop off open axes
 and on blocked sites, drop self and duplicates) by a slow pure-Python enumerator that
 shares no code with the kernels.
 """

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu._budget import _INT32_LIMIT, _segments
-from catalytic.kernels.cpu._lattice import c_strides
+from catalytic.kernels.cpu.neighbors import c_strides
 
 UNVISITED = -1
 WALL = -2
@@ -70,7 +70,7 @@ def make_plan(shape, periodic, offsets, open_) -> Plan:
     Parameters
     ----------
     shape, periodic, offsets, open_
-        The lattice, as in ``_lattice.py``.
+        The lattice, as in ``neighbors.py``.
 
     Returns
     -------

@@ -1,6 +1,6 @@
 """Kernels over stacks of same-geometry lattices (the masks of an ensemble), the lattices
 shared out over Numba's threads: the CPU side of the batched twins
-(``operations.BATCHED_PREFIX``). The labelling of a stack is
+(``catalogue.BATCHED_PREFIX``). The labelling of a stack is
 :func:`catalytic.kernels.cpu.components.connected_components_batched`; here are the kernels
 that answer less than a labelling, and the hop distances.
 

@@ -14,7 +14,7 @@ from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _LEVEL_COST, _ZERO
-from catalytic.kernels.cpu._lattice import check_sources
+from catalytic.kernels.cpu.neighbors import check_sources
 from catalytic.kernels.cpu._padded import (
     PORTAL,
     UNVISITED,

@@ -12,7 +12,7 @@ from numba import njit
 
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _INT32_LIMIT
-from catalytic.kernels.cpu._lattice import c_strides
+from catalytic.kernels.cpu.neighbors import c_strides
 
 __all__ = ["catalytic_path"]
 
@@ -29,7 +29,7 @@ def _coords(p, strides, c):
 @njit(cache=True, nogil=True)
 def _from_coords(c, k, offs, shape, strides, periodic, open_):
     """Neighbour of the site at coordinates ``c`` along stencil entry ``k`` (as
-    ``_lattice.neighbor``), or -1."""
+    ``neighbors.neighbor``), or -1."""
     j = 0
     for a in range(shape.shape[0]):
         x = c[a] + offs[k, a]

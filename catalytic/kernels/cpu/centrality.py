@@ -2,7 +2,7 @@
 (bit-parallel breadth-first search).
 
 Both host functions take the lattice as plain arrays (``shape``, ``periodic``,
-``offsets``, ``open_``, ``dedupe``; see ``_lattice.py``) and work in the padded index
+``offsets``, ``open_``, ``dedupe``; see ``neighbors.py``) and work in the padded index
 space of :mod:`catalytic.kernels.cpu._padded` (its :class:`~catalytic.kernels.cpu._padded.Plan`
 and class array: a stencil step is one addition, halo cells say ``WALL`` or ``PORTAL``).
 The stencils the geometry accepts are symmetric, so the lattice graph is undirected:
@@ -54,7 +54,7 @@ from numba.extending import intrinsic
 
 from catalytic.kernels.cpu import _budget, _padded
 from catalytic.kernels.cpu import bfs as _bfs
-from catalytic.kernels.cpu._lattice import check_sources
+from catalytic.kernels.cpu.neighbors import check_sources
 
 __all__ = ["betweenness", "betweenness_centrality", "closeness", "sample_sources"]
 
@@ -340,7 +340,7 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in ``_lattice.py``.
+        The lattice, as in ``neighbors.py``.
     sources : array_like of int, optional
         Flat indices of distinct open sites to start searches from; every open site
         when None (exact betweenness).
@@ -424,7 +424,7 @@ def betweenness_centrality(shape, periodic, offsets, open_, dedupe, k=None, seed
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in ``_lattice.py``.
+        The lattice, as in ``neighbors.py``.
     k : int, optional
         Number of sampled sources (1 <= k <= n_open); all open sites when None or
         n_open (NetworkX computes the exact value then too).
@@ -664,7 +664,7 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
-        The lattice, as in ``_lattice.py`` (``dedupe`` is unused: repeated neighbours
+        The lattice, as in ``neighbors.py`` (``dedupe`` is unused: repeated neighbours
         and self-loops change no distance).
 
     Returns

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from catalytic.kernels.cpu._lattice import c_strides, neighbors_into
+from catalytic.kernels.cpu.neighbors import c_strides, neighbors_into
 from catalytic.kernels.cpu._rows import _row_coords, _row_target
 
 __all__ = ["degree"]

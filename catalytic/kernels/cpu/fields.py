@@ -1,7 +1,7 @@
 """Lattice field kernels: graph Laplacian and explicit diffusion.
 
 Conventions (``shape``, ``strides``, ``periodic``, ``offsets``, ``open_``, ``dedupe``) are
-those of :mod:`catalytic.kernels.cpu._lattice`. A field is a flat, C-ordered float64 array
+those of :mod:`catalytic.kernels.cpu.neighbors`. A field is a flat, C-ordered float64 array
 with one value per site (``n = prod(shape)``).
 
 The Laplacian is the combinatorial graph Laplacian of the neighbour relation
@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from catalytic.kernels.cpu._lattice import c_strides, neighbors_into
+from catalytic.kernels.cpu.neighbors import c_strides, neighbors_into
 
 __all__ = ["laplacian", "diffuse"]
 

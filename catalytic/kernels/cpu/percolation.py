@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from catalytic.kernels.cpu._lattice import neighbor
+from catalytic.kernels.cpu.neighbors import neighbor
 from catalytic.kernels.cpu.components import _find
 from catalytic.kernels.random import GOLDEN, _splitmix64_nb, splitmix64
 
@@ -73,7 +73,7 @@ def spanning_thresholds(shape, periodic, offsets, open_, samples, axis, seed, fi
     when a cluster first touched both faces of ``axis`` (-1: never, when even all open
     sites do not span). int64 array. O(m log m + m k alpha) per sample for m open sites;
     about 30 bytes per site per thread."""
-    from catalytic.kernels.cpu._lattice import c_strides
+    from catalytic.kernels.cpu.neighbors import c_strides
     from catalytic.kernels.random import stream_key
 
     shape = np.ascontiguousarray(shape, dtype=np.int64)

@@ -2,25 +2,25 @@
 Each host function's docstring names its twin and says only what differs from it.
 
 Lattice conventions (``shape``, ``strides``, ``periodic``, ``offsets``, ``open_``,
-``dedupe``) are those of :mod:`catalytic.kernels.cpu._lattice`; neighbours come from the
-device :func:`catalytic.kernels.cuda._lattice.neighbor`, compiled from the CPU source.
+``dedupe``) are those of :mod:`catalytic.kernels.cpu.neighbors`; neighbours come from the
+device :func:`catalytic.kernels.cuda.neighbors.neighbor`, compiled from the CPU source.
 
 A 2-d grid stride: x over the sites, y over the fields of a batch (a single field is a
 stack of one), sized to the device (at most 8 blocks of ``TPB`` threads per
 multiprocessor, as the array kernels; under the simulator one (site, row) pair per
 thread, see ``_launch_shape``). A thread decodes its site's coordinates once
-(:func:`~catalytic.kernels.cuda._lattice.inside`, d divisions); away from edges and
+(:func:`~catalytic.kernels.cuda.neighbors.inside`, d divisions); away from edges and
 seams each neighbour is then one addition of a flat offset
-(:func:`~catalytic.kernels.cuda._lattice.step`), elsewhere ``neighbor`` (d divisions
+(:func:`~catalytic.kernels.cuda.neighbors.step`), elsewhere ``neighbor`` (d divisions
 per entry). Each site sums its neighbours in stencil order starting from 0.0,
 then forms ``deg * f_i - acc`` (and ``f_i - alpha * lap`` for an Euler step): the CPU
 twin's per-site order. Two kernels from one source, ``dedupe`` fixed at compile time:
 
 * ``_lap_kernel`` (``dedupe`` False): walks the stencil, skipping entries with no site.
 * ``_lap_dedupe_kernel`` (``dedupe`` True): the same walk, dropping duplicates and
-  self-loops (:func:`~catalytic.kernels.cuda._lattice.kept`): a per-entry flag on the
+  self-loops (:func:`~catalytic.kernels.cuda.neighbors.kept`): a per-entry flag on the
   fast path, elsewhere the earlier entries' neighbours recomputed
-  (:func:`~catalytic.kernels.cuda._lattice.is_first`, O(k^2 d) per site); no
+  (:func:`~catalytic.kernels.cuda.neighbors.is_first`, O(k^2 d) per site); no
   per-thread local buffer, so any stencil size.
 
 The small lattice tables (shape, strides, periodic, offsets, the fast-path tables) are
@@ -45,7 +45,7 @@ from numba import cuda
 from catalytic.kernels.cpu.fields import _prepare
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._exact import mul
-from catalytic.kernels.cuda._lattice import inside, kept, step
+from catalytic.kernels.cuda.neighbors import inside, kept, step
 from catalytic.kernels.cuda.arrays import (
     _SIMULATOR,
     _device_view,

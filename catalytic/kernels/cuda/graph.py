@@ -5,7 +5,7 @@ stack BFS of :mod:`~catalytic.kernels.cpu.batched`. Each host function's docstri
 its twin and says only what differs from it.
 
 Every host function takes the lattice as the CPU twin does, ``(shape, periodic, offsets,
-open_, dedupe, ...)`` with the conventions of ``kernels/cpu/_lattice.py``, copies the
+open_, dedupe, ...)`` with the conventions of ``kernels/cpu/neighbors.py``, copies the
 small tables (shape, strides, periodic, offsets) to the device itself, once per geometry
 (:func:`_tables` keeps them), and accepts ``open_`` and ``weights`` either as NumPy
 arrays or as Numba device arrays (the caller caches device copies of those, and passes
@@ -19,14 +19,14 @@ One thread per element (``i = cuda.grid(1)``, a bounds guard, the work); the hos
 functions pick the launch shape: a 1-D grid of :data:`THREADS` threads per block and
 ``ceil(work / THREADS)`` blocks. Kernels allocate nothing, not even per-thread local
 arrays (``degree`` de-duplicates by recomputing earlier neighbours, see
-:func:`~catalytic.kernels.cuda._lattice.is_first`), and use only plain loads and stores
+:func:`~catalytic.kernels.cuda.neighbors.is_first`), and use only plain loads and stores
 and the ``cuda.atomic`` functions, so they run unchanged under the CUDA simulator.
 
-Every neighbour is computed by the device :func:`~catalytic.kernels.cuda._lattice.neighbor`,
+Every neighbour is computed by the device :func:`~catalytic.kernels.cuda.neighbors.neighbor`,
 compiled from the same source as the CPU one, so the neighbour *set* is the same on both
 backends; the BFS, relaxation, union and level kernels decode a site's coordinates once
 and, away from edges and seams, add flat offsets instead (:func:`_fast`,
-:func:`~catalytic.kernels.cuda._lattice.step`: d divisions per site instead of k d).
+:func:`~catalytic.kernels.cuda.neighbors.step`: d divisions per site instead of k d).
 Distances follow out-neighbours; kernels that *pull* values (relaxation, the level
 scans) read over in-neighbours, i.e. the negated stencil.
 
@@ -53,9 +53,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda, int64, uint64
 
-from catalytic.kernels.cpu._lattice import c_strides, check_sources
+from catalytic.kernels.cpu.neighbors import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda._lattice import inside, kept, step
+from catalytic.kernels.cuda.neighbors import inside, kept, step
 from catalytic.kernels.cuda.arrays import _resident_blocks
 
 __all__ = [
@@ -534,7 +534,7 @@ def _fast(shape, strides, offsets):
     """``(foff, lo, hi)``: the flat offset of each stencil entry, and per axis the
     coordinate range ``[lo, hi)`` from which every entry stays on the lattice without
     wrapping (empty when some entry reaches past the axis). Sites inside it on every
-    axis find their neighbours by one addition (:func:`~._lattice.step`)."""
+    axis find their neighbours by one addition (:func:`~.neighbors.step`)."""
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, shape.shape[0])
     if offsets.shape[0] == 0:
         zero = np.zeros(shape.shape[0], dtype=np.int64)
@@ -549,7 +549,7 @@ def _first(offsets):
     """uint8 per stencil entry: 1 when the entry is not the zero offset and no earlier
     entry equals it. For a site on the fast path (no entry wraps or leaves the lattice)
     distinct entries reach distinct sites, so these are exactly the entries that
-    :func:`~._lattice.is_first` keeps there, found without recomputing any neighbour."""
+    :func:`~.neighbors.is_first` keeps there, found without recomputing any neighbour."""
     k = offsets.shape[0]
     first = np.zeros(k, dtype=np.uint8)
     for q in range(k):

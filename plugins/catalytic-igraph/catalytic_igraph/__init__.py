@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 import catalytic as cat
-from catalytic.kernels.lattice import c_strides, neighbors_into
+from catalytic.kernels.neighbors import c_strides, neighbors_into
 
 NAME = "igraph"
 #: (overhead s, work units per s): a guess from one 2-core machine (graph building

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from catalytic.kernels.lattice import cuda_functions
+from catalytic.kernels.neighbors import cuda_functions
 from catalytic_ising import kernels as _k
 
 d_neighbor, d_is_first = cuda_functions()

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 from numba import njit, prange
 
-from catalytic.kernels.lattice import neighbor
+from catalytic.kernels.neighbors import neighbor
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

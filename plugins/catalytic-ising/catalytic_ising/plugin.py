@@ -167,7 +167,7 @@ def _args(lat, beta, method, field, coupling):
     if open_.shape[0] == 0:
         open_ = np.ones(g.n_points, dtype=np.uint8)
     colour, ncol = colouring(lat)
-    from catalytic.kernels.lattice import c_strides
+    from catalytic.kernels.neighbors import c_strides
 
     table = acceptance(beta, len(offsets), method, field, coupling)
     return colour, ncol, shape, c_strides(shape), periodic, offsets, open_, bool(dedupe), table
@@ -191,7 +191,7 @@ def _row_geometry(g):
     units = {tuple(int(x) for x in s * e) for s in (-1, 1) for e in np.eye(d, dtype=np.int64)}
     if d > 3 or len(g.offsets) != 2 * d or {tuple(o) for o in g.offsets.tolist()} != units:
         return None
-    from catalytic.kernels.lattice import c_strides
+    from catalytic.kernels.neighbors import c_strides
 
     wraps = [bool(p) and n > 2 for p, n in zip(g.periodic, g.shape)]
     lead = np.asarray(g.shape[:-1], dtype=np.uint64)
@@ -286,7 +286,7 @@ def observables(lat, rows, *, beta=None, coupling=1.0, field=0.0) -> dict:
     shape, periodic, offsets, open_, dedupe = g.kernel_args()
     if open_.shape[0] == 0:
         open_ = np.ones(g.n_points, dtype=np.uint8)
-    from catalytic.kernels.lattice import c_strides
+    from catalytic.kernels.neighbors import c_strides
 
     strides = c_strides(shape)
     n = g.n_open

@@ -1,9 +1,9 @@
 """Device-side lattice arithmetic for the CUDA kernels.
 
 ``neighbor`` is compiled from the very same Python source as the CPU twin
-(:func:`catalytic.kernels.cpu._lattice.neighbor`), so both backends define neighbours
+(:func:`catalytic.kernels.cpu.neighbors.neighbor`), so both backends define neighbours
 identically. The CPU kernels collect a site's de-duplicated neighbour set into a scratch
-row (:func:`catalytic.kernels.cpu._lattice.neighbors_into`); on the device a per-thread
+row (:func:`catalytic.kernels.cpu.neighbors.neighbors_into`); on the device a per-thread
 buffer sized for the largest stencil would be a ``cuda.local.array`` of fixed size, which
 the driver reserves for every thread that can be resident (hundreds of MB on an H100).
 The kernels instead ask :func:`is_first` of each neighbour, recomputing the earlier
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from catalytic.kernels.cpu import _lattice as _cpu
+from catalytic.kernels.cpu import neighbors as _cpu
 
 neighbor = cuda.jit(device=True)(_cpu.neighbor.py_func)
 
