@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import threading
 import time
 import weakref
@@ -29,9 +28,12 @@ import numpy as np
 
 from catalytic import operations as O
 from catalytic.backends import _common as C
+from catalytic.devices import devices, numba_cuda as _cuda, probe, simulator_active
 from catalytic.hookspecs import hookimpl
 
 NAME = "cuda"
+#: the profiler's NVTX probe imports this name; ``catalytic.devices.probe`` is the probe
+_available = probe
 #: fraction of the device's free memory a call may plan to use
 DEVICE_MEMORY_MARGIN = 0.9
 #: default costs until ``catalytic calibrate`` runs on a GPU machine (uncalibrated guesses,
@@ -59,83 +61,6 @@ def _resident_lattices() -> list:
             if lat is None:
                 del _resident[k]
         return [lat for _, lat in live if lat is not None]
-
-
-# -- availability ------------------------------------------------------------------------
-def simulator_active() -> bool:
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
-
-
-def _cuda():
-    """``numba.cuda``, or an ImportError naming the extra to install."""
-    try:
-        from numba import cuda
-    except ImportError as err:  # numba without its CUDA target
-        raise ImportError(
-            'the cuda backend needs numba-cuda: pip install "catalytic[cuda]"'
-        ) from err
-    return cuda
-
-
-def _available():
-    try:
-        cuda = _cuda()
-    except ImportError as err:
-        return False, str(err)
-    if simulator_active():
-        return True, "CUDA simulator (NUMBA_ENABLE_CUDASIM=1): correct results, not GPU speed"
-    try:
-        if not cuda.is_available():
-            return False, "no CUDA GPU or driver found (numba.cuda.is_available() is False)"
-        dev = cuda.get_current_device()
-        cc = ".".join(map(str, dev.compute_capability))
-        name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
-        return True, f"{name}, compute capability {cc}"
-    except Exception as err:  # driver present but broken
-        return False, f"CUDA driver error: {type(err).__name__}: {err}"
-
-
-def devices() -> list[dict]:
-    """Every CUDA device: name, compute capability, total and free memory (bytes),
-    driver and runtime versions. Empty when there is none; under the simulator one entry
-    with ``simulator=True``.
-
-    Examples
-    --------
-    >>> import catalytic as cat
-    >>> isinstance(cat.devices(), list)
-    True
-    """
-    try:
-        cuda = _cuda()
-    except ImportError:
-        return []
-    if simulator_active():
-        return [{"id": 0, "name": "CUDA simulator", "simulator": True,
-                 "compute_capability": None, "total_memory": None, "free_memory": None,
-                 "driver_version": None, "runtime_version": None}]
-    if not cuda.is_available():
-        return []
-    out = []
-    driver = runtime = None
-    try:
-        driver = cuda.cudadrv.driver.driver.get_version()
-    except Exception:
-        pass
-    try:
-        runtime = cuda.runtime.get_version()
-    except Exception:
-        pass
-    for dev in cuda.list_devices():
-        with cuda.gpus[dev.id]:
-            free, total = cuda.current_context().get_memory_info()
-            d = cuda.get_current_device()
-            name = d.name.decode() if isinstance(d.name, bytes) else d.name
-            out.append({"id": dev.id, "name": name, "simulator": False,
-                        "compute_capability": tuple(d.compute_capability),
-                        "total_memory": int(total), "free_memory": int(free),
-                        "driver_version": driver, "runtime_version": runtime})
-    return out
 
 
 # -- transfers and residency ---------------------------------------------------------------
@@ -880,7 +805,7 @@ def measure_terms(*, launches=1000, nbytes=1 << 28, repeat=3) -> dict:
 
 @hookimpl
 def catalytic_add_backends(registry):
-    registry.add_backend(NAME, available=_available, device="gpu",
+    registry.add_backend(NAME, available=probe, device="gpu",
                          description="Numba @cuda.jit kernels, data cached on the device",
                          fatal_error=fatal_error, synchronize=synchronize, cleanup=cleanup,
                          release=release, monitored=True)
