@@ -99,6 +99,7 @@ from importlib import metadata
 import numpy as np
 
 from catalytic import memory
+from catalytic.devices import numba_cuda, simulator_active
 from catalytic.errors import CatalyticError, InsufficientMemoryError, PluginError
 from catalytic.catalogue import BATCHED_PREFIX
 from catalytic.results import Components, SpanningClusters
@@ -143,12 +144,10 @@ def _local_cluster(n_workers):
 
 def _gpus_visible() -> bool:
     """True when Numba sees a real GPU (not the simulator)."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
+    if simulator_active():
         return False
     try:
-        from numba import cuda
-
-        return bool(cuda.is_available())
+        return bool(numba_cuda().is_available())
     except Exception:  # no numba-cuda, no driver
         return False
 

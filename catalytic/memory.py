@@ -59,7 +59,6 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-import os
 import threading
 import time
 import warnings
@@ -68,6 +67,7 @@ from collections import deque
 from typing import Callable, NamedTuple
 
 from catalytic.config import check_fraction
+from catalytic.devices import numba_cuda, simulator_active
 from catalytic.errors import InsufficientMemoryError, MemoryShortfall
 
 #: pressure levels: (name, lowest used fraction)
@@ -150,11 +150,10 @@ class _Cache:
 def _device_provider():
     """(free, total, device name) of the current CUDA context, deferred frees flushed
     first; None when there is no usable GPU (simulator: free and total unknown)."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
+    if simulator_active():
         return "simulator"
     try:
-        from numba import cuda
-
+        cuda = numba_cuda()
         if not cuda.is_available():
             return None
         ctx = cuda.current_context()
@@ -534,9 +533,8 @@ class DeviceMemoryMonitor:
         if self._provider is not None:
             return
         try:
-            from numba import cuda
-
-            if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1" and cuda.is_available():
+            cuda = numba_cuda()
+            if not simulator_active() and cuda.is_available():
                 _flush(cuda.current_context())
         except Exception:
             pass

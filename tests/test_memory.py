@@ -261,9 +261,9 @@ def test_threshold_must_be_a_fraction():
 
 @pytest.mark.skipif(SIM, reason="the host reading is what a machine without GPU or simulator gets")
 def test_without_a_gpu_the_monitor_reports_host_memory():
-    from catalytic.backends.cuda_backend import _available
+    from catalytic.devices import probe
 
-    if _available()[0]:
+    if probe()[0]:
         pytest.skip("a GPU is present")
     snap = DeviceMemoryMonitor().snapshot()
     assert snap.device == "host" and snap.total > 0 and 0 <= snap.fraction <= 1

@@ -8,9 +8,10 @@ import pytest
 
 import catalytic as cat
 from catalytic.backends import cuda_backend as cb
+from catalytic.devices import probe
 
 SIM = __import__("os").environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-GPU = not SIM and cb._available()[0]
+GPU = not SIM and probe()[0]
 NO_GPU_CASE = "checks the no-GPU, no-simulator case"
 
 sim = pytest.mark.sim

@@ -71,10 +71,10 @@ def test_nvtx_ranges_on_a_gpu(prof, monkeypatch):
     """With the nvtx package on a GPU machine, every operation and region is an NVTX
     range named catalytic.<name>, pushed and popped in order."""
     nvtx = pytest.importorskip("nvtx", reason="the nvtx package is not installed")
-    from catalytic.backends.cuda_backend import _available
+    from catalytic.devices import probe
     from catalytic.profiler import gpu
 
-    if SIM or not _available()[0]:
+    if SIM or not probe()[0]:
         pytest.skip("NVTX ranges are pushed on a machine with a GPU only")
     seen = []
     monkeypatch.setattr(nvtx, "push_range", lambda message=None, **kw: seen.append(message))

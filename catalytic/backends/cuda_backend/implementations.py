@@ -1,0 +1,330 @@
+"""The cuda backend's implementations: one host function per operation, each launching
+the ``@cuda.jit`` kernels of :mod:`catalytic.kernels.cuda` on this thread's stream, and
+:data:`IMPLEMENTATIONS`, what each needs on the device.
+
+A GPU array passed in stays on the device and gives a GPU result (a Numba device array,
+which exposes ``__cuda_array_interface__`` to CuPy, PyTorch, ...); host inputs give host
+results. Each implementation's contract is its operation's (:mod:`catalytic.catalogue`);
+a docstring here says only what differs on the device. Each is registered through
+:func:`_implementation`, which asks whether the call fits on the device and makes room
+before it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+
+from catalytic import catalogue as O
+from catalytic import results as R
+from catalytic.backends import _common as C
+from catalytic.backends.cuda_backend.residency import (
+    _args,
+    _key,
+    _make_room,
+    _room,
+    resident,
+    to_host,
+)
+from catalytic.backends.cuda_backend.streams import (
+    _SIMULATOR_LOCK,
+    _arrays,
+    _fields,
+    _graph,
+    call_stream,
+)
+from catalytic.devices import numba_cuda, simulator_active
+
+
+# -- what a call needs on the device, and how the registry runs it -----------------------------
+def _lattice_of(args):
+    return args[0] if args and hasattr(args[0], "geometry") else None
+
+
+def _sites(per_site):
+    """Device bytes of a lattice call: ``per_site`` bytes for every site."""
+    return lambda lat, *args, **kwargs: lat.geometry.n_points * per_site
+
+
+def _stacked(per_site):
+    """Device bytes of a batched twin: ``per_site`` bytes for every site of every row."""
+    return lambda lat, stack, *args, **kwargs: stack.size * per_site
+
+
+def _arrays_need(factor=3):
+    """Device bytes of an array call: host inputs are copied over and a result of the
+    same size is made (``factor`` times their bytes); GPU inputs only add a result."""
+    def need(*args, **kwargs):
+        total = 0
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, np.ndarray):
+                total += factor * a.nbytes
+            elif O.on_device(a):
+                total += int(a.nbytes)
+        return total
+
+    return need
+
+
+def _implementation(func, need, check=None):
+    """``(run, supports)`` for the registry: ``supports`` says whether the call fits on
+    the device (and passes ``check``); ``run`` makes room for it, then runs it."""
+    def supports(*args, **kwargs):
+        why = check(*args, **kwargs) if check is not None else None
+        return why or _room(need(*args, **kwargs), _lattice_of(args))
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        with _SIMULATOR_LOCK if simulator_active() else contextlib.nullcontext():
+            _make_room(need(*args, **kwargs), _lattice_of(args))
+            return func(*args, **kwargs)
+
+    return run, supports
+
+
+# -- implementations --------------------------------------------------------------------------
+def distance_field(lat, sources):
+    g = lat.geometry
+    if g.weights is None:
+        d = _graph().bfs_distance(*_args(lat), sources)
+        return to_host(d).astype(np.int64, copy=False).reshape(g.shape)
+    d = _graph().relax_distance(*_args(lat), resident(lat)["weights"], sources)
+    return to_host(d).reshape(g.shape)
+
+
+def shortest_path(lat, start, end):
+    g = lat.geometry
+    w = resident(lat).get("weights")
+    host = (g.open_flat, None if g.weights is None else g.weights.reshape(-1))
+    return C.path_result(g, _graph().shortest_path(*_args(lat), start, end, w, host=host))
+
+
+def connected_components(lat):
+    g = lat.geometry
+    labels, count = _graph().connected_components(*_args(lat))
+    labels = to_host(labels).reshape(g.shape)
+    return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
+
+
+def percolates(lat, *, axis=0):
+    return C.percolates_with(connected_components, lat, axis)
+
+
+def spanning_clusters(lat, *, axes):
+    """Labels from this backend's kernels; the winding check on the host (SciPy)."""
+    return C.spanning_with(connected_components, lat, axes)
+
+
+def _label_stack(lat, stack):
+    """``(labels (B, n), comps)``: every row labelled together, by one union-find over
+    all (row, site) pairs in a fixed number of launches."""
+    g = lat.geometry
+    labels, counts = _graph().connected_components_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
+    sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
+    return labels, C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_distance_field(lat, stack, sources):
+    """One source per row, every row searched together: one launch per BFS level."""
+    g = lat.geometry
+    src = np.full(stack.shape[0], int(sources[0]), dtype=np.int64)
+    d = _graph().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
+                                       g.dedupe, src)
+    return [row.reshape(g.shape) for row in to_host(d).astype(np.int64, copy=False)]
+
+
+def _one_source(lat, stack, sources):
+    if len(sources) != 1:
+        return (f"{len(sources)} sources: the batched BFS kernel takes one source per "
+                "lattice")
+    return None
+
+
+def degree(lat):
+    return to_host(_graph().degree(*_args(lat))).astype(np.int64, copy=False).reshape(lat.geometry.shape)
+
+
+def centrality(lat, *, method="degree", k=None, seed=None):
+    if method == "degree":
+        return C.finish_centrality(lat.geometry, degree(lat), degree=True)
+    return C.finish_centrality(
+        lat.geometry, _graph().closeness(*_args(lat), None, open_host=lat.geometry.open_flat),
+        degree=False)
+
+
+def _centrality_supported(lat, *, method="degree", k=None, seed=None):
+    if method not in ("degree", "closeness"):
+        runs = "the numpy and numba-cpu backends run" if method == "betweenness" else (
+            "the numpy backend runs")
+        return f"centrality method {method!r} is not implemented on the cuda backend ({runs} it)"
+    return None
+
+
+def _field_io(lat, field):
+    """Flat input and output buffers: on the device when the field already is (the
+    result then stays there), on the host otherwise."""
+    n = lat.geometry.n_points
+    if O.on_device(field):
+        return field.reshape(n), numba_cuda().device_array(n, dtype=np.float64), True
+    f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
+    return f, np.empty(n, dtype=np.float64), False
+
+
+def laplacian(lat, field):
+    """Graph Laplacian on the device; a device field gives a device result."""
+    f, out, dev = _field_io(lat, field)
+    if out.size == 0:  # a zero-size lattice: nothing to launch
+        return out.reshape(lat.geometry.shape)
+    res = _fields().laplacian(*_args(lat), f, out)
+    return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
+
+
+def diffuse(lat, field, *, steps=1, alpha=0.1):
+    """Explicit diffusion steps on the device; a device field gives a device result."""
+    f, out, dev = _field_io(lat, field)
+    if out.size == 0:  # a zero-size lattice: nothing to launch
+        return out.reshape(lat.geometry.shape)
+    res = _fields().diffuse(*_args(lat), f, steps, alpha, out)
+    return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
+
+
+def batched_laplacian(lat, fields):
+    """Every row in one launch over all (row, site) pairs."""
+    g = lat.geometry
+    out = _fields().laplacian_batched(*_args(lat), fields, np.empty_like(fields))
+    return [row.reshape(g.shape) for row in out]
+
+
+# -- array operations -------------------------------------------------------------------------
+def _device_out(shape, dtype=np.float64):
+    return numba_cuda().device_array(tuple(shape), dtype=dtype)
+
+
+def _flat(x):
+    return x.reshape(x.size)
+
+
+@O.xor_values
+def xor_transform(lat, data, key=None):
+    """XOR on the device; the lattice's key is cached there after the first call."""
+    A = _arrays()
+    if not O.on_device(data):
+        return C.xor_with(A, lat, data, key, key_bytes=None if key is not None else _key(lat))
+    out = _device_out(data.shape, data.dtype)
+    if key is None:
+        A.xor_bytes(_flat(data).view(np.uint8), _key(lat), _flat(out).view(np.uint8))
+    else:
+        A.xor_elems(_flat(data), key, _flat(out))
+    return out
+
+
+@O.xor_values
+def batched_xor_transform(lat, data, key=None):
+    """Every row XORed with the lattice's key (cached on the device) in one launch."""
+    B = data.shape[0]
+    out = np.empty_like(data)
+    _arrays().xor_bytes_batched(data.reshape(B, -1).view(np.uint8), _key(lat),
+                                out.reshape(B, -1).view(np.uint8))
+    return list(out)
+
+
+def _lattice_key_only(lat, data, key=None):
+    if key is not None:
+        return "an explicit key: the batched XOR kernel uses the lattice's key"
+    return _xor_supported(lat, data)
+
+
+def _xor_supported(lat, data, key=None):
+    # (host data of any byte order runs as its native copy: O.xor_values)
+    if O.on_device(data) and not np.dtype(data.dtype).isnative:
+        return f"GPU data in non-native byte order {np.dtype(data.dtype).str}"
+    return None
+
+
+def normalize(data):
+    if not O.on_device(data):
+        return C.normalize_with(_arrays(), data)
+    out = _device_out(data.shape)
+    _arrays().normalize(_flat(data), _flat(out))
+    return out
+
+
+def scale(data, *, factor=1.0):
+    if not O.on_device(data):
+        return C.scale_with(_arrays(), data, factor)
+    out = _device_out(data.shape)
+    _arrays().scale(_flat(data), factor, _flat(out))
+    return out
+
+
+def reduce(x, op):
+    if not O.on_device(x):
+        return C.reduce_with(_arrays(), x, op)
+    if op in ("sum", "mean") and np.dtype(x.dtype).kind in "iu":
+        # exact on the device (one 16-byte copy back), then as every backend: int64 or
+        # OverflowError, and a correctly rounded mean
+        total = _arrays().int_sum(_flat(x))
+        return O.int_sum_result(total, x.dtype) if op == "sum" else np.float64(total / x.size)
+    return _arrays().reduce(_flat(x), op)
+
+
+def _f64(x):
+    """A GPU operand as is; a host operand as a contiguous float64 array (the kernel
+    copies it over)."""
+    return x if O.on_device(x) else np.ascontiguousarray(x, dtype=np.float64)
+
+
+def elementwise(op, a, b=None):
+    if not (O.on_device(a) or O.on_device(b)):
+        return C.elementwise_with(_arrays(), op, a, b)
+    out = _device_out(a.shape)
+    _arrays().elementwise(op, _flat(_f64(a)), None if b is None else _flat(_f64(b)), _flat(out))
+    return out
+
+
+def matmul(a, b):
+    if not (O.on_device(a) or O.on_device(b)):
+        return to_host(C.matmul_with(_arrays(), a, b))
+    out = _device_out((a.shape[0], b.shape[1]))
+    return _arrays().matmul(_f64(a), _f64(b), out)
+
+
+def random(shape, seed, distribution):
+    from catalytic.kernels.cuda.random import random_cuda
+
+    return to_host(random_cuda(shape, seed, distribution, stream=call_stream()))
+
+
+IMPLEMENTATIONS = {
+    # op: (implementation, device bytes it needs, other condition)
+    "distance_field": (distance_field, _sites(24), None),
+    "shortest_path": (shortest_path, _sites(16), None),
+    "connected_components": (connected_components, _sites(24), None),
+    "percolates": (percolates, _sites(24), None),
+    "spanning_clusters": (spanning_clusters, _sites(24), None),
+    "degree": (degree, _sites(16), None),
+    "centrality": (centrality, _sites(25), _centrality_supported),  # 3 uint64 words + mask
+    "laplacian": (laplacian, _sites(24), None),
+    "diffuse": (diffuse, _sites(32), None),
+    "xor_transform": (xor_transform, _arrays_need(), _xor_supported),
+    "normalize": (normalize, _arrays_need(), None),
+    "scale": (scale, _arrays_need(), None),
+    "reduce": (reduce, _arrays_need(1), None),
+    "elementwise": (elementwise, _arrays_need(), None),
+    "matmul": (matmul, _arrays_need(2), None),
+    "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
+    # a stack of B masks: the masks, int64 parents, int32 prefix sums and int32 labels
+    # (per row-site: 17 B)
+    **{twin: (func, _stacked(17), None) for twin, func in C.stack_twins(_label_stack).items()},
+    # masks and int64 distances per row-site
+    "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
+    # fields in and out, float64
+    "batched.laplacian": (batched_laplacian, _stacked(16), None),
+    "batched.xor_transform": (batched_xor_transform, lambda lat, data, key=None: 2 * data.nbytes,
+                              _lattice_key_only),
+}
+
+
