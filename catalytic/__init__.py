@@ -7,7 +7,7 @@
 """
 
 from catalytic import memory, ops, profiler
-from catalytic.devices import devices
+from catalytic.device import devices
 from catalytic.batch import BatchError, BatchProcessor, BatchResult
 from catalytic.engine import Engine, get_engine, reset_engine
 from catalytic.hookspecs import hookimpl

@@ -99,7 +99,7 @@ from importlib import metadata
 import numpy as np
 
 from catalytic import memory
-from catalytic.devices import numba_cuda, simulator_active
+from catalytic.device import numba_cuda, simulator_active
 from catalytic.errors import CatalyticError, InsufficientMemoryError, PluginError
 from catalytic.catalogue import BATCHED_PREFIX
 from catalytic.results import Components, SpanningClusters

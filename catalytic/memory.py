@@ -67,7 +67,7 @@ from collections import deque
 from typing import Callable, NamedTuple
 
 from catalytic.config import check_fraction
-from catalytic.devices import numba_cuda, simulator_active
+from catalytic.device import numba_cuda, simulator_active
 from catalytic.errors import InsufficientMemoryError, MemoryShortfall
 
 #: pressure levels: (name, lowest used fraction)

@@ -261,7 +261,7 @@ def test_threshold_must_be_a_fraction():
 
 @pytest.mark.skipif(SIM, reason="the host reading is what a machine without GPU or simulator gets")
 def test_without_a_gpu_the_monitor_reports_host_memory():
-    from catalytic.devices import probe
+    from catalytic.device import probe
 
     if probe()[0]:
         pytest.skip("a GPU is present")

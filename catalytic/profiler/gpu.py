@@ -4,13 +4,14 @@ device, no ``nvtx`` package): nothing is estimated in its place."""
 
 from __future__ import annotations
 
-import os
+from catalytic.device import probe, simulator_active
+
 
 def _gpu_begin(extra):
     """CUDA events recorded on the default stream, and the monitor's snapshot (into the
     record's ``extra`` dict), before a call on a GPU backend; None under the simulator
     or without a device."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
+    if simulator_active():
         return None
     try:
         from numba import cuda
@@ -48,13 +49,11 @@ def _nvtx_module():
     global _nvtx
     if _nvtx is None:
         _nvtx = False
-        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1":
+        if not simulator_active():
             try:
                 import nvtx
 
-                from catalytic.backends.cuda_backend import _available
-
-                if _available()[0]:
+                if probe()[0]:
                     _nvtx = nvtx
             except Exception:
                 pass

@@ -8,7 +8,7 @@ import pytest
 
 import catalytic as cat
 from catalytic.backends import cuda_backend as cb
-from catalytic.devices import probe
+from catalytic.device import probe
 
 SIM = __import__("os").environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 GPU = not SIM and probe()[0]

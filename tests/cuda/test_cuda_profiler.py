@@ -71,7 +71,7 @@ def test_nvtx_ranges_on_a_gpu(prof, monkeypatch):
     """With the nvtx package on a GPU machine, every operation and region is an NVTX
     range named catalytic.<name>, pushed and popped in order."""
     nvtx = pytest.importorskip("nvtx", reason="the nvtx package is not installed")
-    from catalytic.devices import probe
+    from catalytic.device import probe
     from catalytic.profiler import gpu
 
     if SIM or not probe()[0]:

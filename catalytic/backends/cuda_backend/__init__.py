@@ -16,7 +16,7 @@ lives in one module per job:
 ``costs``
     default costs and the cost terms: kernel launches and PCIe bytes.
 
-Whether a GPU is there is :mod:`catalytic.devices`. Under ``NUMBA_ENABLE_CUDASIM=1``
+Whether a GPU is there is :mod:`catalytic.device`. Under ``NUMBA_ENABLE_CUDASIM=1``
 the backend runs on Numba's CUDA simulator: results are real, speed is not, so its
 default cost keeps the router away from it unless a call names ``backend="cuda"``.
 """
@@ -54,11 +54,9 @@ from catalytic.backends.cuda_backend.residency import (
     transfer_stats,
 )
 from catalytic.backends.cuda_backend.streams import _graph_module, call_stream
-from catalytic.devices import devices, probe, simulator_active
+from catalytic.device import devices, probe, simulator_active
 from catalytic.hookspecs import hookimpl
 
-#: the profiler's NVTX probe imports this name; the probe is ``catalytic.devices.probe``
-_available = probe
 
 __all__ = [
     "DEFAULT_TERMS", "DEVICE_MEMORY_MARGIN", "GPU_DEFAULT_COST", "IMPLEMENTATIONS", "NAME",
@@ -68,7 +66,7 @@ __all__ = [
     "reset_transfer_stats", "resident", "simulator_active", "synchronize", "to_device",
     "to_host", "transfer_stats",
     # private names that tests, benchmarks and the profiler read here
-    "_args", "_available", "_centrality_supported", "_register_with_monitor",
+    "_args", "_centrality_supported", "_register_with_monitor",
     "_resident_lattices", "_terms_for",
 ]
 

@@ -13,7 +13,7 @@ import numpy as np
 from catalytic import catalogue as O
 from catalytic.backends import _common as C
 from catalytic.backends.cuda_backend.residency import _not_resident
-from catalytic.devices import numba_cuda
+from catalytic.device import numba_cuda
 
 #: ``(overhead_s, work_units_per_s)`` until ``catalytic calibrate`` runs on a GPU
 #: machine: uncalibrated defaults, labelled as such in every Decision

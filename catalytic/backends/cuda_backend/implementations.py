@@ -35,7 +35,7 @@ from catalytic.backends.cuda_backend.streams import (
     _graph,
     call_stream,
 )
-from catalytic.devices import numba_cuda, simulator_active
+from catalytic.device import numba_cuda, simulator_active
 
 
 # -- what a call needs on the device, and how the registry runs it -----------------------------

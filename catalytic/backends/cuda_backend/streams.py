@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from catalytic.devices import numba_cuda
+from catalytic.device import numba_cuda
 
 #: Numba's CUDA simulator swaps the kernel module's ``cuda`` global while a kernel runs,
 #: so under it the backend's calls take turns (on a GPU they run concurrently)

@@ -4,10 +4,6 @@ device-memory monitor, the batch processor and the profiler.
 ``numba.cuda`` is imported on first use, never when this module is, so ``import
 catalytic`` works without the ``cuda`` extra. Under ``NUMBA_ENABLE_CUDASIM=1`` Numba's
 CUDA simulator stands in for a device: results are real, speed is not.
-
-The package attribute ``catalytic.devices`` is the function :func:`devices`
-(``cat.devices()``), not this module: import from it with
-``from catalytic.devices import probe``.
 """
 
 from __future__ import annotations
