@@ -1,6 +1,8 @@
-"""Shared fixtures: the ``backend`` parametrisation and the hypothesis profile.
+"""Shared fixtures: the ``backend`` parametrisation, the hypothesis profiles, and (from
+``tests.support.cuda_passes``) the CUDA tests' markers and simulator launch recorder.
 
-The oracles and strategies live in ``lattice_oracles.py`` (importable by name).
+The oracles, strategies and the backend list live in ``tests/support`` (``from
+tests.support.oracles import ...``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from hypothesis import HealthCheck, settings
 
 import catalytic as cat
 import catalytic.engine as engine_mod
+from tests.support.backends import available_backends
+
+pytest_plugins = ("tests.support.cuda_passes",)
 
 settings.register_profile(
     "catalytic",
@@ -28,12 +33,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("CATALYTIC_HYPOTHESIS_PROFILE", "catalytic"))
 
 
-def _backends() -> list[str]:
-    names = [n for n, (ok, _) in cat.get_engine().backends().items() if ok]
-    return sorted(names, key=lambda n: (n != "numpy", n))
-
-
-BACKENDS = _backends()
+BACKENDS = available_backends()
 
 
 @pytest.fixture(params=BACKENDS, scope="session")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import catalytic as cat
-from lattice_oracles import available_backends
+from tests.support.backends import available_backends
 
 CPU = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
 
@@ -188,7 +188,7 @@ LATTICE_OPS = [
 
 
 def _runs_on(backend, op, L, args, kwargs):
-    from lattice_oracles import declines
+    from tests.support.backends import declines
 
     return declines(backend, op, L, *args, **kwargs) is None
 

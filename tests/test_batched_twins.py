@@ -15,7 +15,8 @@ from scipy import ndimage
 import catalytic as cat
 from catalytic import memory as memory_module
 from catalytic.kernels.cpu import components
-from lattice_oracles import available_backends, lattice_specs, make
+from tests.support.backends import available_backends
+from tests.support.strategies import lattice_specs, make
 
 CPU = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
 

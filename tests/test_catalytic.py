@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import catalytic as cat
 import catalytic.backends.numba_cpu as numba_cpu
 import catalytic.backends.numpy_backend as numpy_backend
-from lattice_oracles import available_backends, lattice_specs, make, pick_open
+from tests.support.backends import available_backends
+from tests.support.strategies import lattice_specs, make, pick_open
 
 _ids = itertools.count()
 

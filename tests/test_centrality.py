@@ -25,7 +25,8 @@ import catalytic as cat
 from catalytic.backends import cuda_backend
 from catalytic.kernels.cpu import centrality as CC
 from catalytic.kernels.cpu import _budget, _padded, bfs
-from lattice_oracles import graph_of, lattice_specs, make, open_sites, oracle_graph
+from tests.support.oracles import graph_of, open_sites, oracle_graph
+from tests.support.strategies import lattice_specs, make
 
 CPU = "numba-cpu"
 BACKENDS = ("numpy", CPU)

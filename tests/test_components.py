@@ -10,15 +10,9 @@ from hypothesis import strategies as st
 from scipy import ndimage
 
 import catalytic as cat
-from lattice_oracles import (
-    LARGE_EXAMPLES,
-    available_backends,
-    graph_of,
-    large_lattice_specs,
-    lattice_specs,
-    make,
-)
-from test_percolation import winding_oracle
+from tests.support.backends import available_backends
+from tests.support.oracles import graph_of, winding_oracle
+from tests.support.strategies import LARGE_EXAMPLES, large_lattice_specs, lattice_specs, make
 
 
 def ndimage_structure(stencil, d):

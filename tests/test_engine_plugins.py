@@ -12,7 +12,7 @@ import pytest
 import catalytic as cat
 import catalytic.engine as engine_mod
 from catalytic.registry import Registry
-from lattice_oracles import available_backends
+from tests.support.backends import available_backends
 
 _ids = itertools.count()
 

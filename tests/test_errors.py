@@ -7,7 +7,7 @@ import pytest
 
 import catalytic as cat
 import catalytic.memory as memory_mod
-from lattice_oracles import available_backends
+from tests.support.backends import available_backends
 
 TINY = 1000  # bytes "available" when a test fakes a nearly full machine
 

@@ -10,16 +10,13 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import laplacian as csgraph_laplacian
 
 import catalytic as cat
-from lattice_oracles import (
-    available_backends,
-    declines,
-    graph_of,
+from tests.support.backends import available_backends, declines
+from tests.support.oracles import graph_of, offsets_of, oracle_neighbors
+from tests.support.strategies import (
     LARGE_EXAMPLES,
     large_lattice_specs,
     lattice_specs,
     make,
-    offsets_of,
-    oracle_neighbors,
 )
 
 INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]

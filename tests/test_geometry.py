@@ -13,20 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import catalytic as cat
-from lattice_oracles import (
-    available_backends,
+from tests.support.backends import available_backends
+from tests.support.oracles import (
     coords_of,
     flat_index,
     grid_oracle,
     graph_of,
-    lattice_specs,
-    make,
     moore_oracle,
     offsets_of,
     open_sites,
     oracle_graph,
     oracle_neighbors,
 )
+from tests.support.strategies import lattice_specs, make
 
 KNIGHT = [(1, 2), (2, 1), (-1, 2), (-2, 1), (1, -2), (2, -1), (-1, -2), (-2, -1)]
 

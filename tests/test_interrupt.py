@@ -43,7 +43,8 @@ from catalytic.kernels.cpu import (
     dijkstra,
     paths,
 )
-from lattice_oracles import graph_of, lattice_specs, make, open_sites, pick_open
+from tests.support.oracles import graph_of, open_sites
+from tests.support.strategies import lattice_specs, make, pick_open
 
 #: host-called kernels whose calls are counted (only ones no other kernel calls: a
 #: kernel compiled while its callee is replaced by a Python wrapper would not type)

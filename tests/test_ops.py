@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import catalytic as cat
-from lattice_oracles import available_backends
+from tests.support.backends import available_backends
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)

@@ -17,18 +17,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import catalytic as cat
-from lattice_oracles import (
+from tests.support.backends import available_backends, declines
+from tests.support.oracles import (
     FLOAT_RTOL,
-    available_backends,
     coords_of,
-    declines,
     entering_cost_digraph,
     graph_of,
+    oracle_graph,
+)
+from tests.support.strategies import (
     LARGE_EXAMPLES,
     large_lattice_specs,
     lattice_specs,
     make,
-    oracle_graph,
     pick_open,
 )
 

@@ -1,11 +1,11 @@
 """Spanning and wrapping clusters (``spanning_clusters``, ``percolates``) against
 brute-force oracles that share no code with catalytic: a pure-Python BFS with unwrapped
-coordinates, and NetworkX on a many-fold cover of the periodic lattice."""
+coordinates (``winding_oracle``, shared with the components tests), and NetworkX on a
+many-fold cover of the periodic lattice."""
 
 from __future__ import annotations
 
 import math
-from collections import deque
 
 import networkx as nx
 import numpy as np
@@ -14,69 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import catalytic as cat
-from lattice_oracles import (
-    available_backends,
-    coords_of,
-    flat_index,
-    lattice_specs,
-    make,
-    offsets_of,
-    oracle_graph,
-)
+from tests.support.backends import available_backends
+from tests.support.oracles import coords_of, flat_index, offsets_of, oracle_graph, winding_oracle
+from tests.support.strategies import lattice_specs, make
 
 
 # -- oracles ---------------------------------------------------------------------------
-def winding_oracle(shape, periodic, stencil, mask):
-    """``(labels, wraps)``: labels numbered by lowest flat index, and for each periodic
-    axis the set of labels whose cluster has a cycle of non-zero winding along it.
-
-    BFS per cluster giving every site an unwrapped position (the offsets themselves
-    are the displacements); a step to a visited site at another unwrapped position
-    closes a cycle whose displacement is that difference."""
-    shape = tuple(shape)
-    d = len(shape)
-    offsets = offsets_of(stencil, d)
-    n = math.prod(shape)
-    is_open = [mask is None or bool(mask.reshape(-1)[i]) for i in range(n)]
-    labels = [0] * n
-    pos = {}
-    wraps = {a: set() for a in range(d) if periodic[a]}
-    count = 0
-    for s in range(n):
-        if not is_open[s] or labels[s]:
-            continue
-        count += 1
-        labels[s] = count
-        pos[s] = coords_of(s, shape)
-        queue = deque([s])
-        while queue:
-            u = queue.popleft()
-            pu = pos[u]
-            for off in offsets:
-                q = tuple(x + int(o) for x, o in zip(pu, off))
-                c = []
-                for a in range(d):
-                    if periodic[a]:
-                        c.append(q[a] % shape[a])
-                    elif 0 <= q[a] < shape[a]:
-                        c.append(q[a])
-                    else:
-                        break
-                else:
-                    v = flat_index(c, shape)
-                    if not is_open[v]:
-                        continue
-                    if not labels[v]:
-                        labels[v] = count
-                        pos[v] = q
-                        queue.append(v)
-                    else:
-                        for a in wraps:
-                            if pos[v][a] != q[a]:
-                                wraps[a].add(count)
-    return np.array(labels, dtype=np.int64).reshape(shape), wraps
-
-
 def face_oracle(labels, axis):
     lo = set(np.take(labels, 0, axis=axis).reshape(-1).tolist()) - {0}
     hi = set(np.take(labels, -1, axis=axis).reshape(-1).tolist()) - {0}

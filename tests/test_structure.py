@@ -9,7 +9,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import catalytic as cat
-from lattice_oracles import available_backends, declines, graph_of, lattice_specs, make, open_sites
+from tests.support.backends import available_backends, declines
+from tests.support.oracles import graph_of, open_sites
+from tests.support.strategies import lattice_specs, make
 
 CENTRALITY = {
     "degree": nx.degree_centrality,

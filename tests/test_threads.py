@@ -17,7 +17,7 @@ import pytest
 
 import catalytic as cat
 from catalytic.batch import BatchProcessor, batch_xor_transform
-from lattice_oracles import available_backends
+from tests.support.backends import available_backends
 
 SHAPE = (30, 30)
 N_THREADS = 8

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import catalytic as cat
-from lattice_oracles import available_backends
+from tests.support.backends import available_backends
 
 CPU = [b for b in available_backends() if b in ("numpy", "numba-cpu")]
 

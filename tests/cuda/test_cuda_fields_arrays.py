@@ -1,6 +1,6 @@
 """CUDA array, field and random kernels against their CPU twins.
 
-Two passes (see ``conftest.py``):
+Two passes (see ``tests/support/cuda_passes.py``):
 
 * ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda/test_cuda_fields_arrays.py``
   runs the ``sim`` tests: every host function in the simulator, with sizes that are not

@@ -5,10 +5,10 @@
   in a new module too, fails here until it gets one. Runs everywhere (the simulator
   included); it compiles nothing.
 * Under the simulator, every such kernel ran at least once in the session
-  (:func:`test_every_cuda_kernel_ran_in_the_simulator`, which the conftest moves to
-  the end of the run): a kernel that no test launches fails there.
+  (:func:`test_every_cuda_kernel_ran_in_the_simulator`, which ``tests.support.cuda_passes``
+  moves to the end of the run): a kernel that no test launches fails there.
 * Under the simulator, every launch's argument types are in the committed snapshot
-  ``launch_signatures.json`` and nothing in it is stale
+  ``tests/support/launch_signatures.json`` and nothing in it is stale
   (:func:`test_every_launch_signature_is_in_the_snapshot`, run last too); ``ptx``:
   every signature of the snapshot that no hand-written case covers is compiled and
   assembled as below (on a GPU, Numba compiles a kernel once per signature: one that no
@@ -42,8 +42,9 @@ import re
 import shutil
 import subprocess
 
-import _kernels
 import pytest
+
+from tests.support import cuda_kernels
 
 #: most per-thread local memory a kernel may use, in bytes (``_unary_kernel`` uses 40:
 #: libdevice's argument reduction for large sin/cos/tan arguments)
@@ -52,15 +53,14 @@ LOCAL_BYTES = 64
 _DEPOT = re.compile(r"\.local\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]")
 
 
-_all_kernels = _kernels.all_kernels
+_all_kernels = cuda_kernels.all_kernels
 
 
 def _ptx_cases():
     """``[(id, kernel, argtypes)]``: every PTX case of the cuda test modules."""
-    import test_cuda_fields_arrays as fa
-    import test_cuda_graph as tg
-
     from catalytic.kernels.cuda import graph
+    from tests.cuda import test_cuda_fields_arrays as fa
+    from tests.cuda import test_cuda_graph as tg
 
     cases = [(f"graph:{cid}", getattr(graph, name), args)
              for cid, (name, args) in tg._ptx_cases().items()]
@@ -188,13 +188,13 @@ def test_kernel_assembles_without_spills(compile_ptx, tmp_path, case):
 
 @pytest.mark.simulator_only
 def test_every_cuda_kernel_ran_in_the_simulator():
-    """Every kernel was launched by some test of this session (the conftest records the
-    simulator's launches and runs this test last). Skipped when only part of the CUDA
+    """Every kernel was launched by some test of this session (``cuda_passes`` records
+    the simulator's launches and runs this test last). Skipped when only part of the CUDA
     tests was selected, since the others may be the ones that launch a kernel."""
-    if _kernels.PARTIAL[0] is not None:
-        pytest.skip(f"only part of the CUDA tests ran ({_kernels.PARTIAL[0]})")
+    if cuda_kernels.PARTIAL[0] is not None:
+        pytest.skip(f"only part of the CUDA tests ran ({cuda_kernels.PARTIAL[0]})")
     never = sorted(f"{m}.{n}" for (m, n), k in _all_kernels().items()
-                   if _kernels.py_func(k) not in _kernels.LAUNCHED)
+                   if cuda_kernels.py_func(k) not in cuda_kernels.LAUNCHED)
     assert not never, f"kernels no test launched in the simulator: {never}"
 
 
@@ -206,19 +206,19 @@ def _flat(sigs: dict) -> set:
 @pytest.mark.simulator_only
 def test_every_launch_signature_is_in_the_snapshot():
     """Every (kernel, argument types) this session launched is in the snapshot, and the
-    snapshot names no signature it did not launch (the conftest runs this last; skipped
+    snapshot names no signature it did not launch (``cuda_passes`` runs this last; skipped
     when only part of the CUDA tests ran)."""
-    if _kernels.PARTIAL[0] is not None:
-        pytest.skip(f"only part of the CUDA tests ran ({_kernels.PARTIAL[0]})")
-    got = _kernels.launched_signatures()
+    if cuda_kernels.PARTIAL[0] is not None:
+        pytest.skip(f"only part of the CUDA tests ran ({cuda_kernels.PARTIAL[0]})")
+    got = cuda_kernels.launched_signatures()
     if os.environ.get("CATALYTIC_WRITE_LAUNCH_SIGNATURES") == "1":
-        _kernels.write_snapshot(got)
-        pytest.skip(f"wrote {_kernels.SNAPSHOT.name}: {len(_flat(got))} signatures")
-    want = _kernels.load_snapshot()
+        cuda_kernels.write_snapshot(got)
+        pytest.skip(f"wrote {cuda_kernels.SNAPSHOT.name}: {len(_flat(got))} signatures")
+    want = cuda_kernels.load_snapshot()
     missing = sorted(_flat(got) - _flat(want))
     stale = sorted(_flat(want) - _flat(got))
     assert not missing and not stale, (
-        f"{_kernels.SNAPSHOT.name} is out of date (rewrite it with "
+        f"{cuda_kernels.SNAPSHOT.name} is out of date (rewrite it with "
         f"CATALYTIC_WRITE_LAUNCH_SIGNATURES=1 and a full simulator pass): launched but not "
         f"in it: {missing}; in it but not launched: {stale}")
 
@@ -228,11 +228,11 @@ def _snapshot_cases():
     PTX case (:func:`_ptx_cases`) compiles already."""
     hand = [(kernel, tuple(args)) for _cid, kernel, args in _ptx_cases()]
     out = []
-    for name, sigs in _kernels.load_snapshot().items():
+    for name, sigs in cuda_kernels.load_snapshot().items():
         mod, attr = name.rsplit(".", 1)
         kernel = getattr(importlib.import_module(mod), attr)
         for sig in sigs:
-            args = tuple(_kernels.key_type(k) for k in sig)
+            args = tuple(cuda_kernels.key_type(k) for k in sig)
             if not any(k is kernel and a == args for k, a in hand):
                 out.append((f"{attr}({', '.join(sig)})", kernel, args))
     return out
@@ -243,18 +243,18 @@ def test_the_snapshot_reads_back():
     the types they were written from."""
     from numba import types as T
 
-    sigs = _kernels.load_snapshot()
+    sigs = cuda_kernels.load_snapshot()
     assert sum(len(v) for v in sigs.values()) > 50
     kernels = _all_kernels()
     assert all(tuple(name.rsplit(".", 1)) in kernels for name in sigs)
-    assert _kernels.key_type("int32[2,C]") == T.int32[:, ::1]
-    assert _kernels.key_type("uint8[1,C,ro]") == T.Array(T.uint8, 1, "C", readonly=True)
-    assert _kernels.key_type("float64") == T.float64 and _kernels.key_type("bool") == T.boolean
+    assert cuda_kernels.key_type("int32[2,C]") == T.int32[:, ::1]
+    assert cuda_kernels.key_type("uint8[1,C,ro]") == T.Array(T.uint8, 1, "C", readonly=True)
+    assert cuda_kernels.key_type("float64") == T.float64 and cuda_kernels.key_type("bool") == T.boolean
     np = pytest.importorskip("numpy")
-    assert _kernels.arg_key(np.zeros((2, 3), np.int32)) == "int32[2,C]"
-    assert _kernels.arg_key(np.zeros((2, 3))[:, 1]) == "float64[1,A]"
-    assert _kernels.arg_key(np.frombuffer(b"ab", np.uint8)) == "uint8[1,C,ro]"
-    assert [_kernels.arg_key(v) for v in (3, 2.0, True, np.uint64(1))] == [
+    assert cuda_kernels.arg_key(np.zeros((2, 3), np.int32)) == "int32[2,C]"
+    assert cuda_kernels.arg_key(np.zeros((2, 3))[:, 1]) == "float64[1,A]"
+    assert cuda_kernels.arg_key(np.frombuffer(b"ab", np.uint8)) == "uint8[1,C,ro]"
+    assert [cuda_kernels.arg_key(v) for v in (3, 2.0, True, np.uint64(1))] == [
         "int64", "float64", "bool", "uint64"]
 
 

@@ -1,7 +1,7 @@
 """Batched CPU kernels (``kernels/cpu/batched.py``) against independent oracles: every
 row against NetworkX on the graph built from the neighbour definition
-(``lattice_oracles``), and SciPy's ``ndimage.label`` for the face check, on one thread
-and on all of Numba's threads, with small kernel budgets too."""
+(``tests.support.oracles``), and SciPy's ``ndimage.label`` for the face check, on one
+thread and on all of Numba's threads, with small kernel budgets too."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from scipy import ndimage
 
 from catalytic.kernels.cpu import batched as KB
 from catalytic.kernels.cpu import _budget, bfs, components
-from lattice_oracles import lattice_specs, offsets_of, oracle_graph
+from tests.support.oracles import offsets_of, oracle_graph
+from tests.support.strategies import lattice_specs
 
 
 def _masks(shape, rows, seed, p=None):

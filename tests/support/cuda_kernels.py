@@ -1,14 +1,14 @@
 """The CUDA kernels of ``catalytic.kernels.cuda``, enumerated, and the record of which
 of them this test session launched in the simulator, with which argument types.
 
-Shared by ``test_cuda_ptx`` (every kernel has a PTX case; every launch signature is in
-the snapshot and compiles) and the recording in ``conftest`` (under
+Shared by the PTX tests (every kernel has a PTX case; every launch signature is in the
+snapshot and compiles) and the recording in :mod:`tests.support.cuda_passes` (under
 ``NUMBA_ENABLE_CUDASIM=1`` every kernel ran at least once).
 
 Launch signatures: on a GPU, Numba compiles a kernel once for each tuple of argument
 types it is called with, so a combination that no test compiled (an int64 index array
 beside int32 labels, say) would first fail on the hardware. The simulator compiles
-nothing, but it sees every launch: the conftest records each launch's Numba argument
+nothing, but it sees every launch: ``cuda_passes`` records each launch's Numba argument
 types (:func:`arg_key`), a full simulator pass checks them against the committed
 snapshot :data:`SNAPSHOT`, and the normal pass compiles every signature in it to sm_90
 PTX and assembles it with ptxas.
@@ -37,7 +37,7 @@ SIGNATURES: set = set()
 #: the launch signatures of a full simulator pass: ``{"module.kernel": [key, ...]}``
 SNAPSHOT = pathlib.Path(__file__).with_name("launch_signatures.json")
 #: why this session cannot tell whether every kernel ran (a subset of the CUDA tests
-#: was selected), or None when it can; set by the conftest at collection
+#: was selected), or None when it can; set by ``cuda_passes`` at collection
 PARTIAL: list = ["not collected yet"]
 
 

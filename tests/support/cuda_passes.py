@@ -1,4 +1,9 @@
-"""Three ways to run the CUDA tests.
+"""The pytest plugin behind the CUDA tests (loaded by ``tests/conftest.py``): their
+markers, the simulator's launch recorder, and the ``compile_ptx`` fixture.
+
+The CUDA tests are every test file under :data:`CUDA_TEST_DIRS` (the CUDA kernels'
+tests and the cuda backend's); the README's simulator pass names these folders. There
+are three ways to run them.
 
 * With ``NUMBA_ENABLE_CUDASIM=1`` (set before Numba is imported, as the README's test
   command does): every kernel runs in the simulator at small size and is compared with
@@ -17,8 +22,9 @@ import os
 import pathlib
 import types as pytypes
 
-import _kernels
 import pytest
+
+from tests.support import ROOT, cuda_kernels
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
@@ -53,7 +59,9 @@ def _nvvm_available() -> bool:
 #: snapshot; moved to the end of the run
 LAST = ("test_every_cuda_kernel_ran_in_the_simulator",
         "test_every_launch_signature_is_in_the_snapshot")
-HERE = pathlib.Path(__file__).resolve().parent
+#: the folders of the CUDA tests, relative to the repository root (the README's
+#: simulator pass and ``benchmarks/gpu_proof.py`` name the same)
+CUDA_TEST_DIRS = ("tests/cuda",)
 
 
 def _partial(config, items):
@@ -69,15 +77,16 @@ def _partial(config, items):
     if any("::" in str(a) for a in config.args):
         return "single tests named"
     have = {pathlib.Path(str(item.path)).resolve() for item in items}
-    missing = sorted(p.name for p in HERE.glob("test_*.py") if p.resolve() not in have)
+    missing = sorted(str(p.relative_to(ROOT)) for d in CUDA_TEST_DIRS
+                     for p in (ROOT / d).rglob("test_*.py") if p.resolve() not in have)
     return f"not collected: {', '.join(missing)}" if missing else None
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _record_simulator_launches():
     """Under the simulator, note the Python function of every kernel launched from the
-    host (``_kernels.LAUNCHED``) and its argument types (``_kernels.SIGNATURES``), for
-    the checks that every kernel ran and that every launch signature compiles."""
+    host (``cuda_kernels.LAUNCHED``) and its argument types (``cuda_kernels.SIGNATURES``),
+    for the checks that every kernel ran and that every launch signature compiles."""
     if not SIM:
         yield
         return
@@ -87,7 +96,7 @@ def _record_simulator_launches():
 
     def call(self, *args):
         if not self._device:
-            _kernels.record(self.fn, args)
+            cuda_kernels.record(self.fn, args)
         return real(self, *args)
 
     FakeCUDAKernel.__call__ = call
@@ -101,7 +110,7 @@ def pytest_collection_modifyitems(config, items):
     last = [item for item in items if item.name in LAST]
     if last:
         items[:] = [item for item in items if item.name not in LAST] + last
-    _kernels.PARTIAL[0] = _partial(config, items)
+    cuda_kernels.PARTIAL[0] = _partial(config, items)
     nvvm_ok = None
     for item in items:
         if "simulator_only" in item.keywords and not SIM:
