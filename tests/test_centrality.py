@@ -8,11 +8,9 @@ new keywords to backends and plugins."""
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import networkx as nx
 import numba
@@ -423,8 +421,7 @@ def test_plugins_written_before_sampling_still_get_every_other_call():
         L.calculate_centrality("betweenness", k=3, backend="legacy")
 
     pytest.importorskip("igraph", reason="python-igraph is not installed")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "catalytic-igraph"))
-    import catalytic_igraph
+    import catalytic_igraph  # from the checkout: pyproject's pytest pythonpath
 
     eng = cat.Engine(disable_plugin_autoload=True)
     eng.register_plugin(catalytic_igraph, "igraph")

@@ -2,16 +2,15 @@
 with periodic axes, stencils, masks and weights, zeros included), routes and refuses
 like a backend, and keeps one graph per living lattice.
 
-Tested on a private engine, from this checkout: installing the plugin would add a
-backend to every engine (the main suite's too), which is what a user who wants it does
+Tested on a private engine, from this checkout (catalytic's pyproject puts
+``plugins/catalytic-igraph`` on pytest's ``pythonpath``): installing the plugin would add
+a backend to every engine (the main suite's too), which is what a user who wants it does
 with ``pip install plugins/catalytic-igraph``."""
 
 from __future__ import annotations
 
 import doctest
 import gc
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +19,8 @@ from hypothesis import strategies as st
 
 import catalytic as cat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 pytest.importorskip("igraph", reason="python-igraph is not installed")
-import catalytic_igraph as cig  # noqa: E402
+import catalytic_igraph as cig  # noqa: E402  (from the checkout: pyproject's pytest pythonpath)
 
 
 @pytest.fixture(scope="module")
