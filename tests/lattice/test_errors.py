@@ -200,7 +200,7 @@ def test_field_errors():
         L.laplacian(np.zeros((4, 3)))
     with pytest.raises(TypeError):
         L.laplacian(np.zeros((3, 4), bool))
-    # NaN and inf are values, not errors: they propagate (tests/test_fields_transforms.py)
+    # NaN and inf are values, not errors: they propagate (test_fields_transforms.py)
     assert np.isnan(L.laplacian(np.full((3, 4), np.nan))).all()
 
 

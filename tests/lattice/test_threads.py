@@ -4,6 +4,11 @@ The lattice is small enough that ``find_path_catalytic`` borrows the lattice's o
 buffer, the same bytes ``xor_transform(key=None)`` reads its key from: the two must never
 see each other's work. Every result of the concurrent run is compared with the result of
 the same call made alone.
+
+One of three files about threads: this one shares one lattice between Python threads;
+``tests/backends/test_numba_cpu.py`` holds the numba-cpu backend's thread-count policy,
+and ``tests/backends/cuda_backend/test_threads.py`` the cuda backend's per-thread
+streams and device key cache.
 """
 
 from __future__ import annotations
