@@ -1,4 +1,5 @@
-"""Interrupting long CPU kernels (numba-cpu backend).
+"""Interrupting long CPU kernels (numba-cpu backend): the work budget of
+``kernels/cpu/_budget.py``.
 
 While a Numba kernel runs, the calling thread does not come back to the interpreter, so
 Python signal handlers (Ctrl-C's ``KeyboardInterrupt``, a ``SIGALRM`` handler that

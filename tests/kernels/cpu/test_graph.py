@@ -33,7 +33,7 @@ from catalytic.kernels.cpu import (
 )
 
 
-#: every test on one thread and on all of Numba's threads (tests/kernels/conftest.py)
+#: every test on one thread and on all of Numba's threads (tests/kernels/cpu/conftest.py)
 pytestmark = pytest.mark.usefixtures("threads")
 
 
