@@ -1,6 +1,11 @@
 """The numba-cpu backend decides how many threads a graph call runs on (the kernels only
 read Numba's thread count): one on small lattices, the free CPUs on large ones, and the
-caller's thread count is restored afterwards."""
+caller's thread count is restored afterwards.
+
+One of three files about threads: this one holds the numba-cpu backend's thread-count
+policy; ``tests/lattice/test_threads.py`` shares one lattice between Python threads, and
+``tests/backends/cuda_backend/test_threads.py`` holds the cuda backend's per-thread
+streams and device key cache."""
 
 from __future__ import annotations
 
