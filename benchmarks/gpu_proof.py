@@ -8,7 +8,8 @@ not cached on disk, so each process compiles those it launches):
 1. ``bench_gpu.py`` bandwidth, BFS, components and transfers: ``reports/gpu.md`` and
    ``reports/gpu.json`` (rewritten after each part, so a stopped run leaves what it
    measured);
-2. the CUDA tests (``tests/cuda``) on the GPU, not the simulator: ``reports/gpu_tests.xml``;
+2. the CUDA tests (``tests/kernels/cuda`` and ``tests/backends/cuda_backend``) on the GPU,
+   not the simulator: ``reports/gpu_tests.xml``;
 3. the catalytic-ising plugin's CUDA tests: ``reports/gpu_tests_ising.xml``;
 4. ``catalytic calibrate --quick``: ``reports/calibration_gpu.json``, the device under
    ``machine.gpu``;
@@ -52,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "benchmarks" / "gpu_proof_support"
 #: the CUDA test suite and the plugin's tests, relative to the repository root
-CUDA_TESTS = ("tests/cuda",)
+CUDA_TESTS = ("tests/kernels/cuda", "tests/backends/cuda_backend")
 PLUGIN_TESTS = "plugins/catalytic-ising/tests"
 #: numba-cpu 512^3 BFS and cc3d on the 2-core development machine, the baselines of
 #: bench_gpu.py's targets. The BFS time is read from reports/core.json (bench_core.py's

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cuda_passes import CUDA_TEST_DIRS
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_proof.sh"
 STAND_IN = ROOT / "benchmarks" / "gpu_proof_support" / "no_hypothesis"
@@ -67,6 +69,7 @@ def test_the_plan_names_paths_that_exist_and_writes_only_what_it_cleans_and_copi
     under a name the run removes first and copies after each step."""
     steps = gp.plan(reports=tmp_path, cpu_bfs=5.0, cc3d="2048x2048=0.05")
     assert [s.name.split(":")[0] for s in steps][:2] == ["bench_gpu.py", "CUDA tests"]
+    assert set(gp.CUDA_TESTS) == set(CUDA_TEST_DIRS)  # every CUDA test folder, no other
     for step in steps:
         for need in step.needs:
             assert (ROOT / need).exists(), (step.name, need)

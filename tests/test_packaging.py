@@ -41,8 +41,23 @@ def test_quick_start_recommends_a_venv_and_states_first_run_costs():
     assert "minutes" in start and "GB" in start  # first-run compile time, CUDA wheel size
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+def _test_command():
     commands = re.findall(r"```bash\n(.*?)\n```", README, flags=re.S)
-    test_cmd = next(c for c in commands if "pytest" in c)
+    return next(c for c in commands if "pytest" in c)
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    test_cmd = _test_command()
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == test_cmd
+
+
+def test_the_simulator_pass_names_every_cuda_test_folder():
+    """Every CUDA test file is in the simulator pass, so its check that every kernel ran
+    runs instead of skipping as a partial selection (tests/support/cuda_passes.py)."""
+    from tests.support.cuda_passes import CUDA_TEST_DIRS
+
+    sim = _test_command().split("NUMBA_ENABLE_CUDASIM=1 python -m pytest", 1)[1]
+    assert set(CUDA_TEST_DIRS) <= set(sim.split("&&")[0].split())
+    for folder in CUDA_TEST_DIRS:
+        assert list((ROOT / folder).glob("test_*.py")), folder

@@ -61,7 +61,7 @@ LAST = ("test_every_cuda_kernel_ran_in_the_simulator",
         "test_every_launch_signature_is_in_the_snapshot")
 #: the folders of the CUDA tests, relative to the repository root (the README's
 #: simulator pass and ``benchmarks/gpu_proof.py`` name the same)
-CUDA_TEST_DIRS = ("tests/cuda",)
+CUDA_TEST_DIRS = ("tests/kernels/cuda", "tests/backends/cuda_backend")
 
 
 def _partial(config, items):

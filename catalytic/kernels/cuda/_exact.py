@@ -12,7 +12,7 @@ is never fused: an expression built from it rounds every step, as NumPy does.
 
 Under the simulator the kernels are Python, which never fuses (and the simulator's
 libdevice is a stub): :func:`mul` is then ``a * b``.
-``tests/cuda/test_cuda_ptx.py`` checks every launch signature's PTX for a product that
+``tests/kernels/cuda/test_ptx.py`` checks every launch signature's PTX for a product that
 could still be fused.
 """
 

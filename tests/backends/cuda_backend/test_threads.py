@@ -2,7 +2,13 @@
 
 The cuda backend caches the lattice's XOR key on the device the first time a call
 needs it; that copy must never be taken while another thread has the lattice's buffer
-on loan for a catalytic path search (it would cache search marks as the key).
+on loan for a catalytic path search (it would cache search marks as the key). Each
+thread queues its calls on its own CUDA stream.
+
+One of three files about threads: this one holds the cuda backend's per-thread streams
+and device key cache; ``tests/lattice/test_threads.py`` shares one lattice between Python
+threads, and ``tests/backends/test_numba_cpu.py`` holds the numba-cpu backend's
+thread-count policy.
 """
 
 from __future__ import annotations

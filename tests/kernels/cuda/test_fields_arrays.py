@@ -2,12 +2,12 @@
 
 Two passes (see ``tests/support/cuda_passes.py``):
 
-* ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda/test_cuda_fields_arrays.py``
+* ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/kernels/cuda/test_fields_arrays.py``
   runs the ``sim`` tests: every host function in the simulator, with sizes that are not
   multiples of the block size, compared with the CPU twin (bit for bit unless a
   tolerance is stated). On a machine with a GPU the same tests run on the GPU without
   the simulator.
-* ``python -m pytest tests/cuda/test_cuda_fields_arrays.py`` runs the ``ptx`` tests:
+* ``python -m pytest tests/kernels/cuda/test_fields_arrays.py`` runs the ``ptx`` tests:
   every ``@cuda.jit`` kernel compiled to sm_90 PTX for the argument types its host
   function launches it with.
 

@@ -7,7 +7,7 @@
   bit for bit, closeness to 1e-12.
 * ``ptx`` tests (no simulator): every ``@cuda.jit`` kernel of the module compiles to
   sm_90 PTX for the argument types the host functions launch it with
-  (``test_cuda_ptx.py`` checks that every kernel of every cuda module has a case).
+  (``test_ptx.py`` checks that every kernel of every cuda module has a case).
 """
 
 from __future__ import annotations

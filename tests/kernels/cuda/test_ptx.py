@@ -1,7 +1,7 @@
 """Checks over every CUDA kernel of every module in ``catalytic.kernels.cuda``.
 
 * Every ``@cuda.jit`` kernel (not device function) of every module has a PTX case, in
-  ``test_cuda_graph._ptx_cases`` or ``test_cuda_fields_arrays.KERNELS``: a new kernel,
+  ``test_graph._ptx_cases`` or ``test_fields_arrays.KERNELS`` (beside this file): a new kernel,
   in a new module too, fails here until it gets one. Runs everywhere (the simulator
   included); it compiles nothing.
 * Under the simulator, every such kernel ran at least once in the session
@@ -59,8 +59,8 @@ _all_kernels = cuda_kernels.all_kernels
 def _ptx_cases():
     """``[(id, kernel, argtypes)]``: every PTX case of the cuda test modules."""
     from catalytic.kernels.cuda import graph
-    from tests.cuda import test_cuda_fields_arrays as fa
-    from tests.cuda import test_cuda_graph as tg
+    from tests.kernels.cuda import test_fields_arrays as fa
+    from tests.kernels.cuda import test_graph as tg
 
     cases = [(f"graph:{cid}", getattr(graph, name), args)
              for cid, (name, args) in tg._ptx_cases().items()]

@@ -420,9 +420,10 @@ def test_gpu_benchmark_script_runs_end_to_end_in_the_simulator(capsys, tmp_path)
     """The script that measures the GPU targets works before a GPU ever runs it (its
     smoke figures are not measurements, and it writes no report for them)."""
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+    from tests.support import ROOT
+
+    path = ROOT / "benchmarks" / "bench_gpu.py"
     spec = importlib.util.spec_from_file_location("bench_gpu", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
