@@ -1,4 +1,5 @@
-"""A lent memory-mapped file survives the death of the process that borrowed it."""
+"""The journal of lent memory (``catalytic/catalysis.py``): a lent memory-mapped file
+survives the death of the process that borrowed it."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ import pytest
 import catalytic as cat
 from catalytic import profiler as P
 from catalytic.profiler import compile_events, runs
+from tests.support import ROOT
 
 
 def _ops(records):
@@ -1301,7 +1301,7 @@ def test_bench_profiler_rewrites_its_tables_and_keeps_the_notes_below_them(tmp_p
     """benchmarks/bench_profiler.py at a tiny size: it writes the overhead tables with
     the lower-bound rows, keeps what is below its marker in an earlier report, and puts
     the profiler's methods back after the lower-bound rounds."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_profiler.py"
+    script = ROOT / "benchmarks" / "bench_profiler.py"
     spec = importlib.util.spec_from_file_location("bench_profiler", script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
