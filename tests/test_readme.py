@@ -1,7 +1,8 @@
 """Every Python example in the README runs, and prints what the README shows.
 
 The examples are written as interactive sessions (``>>>``); each block runs as a
-doctest, so a shown output that drifts from the code fails here.
+doctest, so a shown output that drifts from the code fails here, and one that leaves
+process-wide state behind (a plugin on the shared engine, profiler records) fails too.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tests.support.state import changes, process_state
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
@@ -33,12 +36,15 @@ def test_readme_example_shows_its_real_output(code):
     assert ">>>" in code, "README python blocks are written as doctests (>>> prompts)"
     eng = cat.get_engine()
     before = set(eng.plugin_names())
+    state = process_state()
     try:
         report = run_block(code, "README")
+        left = changes(state, process_state())
     finally:
         for name in set(eng.plugin_names()) - before:
             eng.unregister_plugin(name)
     assert not report, report
+    assert not left, f"the example leaves process-wide state behind: {left}"
 
 
 def test_a_drifted_readme_output_fails():

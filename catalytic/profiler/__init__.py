@@ -18,6 +18,7 @@ on; from then on the engine records every routed operation. Named regions group 
 [('region', 'study'), ('region', 'components'), ('op', 'connected_components'), ('op', 'distance_field')]
 >>> prof.summary()["connected_components"]["count"]
 1
+>>> prof.reset()
 
 
 The package's rooms, each importing only those after it:
