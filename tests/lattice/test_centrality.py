@@ -27,6 +27,8 @@ from tests.support.oracles import graph_of, open_sites, oracle_graph
 from tests.support.strategies import lattice_specs, make
 
 CPU = "numba-cpu"
+#: the reference and the backend whose kernels this file covers, named rather than
+#: the available backends (tests.support.backends): cuda declines betweenness
 BACKENDS = ("numpy", CPU)
 
 
