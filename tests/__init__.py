@@ -8,8 +8,8 @@
   every available backend.
 - ``tests/backends/``: a backend's own policy (``test_numba_cpu.py``; the cuda backend in
   ``cuda_backend/``).
-- ``tests/kernels/cpu/`` and ``tests/kernels/cuda/``: one file per kernel module, against
-  oracles and (CUDA) their CPU twins.
+- ``tests/kernels/cpu/`` and ``tests/kernels/cuda/``: files named after the kernel modules
+  they test, against oracles and (CUDA) their CPU twins.
 - ``tests/profiler/``, ``tests/tools/``: the packages of those names.
 - ``tests/support/``: shared oracles, strategies, the backend list and the CUDA test
   machinery, imported as ``tests.support.<module>``.
