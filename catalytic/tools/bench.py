@@ -423,8 +423,8 @@ class Suite:
                              min_repeat=200))
         # a fresh process: import, build a lattice, one distance field (numba-cpu). The
         # child prints the wall clock when it has the answer: "first answer" is from the
-        # launch to then, "whole process" adds the interpreter's teardown (0.3 s after
-        # compiling, Python's last collection of Numba's compiler objects).
+        # launch to then, "whole process" adds the interpreter's teardown (after compiling,
+        # Python's last collection of Numba's compiler objects).
         def code(s):
             return ("import time, catalytic as cat; "
                     f"cat.Lattice(shape=({s}, {s}, {s})).distance_field(0, backend='numba-cpu'); "
