@@ -143,12 +143,11 @@ class Engine:
     # -- plugins ------------------------------------------------------------------------
     def _register_builtins(self):
         for name, module, optional in BUILTIN_PLUGINS:
-            if not optional:
-                self.register_plugin(importlib.import_module(module), name)
-                continue
             try:
                 self.register_plugin(importlib.import_module(module), name)
-            except Exception as err:  # reported, never silently skipped
+            except Exception as err:  # an optional one is reported, never silently skipped
+                if not optional:
+                    raise
                 msg = f"built-in plugin {name!r} failed to load: {type(err).__name__}: {err}"
                 self.plugin_errors[name] = msg
                 warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -373,7 +372,7 @@ class Engine:
             return self._recover(spec, decision, args, kwargs, err)
         self.router.record(decision, decision.backend, time.perf_counter() - t0)
         if backend.device != "cpu":
-            self._monitor(backend.name, spec.name)
+            self._monitor(backend, spec.name)
         if self._failures:
             self._failure_streak(decision.backend, None)
         return result
@@ -411,7 +410,7 @@ class Engine:
             return self._fall_back(spec, decision, args, kwargs, err, err2, disabled,
                                    "failed twice")
         self.router.record(decision, decision.backend, time.perf_counter() - t0)
-        self._monitor(backend.name, spec.name)
+        self._monitor(backend, spec.name)
         self._failure_streak(backend.name, None)
         return result
 
@@ -489,11 +488,10 @@ class Engine:
         if backend.synchronize is not None:
             backend.synchronize()
 
-    def _monitor(self, name: str, op: str) -> None:
+    def _monitor(self, backend, op: str) -> None:
         """Let the device-memory monitor read the device after a call on a backend
         declared ``monitored``, and clean up when usage reached the threshold."""
-        backend = self.registry.backends.get(name)
-        if backend is not None and backend.monitored:
+        if backend.monitored:
             from catalytic.memory import get_monitor
 
             get_monitor().check(op, threshold=self.settings.memory_threshold)

@@ -95,15 +95,22 @@ def available_memory() -> int:
     return _read_host()[0]
 
 
+def host_shortfall(what: str, needed: int) -> MemoryShortfall | None:
+    """Why ``needed`` bytes of host memory for ``what`` do not fit (a
+    :class:`~catalytic.errors.MemoryShortfall`), or None when they do; below
+    :data:`MEMORY_CHECK_MIN_BYTES` nothing is read."""
+    if needed < MEMORY_CHECK_MIN_BYTES:
+        return None
+    avail = available_memory()
+    return MemoryShortfall(what, needed, avail) if needed > avail else None
+
+
 def check_host_memory(what: str, needed: int) -> None:
     """Raise :class:`~catalytic.errors.InsufficientMemoryError` if ``needed`` bytes of
-    host memory are not available (below :data:`MEMORY_CHECK_MIN_BYTES` nothing is
-    read)."""
-    if needed < MEMORY_CHECK_MIN_BYTES:
-        return
-    avail = available_memory()
-    if needed > avail:
-        raise InsufficientMemoryError(what, needed, avail)
+    host memory are not available (:func:`host_shortfall`)."""
+    short = host_shortfall(what, needed)
+    if short is not None:
+        raise InsufficientMemoryError(what, short.needed, short.available)
 
 
 def level_of(fraction: float | None) -> str:

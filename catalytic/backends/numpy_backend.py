@@ -609,15 +609,7 @@ GRAPH_OPS = {
 
 def _graph_fits(lat, *args, **kwargs):
     """The explicit graph must fit in free memory; otherwise say how much it needs."""
-    from catalytic.errors import MemoryShortfall
-
-    need = O.mem_graph(lat)
-    if need < memory.MEMORY_CHECK_MIN_BYTES:
-        return None
-    avail = memory.available_memory()
-    if need > avail:
-        return MemoryShortfall("the explicit graph", need, avail)
-    return None
+    return memory.host_shortfall("the explicit graph", O.mem_graph(lat))
 
 
 @hookimpl
