@@ -187,10 +187,12 @@ def _group_key(item):
     flags (or, for plain arrays, the same shape and dtype)."""
     if _is_lattice(item):
         g = item.geometry
-        # weights by identity: lattices made by with_mask share them; others that merely
-        # hold equal weights are not compared (a twin sees only the first lattice's)
+        # weights and bonds by identity: lattices made by with_mask share them; others
+        # that merely hold equal ones are not compared (a twin sees only the first
+        # lattice's)
+        held = (g.weights, g.bond_bits, g.bond_weights)
         return ("lattice", g.shape, g.periodic, g.offsets.tobytes(),
-                None if g.weights is None else id(g.weights), id(item._engine),
+                tuple(None if a is None else id(a) for a in held), id(item._engine),
                 item.enable_gpu, item.enable_smart_routing)
     shape = getattr(item, "shape", None)
     dtype = str(getattr(item, "dtype", type(item).__name__))

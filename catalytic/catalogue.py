@@ -720,6 +720,9 @@ def _mem_percolates(lat, *, axis=0):
 
 
 # -- the catalogue ------------------------------------------------------------------------
+#: the extra of operations on data alone: they do not read the lattice's graph, so its
+#: bonds do not concern them
+DATA = {"topology": False}
 #: every built-in operation: (name, validate, work, memory, extra, doc); declared by the
 #: core (plugin "catalytic", through the same hook a third-party plugin uses), before any
 #: backend gives an implementation
@@ -753,22 +756,22 @@ CATALOGUE = (
      "The graph Laplacian of a field on the lattice."),
     ("diffuse", v_diffuse, sites_work, mem_sites(24), {},
      "Explicit diffusion steps of a field on the lattice."),
-    ("xor_transform", v_xor, _xor_work, mem_xor, {"borrows": _xor_borrows},
+    ("xor_transform", v_xor, _xor_work, mem_xor, {"borrows": _xor_borrows, "topology": False},
      "Data XORed with a key (the lattice's own buffer by default), values not bytes."),
-    ("normalize", v_data, _data_work, mem_data, {}, "Data scaled to unit maximum norm."),
-    ("scale", v_scale, _data_work, mem_data, {}, "Data multiplied by a factor."),
+    ("normalize", v_data, _data_work, mem_data, DATA, "Data scaled to unit maximum norm."),
+    ("scale", v_scale, _data_work, mem_data, DATA, "Data multiplied by a factor."),
     ("matmul", v_matmul, lambda a, b: float(a.shape[0]) * a.shape[1] * b.shape[1],
-     lambda a, b: 8 * (a.size + b.size + a.shape[0] * b.shape[1]), {},
+     lambda a, b: 8 * (a.size + b.size + a.shape[0] * b.shape[1]), DATA,
      "The matrix product of two 2-D arrays."),
     # (a converted copy at most: int64 or float64 of every element)
-    ("reduce", v_reduce, _data_work, lambda x, op: 8 * x.size, {},
+    ("reduce", v_reduce, _data_work, lambda x, op: 8 * x.size, DATA,
      "A sum, minimum, maximum or mean of every element."),
     ("elementwise", v_elementwise,
      lambda op, a, b=None: float(max(a.size, 0 if b is None else b.size)),
-     lambda op, a, b=None: 16 * max(a.size, 0 if b is None else b.size), {},
+     lambda op, a, b=None: 16 * max(a.size, 0 if b is None else b.size), DATA,
      "A unary or binary elementwise function."),
     ("random", v_random, lambda shape, seed, dist: float(np.prod(shape)),
-     lambda shape, seed, dist: 16 * int(np.prod(shape)), {},
+     lambda shape, seed, dist: 16 * int(np.prod(shape)), DATA,
      "Random numbers of a shape from a seed, the same on every backend."),
     # batched twins (BATCHED_PREFIX): one call over a stack of masks
     ("batched.connected_components", batched(v_none), stack_work, mem_stack(mem_sites(12)),
@@ -783,7 +786,7 @@ CATALOGUE = (
     ("batched.laplacian", v_field_stack, stack_work, mem_stack(mem_sites(16), per_site=16),
      {}, "laplacian of every row of a stack of fields."),
     ("batched.xor_transform", v_xor_stack, data_stack_work, mem_xor,
-     {"borrows": _xor_borrows}, "xor_transform of every row of a stack of data."),
+     {"borrows": _xor_borrows, "topology": False}, "xor_transform of every row of a stack of data."),
     ("spanning_thresholds", v_thresholds,
      lambda lat, samples, **_: float(samples) * sites_work(lat) * 4,
      lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {},

@@ -1,12 +1,29 @@
 """Pure lattice geometry: shape, periodic axes, stencil, mask, weights.
 
-Nothing here stores an edge. Neighbours come from index arithmetic; the only arrays held
-are the ones the user gave (mask, weights) and the tiny stencil table.
+Nothing here stores an edge list. Neighbours come from index arithmetic; the only arrays
+held are the ones the user gave (mask, weights, bonds packed one bit per bond, bond
+weights) and the tiny stencil tables.
 
 The neighbour set of a site ``i`` is: for each stencil offset, the displaced coordinates,
 wrapped on periodic axes, dropped when they leave an open axis or land on a blocked
-site; then duplicates and ``i`` itself removed (this only happens when a periodic axis
-is shorter than twice the stencil's reach). Every backend uses this definition.
+site or through a closed bond; then duplicates and ``i`` itself removed (this only
+happens when a periodic axis is shorter than twice the stencil's reach). Every backend
+uses this definition.
+
+Bonds
+-----
+A bond joins site ``i`` to ``i + o`` for a *forward* offset ``o`` (a stencil row whose
+first non-zero component is positive; :attr:`Geometry.bond_offsets`, in stencil order),
+wrapped across a periodic seam; it belongs to the site it starts from. ``bonds[s, *c]``
+is the bond from the site at coordinates ``c`` along forward offset ``s``; an entry whose
+bond would leave an open axis is ignored. A bond is usable when it is open and both its
+sites exist. Crossing a bond costs its weight, and entering a site its site weight: a
+step ``u -> v`` costs ``bond_weight(u, v) + weights[v]``.
+
+Where a periodic axis is so short that two bonds join the same pair of sites (length 2,
+or length <= 2*reach), the graph operations see one edge, present when any of them is
+usable and weighing the least of the usable ones; a bond from a site to itself (a
+periodic axis of length 1) is no edge. Wrapping and bond percolation count every bond.
 """
 
 from __future__ import annotations
@@ -25,6 +42,10 @@ _INT64_MAX = np.iinfo(np.int64).max
 #: sites. So below half the largest float64 every path cost, and every sum a search tries
 #: (a path cost plus one weight), stays finite: inf only ever means unreachable.
 WEIGHT_SUM_LIMIT = 2.0**1022
+_NO_BITS = np.zeros(0, dtype=np.uint32)
+_NO_WEIGHTS = np.zeros(0, dtype=np.float64)
+_NO_BITS.setflags(write=False)
+_NO_WEIGHTS.setflags(write=False)
 STENCILS = ("von_neumann", "moore")
 
 
@@ -157,6 +178,13 @@ class Geometry:
         4.49e307, blocked sites included) so that no path cost overflows to inf, the
         value that means unreachable (see :data:`WEIGHT_SUM_LIMIT`). Copied as float64,
         read-only.
+    bonds : bool ndarray of shape ``(len(bond_offsets),) + shape``, optional
+        True where a bond is open (see *Bonds* in the module docstring for the layout);
+        None opens every bond. Stored packed, one bit per bond (``bond_bits``).
+    bond_weights : real ndarray of shape ``(len(bond_offsets),) + shape``, optional
+        Cost of crossing each bond (the conductance of a Laplacian); finite and >= 0.
+        With site weights, a path pays both; both together sum to at most 2**1022.
+        Copied as float64 (``bond_weights``, flat, plane by plane), read-only.
 
     Examples
     --------
@@ -165,9 +193,19 @@ class Geometry:
     (12, 6, [1, 2])
     >>> sorted(g.get_neighbors(0).tolist())
     [1, 4, 8]
+
+    A bond layout, one plane per forward offset, built with NumPy:
+
+    >>> g.bond_offsets.tolist()
+    [[1, 0], [0, 1]]
+    >>> bonds = np.ones((2, 3, 4), dtype=bool)
+    >>> bonds[1, 0, 0] = False          # close the bond (0, 0) -> (0, 1)
+    >>> sorted(g.with_bonds(bonds).get_neighbors(0).tolist())
+    [4, 8]
     """
 
-    def __init__(self, shape, periodic=False, stencil="von_neumann", mask=None, weights=None):
+    def __init__(self, shape, periodic=False, stencil="von_neumann", mask=None, weights=None,
+                 bonds=None, bond_weights=None):
         self.shape = _as_shape(shape, allow_empty=True)
         d = len(self.shape)
         self.dimensions = d
@@ -183,22 +221,45 @@ class Geometry:
         self.dedupe = bool(
             any(p and self.shape[a] < 2 * reach[a] + 1 for a, p in enumerate(self.periodic))
         )
+        self._bond_tables()
         self.mask = self._check_mask(mask)
         self.weights = self._check_weights(weights)
+        self.bond_bits = self._check_bonds(bonds)
+        self.bond_weights = self._check_bond_weights(bond_weights)
         if self.mask is None:
             self.open_flat = np.zeros(0, dtype=np.uint8)
         else:
             self.open_flat = self.mask.reshape(-1).view(np.uint8)
         # read-only: backends cache device copies of these, so an edit in place would
         # silently leave the copy stale (views of them are read-only too)
-        for a in (self.mask, self.weights, self.open_flat):
+        for a in (self.mask, self.weights, self.open_flat, self.bond_bits, self.bond_weights):
             if a is not None:
                 a.setflags(write=False)
+
+    def _bond_tables(self):
+        """``bond_offsets`` (the forward half of the stencil, in stencil order) and
+        ``bond_slot``: per stencil row, ``s`` when it is forward offset ``s``, ``~s`` when
+        it is the negation of forward offset ``s`` (the bond is then read at the far
+        end, the site it starts from)."""
+        off = self.offsets
+        nz = off != 0
+        first = off[np.arange(len(off)), nz.argmax(axis=1)] if len(off) else np.zeros(0, np.int64)
+        forward = np.flatnonzero(first > 0)
+        self.bond_offsets = off[forward]
+        self.bond_offsets.setflags(write=False)
+        where = {tuple(r): s for s, r in enumerate(self.bond_offsets.tolist())}
+        slot = np.empty(len(off), dtype=np.int64)
+        for k, r in enumerate(off.tolist()):
+            s = where.get(tuple(r))
+            slot[k] = s if s is not None else ~where[tuple(-x for x in r)]
+        self.bond_slot = slot
+        self.bond_slot.setflags(write=False)
+        self.bond_words = (self.n_points + 31) // 32
 
     def with_mask(self, mask) -> "Geometry":
         """This geometry with another mask (None: every site open): the shape, stencil
         and derived tables are shared, not rebuilt; only the mask is checked and copied.
-        Weights are kept."""
+        Weights, bonds and bond weights are kept."""
         g = object.__new__(Geometry)
         g.__dict__.update(self.__dict__)
         g.mask = g._check_mask(mask)
@@ -209,7 +270,74 @@ class Geometry:
             g.mask.setflags(write=False)
         return g
 
+    def with_bonds(self, bonds) -> "Geometry":
+        """This geometry with other bonds (None: every bond open), sharing everything
+        else (tables, mask, weights, bond weights); only the bonds are checked and
+        packed."""
+        g = object.__new__(Geometry)
+        g.__dict__.update(self.__dict__)
+        g.bond_bits = g._check_bonds(bonds)
+        if g.bond_bits is not None:
+            g.bond_bits.setflags(write=False)
+        return g
+
     # -- validation -------------------------------------------------------------------
+    def _bond_shape(self) -> tuple[int, ...]:
+        return (len(self.bond_offsets),) + self.shape
+
+    def _check_bonds(self, bonds):
+        """``bonds`` packed little-endian into uint32 words, one row of
+        ``bond_words`` words per forward offset (flat), or None."""
+        if bonds is None:
+            return None
+        arr = np.asarray(bonds)
+        if arr.dtype != np.bool_:
+            raise TypeError(f"bonds must be a boolean array, got dtype {arr.dtype}")
+        if arr.shape != self._bond_shape():
+            raise ValueError(
+                f"bonds has shape {arr.shape}; this lattice needs {self._bond_shape()}: one "
+                f"plane per forward offset ({len(self.bond_offsets)}: "
+                f"{self.bond_offsets.tolist()}) by the lattice shape {self.shape}"
+            )
+        kf, words = len(self.bond_offsets), self.bond_words
+        flat = np.zeros((kf, words * 32), dtype=np.bool_)
+        flat[:, : self.n_points] = arr.reshape(kf, -1)
+        packed = np.packbits(flat, axis=1, bitorder="little")  # (kf, 4*words) bytes
+        return np.ascontiguousarray(packed).view("<u4").astype(np.uint32).reshape(-1)
+
+    def _check_bond_weights(self, bond_weights):
+        if bond_weights is None:
+            return None
+        arr = np.asarray(bond_weights)
+        if arr.dtype == np.bool_ or not (
+            np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+        ):
+            raise TypeError(f"bond_weights must be a real numeric array, got dtype {arr.dtype}")
+        if arr.shape != self._bond_shape():
+            raise ValueError(
+                f"bond_weights has shape {arr.shape}; this lattice needs "
+                f"{self._bond_shape()}: one plane per forward offset "
+                f"({self.bond_offsets.tolist()}) by the lattice shape {self.shape}"
+            )
+        out = np.array(arr, dtype=np.float64, order="C", copy=True)
+        for bad, what in ((np.isnan(out), "NaN"), (np.isinf(out), "inf"), (out < 0, "negative")):
+            if bad.any():
+                where = np.argwhere(bad)[0]
+                raise ValueError(
+                    f"bond_weights must be finite and >= 0, got {what} value "
+                    f"{out[tuple(where)]} at (plane, *coords) {tuple(where.tolist())}; close "
+                    "the bond with bonds= instead of an infinite weight"
+                )
+        with np.errstate(over="ignore"):
+            total = float(out.sum()) + (0.0 if self.weights is None else float(self.weights.sum()))
+        if total > WEIGHT_SUM_LIMIT:
+            raise ValueError(
+                f"bond_weights and weights sum to {total:.6g}, more than 2**1022 (about "
+                "4.49e307): a path's cost could overflow float64 to inf, which means "
+                "unreachable; scale the weights down"
+            )
+        return out.reshape(-1)
+
     def _check_mask(self, mask):
         if mask is None:
             return None
@@ -368,13 +496,15 @@ class Geometry:
         return self.mask is None or bool(self.open_flat[i])
 
     # -- neighbours -------------------------------------------------------------------
-    def displace(self, sites: np.ndarray):
+    def displace(self, sites: np.ndarray, *, bond_index: bool = False):
         """Every stencil neighbour of every site in ``sites`` (flat int64 indices).
 
         Returns ``(src, nbr)``: position in ``sites`` and flat index of each neighbour
-        that exists (wrapped on periodic axes, inside open axes, not blocked), ordered
-        by site then stencil. Duplicates from small periodic axes are *not* removed.
-        Memory O(len(sites) k d).
+        that exists (wrapped on periodic axes, inside open axes, not blocked, through an
+        open bond), ordered by site then stencil. Duplicates from small periodic axes
+        are *not* removed. With ``bond_index``, also the flat index ``s * n + start`` of
+        each step's bond into the planes of ``bonds``/``bond_weights``. Memory
+        O(len(sites) k d).
         """
         coords = np.stack(np.unravel_index(sites, self.shape), axis=-1).astype(np.int64)
         nb = coords[:, None, :] + self.offsets[None, :, :]
@@ -384,11 +514,23 @@ class Geometry:
                 nb[:, :, a] %= self.shape[a]
             else:
                 keep &= (nb[:, :, a] >= 0) & (nb[:, :, a] < self.shape[a])
-        src = np.nonzero(keep)[0]
+        src, k = np.nonzero(keep)
         nbr = nb[keep] @ self.strides
         if self.mask is not None:
             ok = self.open_flat[nbr] == 1
-            src, nbr = src[ok], nbr[ok]
+            src, k, nbr = src[ok], k[ok], nbr[ok]
+        if self.bond_bits is None and not bond_index:
+            return src, nbr
+        slot = self.bond_slot[k]
+        forward = slot >= 0
+        plane = np.where(forward, slot, ~slot)
+        start = np.where(forward, np.asarray(sites, dtype=np.int64)[src], nbr)
+        if self.bond_bits is not None:
+            word = self.bond_bits[plane * self.bond_words + (start >> 5)]
+            ok = ((word >> (start & 31).astype(np.uint32)) & 1).astype(bool)
+            src, nbr, plane, start = src[ok], nbr[ok], plane[ok], start[ok]
+        if bond_index:
+            return src, nbr, plane * self.n_points + start
         return src, nbr
 
     def get_neighbors(self, index) -> np.ndarray:
@@ -410,25 +552,61 @@ class Geometry:
             return np.arange(self.n_points, dtype=np.int64)
         return np.flatnonzero(self.open_flat).astype(np.int64, copy=False)
 
-    def neighbor_pairs(self):
-        """All directed neighbour pairs ``(rows, cols)`` as int64 arrays (vectorised).
+    @property
+    def has_bonds(self) -> bool:
+        """Whether the geometry has bonds or bond weights (operations must honour them)."""
+        return self.bond_bits is not None or self.bond_weights is not None
 
+    def bond_mask(self) -> np.ndarray:
+        """The bonds as a bool array of shape ``(len(bond_offsets),) + shape`` (a new
+        array; all True when none were given)."""
+        kf = len(self.bond_offsets)
+        if self.bond_bits is None:
+            return np.ones((kf,) + self.shape, dtype=bool)
+        as_bytes = self.bond_bits.astype("<u4").view(np.uint8).reshape(kf, -1)
+        bits = np.unpackbits(as_bytes, axis=1, count=self.n_points, bitorder="little")
+        return bits.astype(bool).reshape((kf,) + self.shape)
+
+    def neighbor_pairs(self, *, costs: bool = False):
+        """All directed neighbour pairs ``(rows, cols)`` as int64 arrays (vectorised),
+        self-loops dropped; parallel bonds (small periodic axes) give repeated pairs.
+
+        With ``costs``, also each pair's bond weight (float64; 0 without bond weights).
         Memory is O(k n); used to build explicit graphs (reference backend, exports).
         """
         idx = self.open_sites()
-        src, cols = self.displace(idx)
+        if costs:
+            src, cols, e = self.displace(idx, bond_index=True)
+        else:
+            src, cols = self.displace(idx)
         rows = idx[src]
-        if self.dedupe:
-            keep = rows != cols
-            rows, cols = rows[keep], cols[keep]
-        return rows, cols
+        keep = rows != cols if self.dedupe else slice(None)
+        rows, cols = rows[keep], cols[keep]
+        if not costs:
+            return rows, cols
+        bw = np.zeros(len(rows)) if self.bond_weights is None else self.bond_weights[e[keep]]
+        return rows, cols, bw
 
-    def adjacency(self, dtype=np.int8):
-        """Symmetric adjacency as ``scipy.sparse.csr_array`` (0/1 entries, no self-loops)."""
+    def adjacency(self, dtype=np.int8, *, weighted: bool = False):
+        """Symmetric adjacency as ``scipy.sparse.csr_array``, no self-loops.
+
+        Entries are 1 (``dtype``), or with ``weighted`` the bond weight (float64; the
+        least over parallel bonds; an edge of weight 0 is stored as an explicit 0, so
+        use the sparsity structure, not the values, for the edge set).
+        """
         import scipy.sparse as sp
 
-        rows, cols = self.neighbor_pairs()
         n = self.n_points
+        if weighted:
+            rows, cols, bw = self.neighbor_pairs(costs=True)
+            if self.dedupe and len(rows):
+                order = np.lexsort((bw, cols, rows))
+                rows, cols, bw = rows[order], cols[order], bw[order]
+                first = np.ones(len(rows), dtype=bool)
+                first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+                rows, cols, bw = rows[first], cols[first], bw[first]
+            return sp.csr_array((bw, (rows, cols)), shape=(n, n))
+        rows, cols = self.neighbor_pairs()
         a = sp.coo_array((np.ones(len(rows), dtype=dtype), (rows, cols)), shape=(n, n)).tocsr()
         a.sum_duplicates()
         if self.dedupe:
@@ -437,7 +615,8 @@ class Geometry:
 
     def to_networkx(self):
         """``networkx.Graph`` of the open sites: node = flat index with attribute
-        ``coords`` (and ``weight`` on a weighted geometry), one edge per neighbour pair."""
+        ``coords`` (and ``weight`` on a weighted geometry), one edge per neighbour pair
+        (with attribute ``weight``, its bond weight, when the geometry has bond weights)."""
         import networkx as nx
 
         G = nx.Graph()
@@ -452,6 +631,13 @@ class Geometry:
                 (int(i), {"coords": tuple(int(x) for x in c), "weight": float(w[i])})
                 for i, c in zip(open_idx, coords)
             )
+        if self.bond_weights is not None:
+            a = self.adjacency(weighted=True).tocoo()
+            keep = a.row < a.col
+            G.add_weighted_edges_from(
+                zip(a.row[keep].tolist(), a.col[keep].tolist(), a.data[keep].tolist())
+            )
+            return G
         rows, cols = self.neighbor_pairs()
         keep = rows < cols
         G.add_edges_from(zip(rows[keep].tolist(), cols[keep].tolist()))
@@ -474,13 +660,23 @@ class Geometry:
         """The plain arrays every kernel takes: shape, periodic, offsets, open_, dedupe."""
         return self.shape_arr, self.periodic_arr, self.offsets, self.open_flat, self.dedupe
 
+    def bond_args(self):
+        """The bond arrays a bond-aware kernel takes: ``bond_slot`` (int64[k]),
+        ``bits`` (uint32, ``bond_words`` words per forward offset; length 0 when every
+        bond is open), ``bond_words`` and ``bw`` (float64, ``n`` per forward offset;
+        length 0 without bond weights). See :func:`~catalytic.kernels.cpu.neighbors.bond_at`."""
+        bits = _NO_BITS if self.bond_bits is None else self.bond_bits
+        bw = _NO_WEIGHTS if self.bond_weights is None else self.bond_weights
+        return self.bond_slot, bits, self.bond_words, bw
+
     def nbytes(self) -> int:
-        """Bytes held by this geometry (stencil table, plus the user's mask and weights)."""
+        """Bytes held by this geometry (stencil tables, plus the user's mask, weights,
+        packed bonds and bond weights)."""
         total = self.offsets.nbytes + self.strides.nbytes + self.shape_arr.nbytes
-        if self.mask is not None:
-            total += self.mask.nbytes
-        if self.weights is not None:
-            total += self.weights.nbytes
+        total += self.bond_offsets.nbytes + self.bond_slot.nbytes
+        for a in (self.mask, self.weights, self.bond_bits, self.bond_weights):
+            if a is not None:
+                total += a.nbytes
         return int(total)
 
     def __repr__(self) -> str:
@@ -489,6 +685,11 @@ class Geometry:
             extra += f", mask={self.n_open}/{self.n_points} open"
         if self.weights is not None:
             extra += ", weighted"
+        if self.bond_bits is not None:
+            n_bonds = int(np.unpackbits(self.bond_bits.view(np.uint8)).sum())
+            extra += f", bonds={n_bonds}/{len(self.bond_offsets) * self.n_points} open"
+        if self.bond_weights is not None:
+            extra += ", bond-weighted"
         return (
             f"Geometry(shape={self.shape}, periodic={self.periodic}, "
             f"stencil={self.stencil!r}{extra})"

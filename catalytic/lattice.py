@@ -45,6 +45,15 @@ class LatticeMetrics:
     extra: dict = field(default_factory=dict)
 
 
+def _bond_bytes(array, per_plane: int) -> int:
+    """Bytes the geometry will hold for ``bonds``/``bond_weights`` (0 for None; the
+    array's own planes when it has a shape)."""
+    if array is None:
+        return 0
+    planes = np.shape(array)[0] if np.ndim(array) else 0
+    return int(planes) * per_plane
+
+
 class UnifiedCatalyticLattice:
     """An implicit n-dimensional lattice with routed operations.
 
@@ -66,6 +75,17 @@ class UnifiedCatalyticLattice:
     weights : real ndarray of ``shape``, optional
         Cost of *entering* each site (finite, >= 0): path lengths become the sum of the
         weights of the sites entered after the start (Dijkstra). Copied.
+    bonds : bool ndarray of shape ``(len(L.bond_offsets),) + shape``, optional
+        True where the bond (edge) is open. Plane ``s`` holds the bonds along forward
+        offset ``L.bond_offsets[s]`` (the stencil rows whose first non-zero entry is
+        positive), indexed by the site each bond starts from; a bond across a periodic
+        seam belongs to the site it starts from, and entries of bonds that would leave
+        an open axis are ignored. A bond is usable when it is open and both its sites
+        exist. None opens every bond. Stored one bit per bond.
+    bond_weights : real ndarray of the same shape as ``bonds``, optional
+        Cost of crossing each bond (finite, >= 0): a step ``u -> v`` then costs its bond
+        weight plus the weight of ``v``; Laplacian and diffusion take it as the bond's
+        conductance. Copied as float64.
     seed : int, default 0
         Seed of the lattice's catalytic key (``xor_transform``) and of random methods.
     aux_memory_size : int, default 1000
@@ -87,17 +107,23 @@ class UnifiedCatalyticLattice:
         ``shape=`` together with ``dimensions``/``size``, a seed outside
         ``[0, 2**64)``, an ``aux_memory_size`` below 1, a stencil, mask or weights that
         do not fit the shape, or weights that are negative, NaN, infinite or sum past
-        2**1022.
+        2**1022, bonds or bond weights of the wrong shape, bond weights that are
+        negative, NaN or infinite.
     TypeError
-        A seed or ``aux_memory_size`` that is not an integer, a mask that is not bool,
-        weights that are not real numbers.
+        A seed or ``aux_memory_size`` that is not an integer, a mask or bonds that are
+        not bool, weights or bond weights that are not real numbers.
     InsufficientMemoryError
-        The copies of mask, weights and buffer do not fit in available host memory.
+        The copies of mask, weights, bonds and buffer do not fit in available host memory.
 
     Notes
     -----
     The structure held is O(d + k) for d axes and k stencil offsets, plus the copies of
-    ``mask`` (1 byte a site) and ``weights`` (8 bytes a site) and the buffer.
+    ``mask`` (1 byte a site), ``weights`` (8 bytes a site), ``bonds`` (1 bit a bond),
+    ``bond_weights`` (8 bytes a bond) and the buffer.
+
+    An operation that cannot honour bonds refuses a lattice that has them
+    (:class:`~catalytic.errors.NoBackendError` naming the reason) rather than ignore
+    them.
 
     Examples
     --------
@@ -123,6 +149,8 @@ class UnifiedCatalyticLattice:
         stencil="von_neumann",
         mask=None,
         weights=None,
+        bonds=None,
+        bond_weights=None,
         seed=0,
         aux_memory_size=1000,
         enable_gpu=True,
@@ -141,8 +169,9 @@ class UnifiedCatalyticLattice:
         n = math.prod(shape)
         held = int(aux_memory_size) + (n if mask is not None else 0)
         held += 8 * n if weights is not None else 0
-        check_host_memory("lattice (mask, weights and aux buffer copies)", held)
-        self.geometry = Geometry(shape, periodic, stencil, mask, weights)
+        held += _bond_bytes(bonds, n // 8 + 4) + _bond_bytes(bond_weights, 8 * n)
+        check_host_memory("lattice (mask, weights, bonds and aux buffer copies)", held)
+        self.geometry = Geometry(shape, periodic, stencil, mask, weights, bonds, bond_weights)
         self.enable_gpu = bool(enable_gpu)
         self.enable_smart_routing = bool(enable_smart_routing)
         self._engine = engine
@@ -191,8 +220,14 @@ class UnifiedCatalyticLattice:
         """
         n = self.geometry.n_points
         check_host_memory("lattice (mask copy)", n + self._aux.nbytes)
-        new = object.__new__(type(self))
+        new = self._sibling()
         new.geometry = self.geometry.with_mask(mask)
+        return new
+
+    def _sibling(self):
+        """A new lattice sharing this one's settings and a copy of its key; the caller
+        sets its geometry."""
+        new = object.__new__(type(self))
         new.seed = self.seed
         new.enable_gpu = self.enable_gpu
         new.enable_smart_routing = self.enable_smart_routing
@@ -203,6 +238,46 @@ class UnifiedCatalyticLattice:
         new._per_thread = threading.local()
         new._built = False
         new._backend_state = {}
+        return new
+
+    def with_bonds(self, bonds):
+        """A lattice like this one (everything, bond weights included) with other bonds:
+        the cheap way to run one geometry over many bond configurations (a bond
+        percolation ensemble). Only the bonds are checked and packed.
+
+        Parameters
+        ----------
+        bonds : bool ndarray of shape ``(len(self.bond_offsets),) + self.shape``, or None
+            True where a bond is open (layout: see the class docstring); None opens
+            every bond.
+
+        Returns
+        -------
+        UnifiedCatalyticLattice
+            A new lattice; this one is not changed.
+
+        Raises
+        ------
+        TypeError
+            ``bonds`` is not a bool array.
+        ValueError
+            ``bonds`` does not have the shape ``(len(self.bond_offsets),) + self.shape``.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> L = cat.Lattice(shape=(2, 3))
+        >>> L.bond_offsets.tolist()
+        [[1, 0], [0, 1]]
+        >>> bonds = np.ones((2, 2, 3), dtype=bool)
+        >>> bonds[1, :, 0] = False      # cut the bonds (r, 0) -> (r, 1)
+        >>> L.with_bonds(bonds).bonds[1].tolist()
+        [[False, True, True], [False, True, True]]
+        """
+        n = self.geometry.n_points
+        check_host_memory("lattice (bond copy)", _bond_bytes(bonds, n // 8 + 4) + self._aux.nbytes)
+        new = self._sibling()
+        new.geometry = self.geometry.with_bonds(bonds)
         return new
 
     # -- what backends may use (the contract between the lattice and the backends) -----------
@@ -234,12 +309,14 @@ class UnifiedCatalyticLattice:
         self._per_thread.borrow = record
 
     def routing_policy(self) -> tuple:
-        """``(allowed, reference_only)`` for the router: a predicate on a registered
-        backend saying whether this lattice allows it (None: every backend; without
-        ``enable_gpu``, the CPU ones), and whether smart routing is off (then only the
-        numpy reference runs the calls it can). The router asks this of a call's first
-        argument when it has the method."""
-        return (None if self.enable_gpu else _cpu_only), not self.enable_smart_routing
+        """``(allowed, reference_only, bonds)`` for the router: a predicate on a
+        registered backend saying whether this lattice allows it (None: every backend;
+        without ``enable_gpu``, the CPU ones), whether smart routing is off (then only
+        the numpy reference runs the calls it can), and whether the lattice has bonds
+        or bond weights (then graph operations run only where they are honoured). The
+        router asks this of a call's first argument when it has the method."""
+        return ((None if self.enable_gpu else _cpu_only), not self.enable_smart_routing,
+                self.geometry.has_bonds)
 
     # -- catalytic key ---------------------------------------------------------------------
     def fill_key(self, region: np.ndarray, start: int) -> None:
@@ -261,6 +338,25 @@ class UnifiedCatalyticLattice:
     weights = property(
         lambda self: None if self.geometry.weights is None else self.geometry.weights.copy()
     )
+    bond_offsets = property(
+        lambda self: self.geometry.bond_offsets.copy(),
+        doc="The forward stencil offsets, one per plane of ``bonds``: int64 ``(kf, d)``.",
+    )
+
+    @property
+    def bonds(self):
+        """The open bonds as a bool array ``(len(bond_offsets),) + shape`` (a copy), or
+        None when every bond is open."""
+        g = self.geometry
+        return None if g.bond_bits is None else g.bond_mask()
+
+    @property
+    def bond_weights(self):
+        """The bond weights, float64 ``(len(bond_offsets),) + shape`` (a copy), or None."""
+        g = self.geometry
+        if g.bond_weights is None:
+            return None
+        return g.bond_weights.reshape((len(g.bond_offsets),) + g.shape).copy()
 
     @property
     def n_open(self) -> int:
@@ -969,14 +1065,19 @@ class UnifiedCatalyticLattice:
         predicts for common operations (labelled ``predicted_*``)."""
         g = self.geometry
         structure = g.offsets.nbytes + g.strides.nbytes + g.shape_arr.nbytes
+        structure += g.bond_offsets.nbytes + g.bond_slot.nbytes
         mask = 0 if g.mask is None else g.mask.nbytes
         weights = 0 if g.weights is None else g.weights.nbytes
-        held = structure + mask + weights + self._aux.nbytes
+        bonds = 0 if g.bond_bits is None else g.bond_bits.nbytes
+        bond_weights = 0 if g.bond_weights is None else g.bond_weights.nbytes
+        held = structure + mask + weights + bonds + bond_weights + self._aux.nbytes
         k = len(g.offsets)
         return {
             "structure": int(structure),
             "mask": int(mask),
             "weights": int(weights),
+            "bonds": int(bonds),
+            "bond_weights": int(bond_weights),
             "aux": int(self._aux.nbytes),
             "total_held": int(held),
             "predicted_distance_field": int(g.n_points * 16),
@@ -1028,6 +1129,8 @@ class UnifiedCatalyticLattice:
             "stencil": g.offsets if g.stencil == "custom" else g.stencil,
             "mask": g.mask,
             "weights": g.weights,
+            "bonds": self.bonds,
+            "bond_weights": self.bond_weights,
             "seed": self.seed,
             "aux_memory_size": int(self._aux.size),
             "enable_gpu": self.enable_gpu,
@@ -1048,7 +1151,9 @@ class UnifiedCatalyticLattice:
         return (
             f"UnifiedCatalyticLattice(shape={g.shape}, periodic={g.periodic}, "
             f"stencil={g.stencil!r}, open={g.n_open}/{g.n_points}"
-            f"{', weighted' if g.weights is not None else ''})"
+            f"{', weighted' if g.weights is not None else ''}"
+            f"{', bonds' if g.bond_bits is not None else ''}"
+            f"{', bond-weighted' if g.bond_weights is not None else ''})"
         )
 
 

@@ -95,6 +95,10 @@ class Operation:
     borrows : callable(*args, **kwargs) -> ndarray or None, optional
         The auxiliary buffer the call borrows; the engine verifies it comes back
         bit-identical.
+    topology : bool
+        Whether the operation reads the lattice's neighbour graph. On a lattice with
+        bonds (or bond weights), such an operation runs only on implementations that
+        declare ``bonds=True``; the others refuse the call rather than ignore the bonds.
     """
 
     name: str
@@ -104,6 +108,7 @@ class Operation:
     borrows: Callable[..., Any] | None = None
     doc: str = ""
     plugin: str = ""
+    topology: bool = True
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class Implementation:
     as ``{name: seconds}`` (a GPU's kernel launches per BFS level, its PCIe copies);
     ``params`` is the backend's ``terms`` object of the calibration file (empty until
     calibrated: the function then uses its own defaults).
+    ``bonds`` says whether ``func`` honours a lattice's bonds and bond weights (see
+    :class:`Operation`'s ``topology``).
     """
 
     op: str
@@ -127,6 +134,7 @@ class Implementation:
     cost: tuple[float, float] | None = None
     plugin: str = ""
     terms: Callable[..., dict] | None = None
+    bonds: bool = False
 
 
 class Registry:
@@ -206,7 +214,8 @@ class Registry:
                                       fatal_error, synchronize, cleanup, release, monitored)
         self.version += 1
 
-    def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc=""):
+    def add_operation(self, name: str, *, work, memory=None, validate=None, borrows=None, doc="",
+                      topology=True):
         """Declare an operation (see :class:`Operation` for what each callable does).
 
         Parameters
@@ -223,6 +232,10 @@ class Registry:
             The auxiliary buffer a call borrows (verified bit-identical afterwards).
         doc : str, optional
             One line saying what the operation computes (kept as ``Operation.doc``).
+        topology : bool, default True
+            Whether the operation reads the lattice's neighbour graph (then, on a
+            lattice with bonds, only implementations declared with ``bonds=True`` run
+            it). False for operations on data alone (``xor_transform``, ``reduce``).
 
         Raises
         ------
@@ -243,13 +256,13 @@ class Registry:
         if not callable(work):
             raise TypeError(f"work for operation {name!r} must be callable, got {work!r}")
         self.operations[name] = Operation(
-            name, work, memory, validate, borrows, doc, self._current_plugin
+            name, work, memory, validate, borrows, doc, self._current_plugin, bool(topology)
         )
         self.implementations.setdefault(name, {})
         self.version += 1
 
     def add_implementation(self, op: str, backend: str, func, *, supports=None, cost=None,
-                           terms=None):
+                           terms=None, bonds=False):
         """Give ``backend``'s implementation of ``op``.
 
         The operation and the backend may be declared later (by this plugin or another);
@@ -270,6 +283,10 @@ class Registry:
         terms : callable(params, *args, **kwargs) -> dict, optional
             Costs the work count cannot see, ``{name: seconds}`` (see
             :class:`Implementation`).
+        bonds : bool, default False
+            True when ``func`` honours the lattice's bonds and bond weights. An
+            implementation that does not is never given a lattice that has them (for an
+            operation declared with ``topology=True``).
 
         Raises
         ------
@@ -295,7 +312,7 @@ class Registry:
         if cost is not None:
             cost = _check_cost(cost, op, backend)
         impls[backend] = Implementation(op, backend, func, supports, cost, self._current_plugin,
-                                        terms)
+                                        terms, bool(bonds))
         self.version += 1
 
     # -- removing ------------------------------------------------------------------------

@@ -70,6 +70,7 @@ GENERIC_COST = (50e-6, 1e7)
 _PREFERENCE = ("numpy", "numba-cpu", "cuda")
 #: why a CPU backend cannot take a call whose arguments live on the GPU
 GPU_INPUT_REASON = "input lives on the GPU (a GPU backend runs it; or .copy_to_host() it)"
+BONDS_REASON = "does not honour bonds (the lattice has bonds or bond weights)"
 
 
 def gpu_input(args, kwargs) -> bool:
@@ -486,14 +487,15 @@ class Router:
         the caller has already looked (:func:`gpu_input`)."""
         spec = self.registry.operation(op)
         policy = getattr(args[0], "routing_policy", None) if args else None
-        allowed, reference_only = policy() if policy is not None else (None, False)
+        allowed, reference_only, bonds = policy() if policy is not None else (None, False, False)
+        bonds = bonds and spec.topology
         impls = self.registry.implementations.get(op, {})
         work, no_work = self._work(spec, args, kwargs)
         forced = backend or self.settings.backend
         if forced:
             return self._forced(op, impls, forced, args, kwargs, work, explicit=bool(backend),
                                 no_work=no_work)
-        candidates, static_rejected = self._plan(op, impls, allowed, reference_only)
+        candidates, static_rejected = self._plan(op, impls, allowed, reference_only, bonds)
         predictions, sources, terms = {}, {}, {}
         rejected = dict(static_rejected)
         best, best_t = None, None
@@ -560,11 +562,11 @@ class Router:
             return HookFailure(impl.plugin, "supports()", err,
                                f"operation {impl.op!r}, backend {impl.backend!r}")
 
-    def _plan(self, op, impls, allowed, reference_only):
+    def _plan(self, op, impls, allowed, reference_only, bonds=False):
         """What does not depend on the call's arguments, cached until the registry
         changes: candidate backends in preference order with their cost parameters,
         and the backends ruled out (with reasons)."""
-        key = (op, allowed, reference_only)
+        key = (op, allowed, reference_only, bonds)
         version = self.registry.version
         hit = self._plans.get(key)
         if hit is not None and hit[0] == version:
@@ -572,7 +574,7 @@ class Router:
         candidates, rejected = [], {}
         for name in preference_order(impls):
             impl = impls[name]
-            why = self._cannot(name, impl, (), {}, allowed, check_supports=False)
+            why = self._cannot(name, impl, (), {}, allowed, check_supports=False, bonds=bonds)
             if why is None and reference_only and name != "numpy":
                 why = "smart routing is off for this lattice (reference backend only)"
             if why is not None:
@@ -620,7 +622,14 @@ class Router:
         return Decision(op, name, f"forced by {via}", pred, {}, {name: src}, work, True,
                         {name: extra} if extra else {})
 
-    def _cannot(self, name, impl, args, kwargs, allowed, check_supports=True):
+    def _cannot(self, name, impl, args, kwargs, allowed, check_supports=True, bonds=None):
+        """Why backend ``name`` cannot run ``impl`` here (None when it can). ``bonds``:
+        whether the call needs an implementation that honours bonds (None: ask the
+        call's first argument)."""
+        if bonds is None:
+            bonds = self._needs_bonds(impl.op, args)
+        if bonds and not impl.bonds:
+            return BONDS_REASON
         backend = self.registry.backends.get(name)
         if backend is None:
             return f"backend {name!r} is not registered (implementation from plugin {impl.plugin!r})"
@@ -723,11 +732,26 @@ class Router:
         impl = self.registry.implementations.get(op, {}).get(name)
         return impl is not None and self._cannot(name, impl, args, kwargs, None) is None
 
+    def _needs_bonds(self, op, args) -> bool:
+        """Whether ``op`` reads the graph of a first argument (a lattice) with bonds."""
+        policy = getattr(args[0], "routing_policy", None) if args else None
+        if policy is None:
+            return False
+        spec = self.registry.operations.get(op)
+        return bool(policy()[2]) and (spec is None or spec.topology)
+
     def _no_backend_message(self, op, impls, rejected):
         if not impls:
             return (
                 f"operation {op!r} has no implementation; install or register the plugin "
                 "that provides one"
+            )
+        if rejected and all(w == BONDS_REASON for w in rejected.values()):
+            return (
+                f"operation {op!r} does not honour bonds on any backend "
+                f"({', '.join(rejected)}), and this lattice has bonds or bond weights, "
+                "which it would ignore. Fix: run it on a lattice without them, or model a "
+                "bond as a site of a finer lattice"
             )
         reasons = "; ".join(f"{b}: {w}" for b, w in rejected.items())
         failed = sorted({w.plugin for w in rejected.values() if isinstance(w, HookFailure)})

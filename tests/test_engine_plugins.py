@@ -696,7 +696,7 @@ def test_the_key_buffer_is_the_lattice_buffer_and_a_search_records_its_borrow():
 
 def test_the_router_takes_the_routing_policy_a_first_argument_offers():
     L = cat.Lattice(shape=(8, 8), enable_gpu=False)
-    allowed, reference_only = L.routing_policy()
+    allowed, reference_only, bonds = L.routing_policy()
     backends = cat.get_engine().registry.backends
     assert allowed(backends["numba-cpu"]) and not allowed(backends["cuda"])
     assert reference_only is False

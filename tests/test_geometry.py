@@ -264,9 +264,12 @@ def test_memory_figures_are_real_byte_counts():
     L = cat.Lattice(shape=(10, 20), mask=m, weights=w, aux_memory_size=333)
     mem = L.estimate_memory_usage()
     assert mem["mask"] == m.nbytes and mem["weights"] == w.nbytes and mem["aux"] == 333
-    # structure = the stencil table (4 offsets x 2 axes) + strides + shape, int64 each
-    assert mem["structure"] == (4 * 2 + 2 + 2) * 8
-    assert mem["total_held"] == (4 * 2 + 2 + 2) * 8 + m.nbytes + w.nbytes + 333
+    # structure = the stencil table (4 offsets x 2 axes) + strides + shape, and the bond
+    # tables (2 forward offsets x 2 axes, one slot per offset), int64 each
+    table = (4 * 2 + 2 + 2 + 2 * 2 + 4) * 8
+    assert mem["structure"] == table
+    assert mem["bonds"] == 0 and mem["bond_weights"] == 0
+    assert mem["total_held"] == table + m.nbytes + w.nbytes + 333
     met = L.get_metrics()
     assert (met.n_points, met.n_open, met.n_blocked) == (200, 200, 0)
     assert met.total_bytes == mem["total_held"] and met.process_rss > 0

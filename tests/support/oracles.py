@@ -149,6 +149,64 @@ def entering_cost_digraph(G, weights) -> nx.DiGraph:
     return D
 
 
+def forward_offsets(stencil, d: int) -> list[tuple[int, ...]]:
+    """The bond layout's planes, from the definition: the stencil rows whose first
+    non-zero entry is positive, in stencil order."""
+    return [tuple(int(x) for x in r) for r in offsets_of(stencil, d)
+            if next(x for x in r if x != 0) > 0]
+
+
+def bond_graph(spec, *, all_nodes=False) -> nx.Graph:
+    """``nx.Graph`` of a spec with bonds, built bond by bond from the definition: bond
+    ``(s, c)`` joins the site at ``c`` to ``c + forward[s]`` (wrapped on periodic axes;
+    none when that leaves an open axis); it is an edge when open, both ends exist and
+    the ends differ. Parallel bonds give one edge weighing the least of them (attribute
+    ``weight``, 0 without bond weights). No catalytic code is used."""
+    shape = tuple(spec["shape"])
+    d = len(shape)
+    periodic = _per(spec["periodic"], d)
+    mask = spec.get("mask")
+    bonds = spec.get("bonds")
+    bw = spec.get("bond_weights")
+    n = math.prod(shape)
+    G = nx.Graph()
+    G.add_nodes_from(i for i in range(n) if all_nodes or is_open(mask, i))
+    for s, off in enumerate(forward_offsets(spec["stencil"], d)):
+        for i in range(n):
+            c = coords_of(i, shape)
+            if bonds is not None and not bonds[(s,) + c]:
+                continue
+            t = []
+            for a, (x, o, m) in enumerate(zip(c, off, shape)):
+                y = x + o
+                if periodic[a]:
+                    y %= m
+                elif not 0 <= y < m:
+                    break
+                t.append(y)
+            else:
+                j = flat_index(t, shape)
+                if j == i or not (is_open(mask, i) and is_open(mask, j)):
+                    continue
+                w = 0.0 if bw is None else float(bw[(s,) + c])
+                if G.has_edge(i, j):
+                    w = min(w, G[i][j]["weight"])
+                G.add_edge(i, j, weight=w)
+    return G
+
+
+def step_cost_digraph(G, weights=None) -> nx.DiGraph:
+    """Directed graph where ``u -> v`` costs the edge's ``weight`` plus ``weights[v]``
+    (the cost model of a lattice with bond weights and site weights)."""
+    w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+    D = nx.DiGraph()
+    D.add_nodes_from(G.nodes)
+    for u, v, b in G.edges(data="weight", default=0.0):
+        D.add_edge(u, v, weight=b + (0.0 if w is None else float(w[v])))
+        D.add_edge(v, u, weight=b + (0.0 if w is None else float(w[u])))
+    return D
+
+
 def _per(periodic, d):
     if isinstance(periodic, (bool, np.bool_)):
         return (bool(periodic),) * d

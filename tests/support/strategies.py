@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import catalytic as cat
-from tests.support.oracles import open_sites
+from tests.support.oracles import forward_offsets, open_sites
 
 #: largest size per axis drawn for each dimension, so n_points stays <= ~400
 AXIS_CAP = {1: 40, 2: 14, 3: 7, 4: 4, 5: 3}
@@ -22,7 +22,8 @@ AXIS_CAP = {1: 40, 2: 14, 3: 7, 4: 4, 5: 3}
 
 def make(spec, **extra):
     """A lattice from a spec dict drawn by :func:`lattice_specs`."""
-    kw = {k: spec[k] for k in ("periodic", "stencil", "mask", "weights") if spec.get(k) is not None}
+    keys = ("periodic", "stencil", "mask", "weights", "bonds", "bond_weights")
+    kw = {k: spec[k] for k in keys if spec.get(k) is not None}
     return cat.Lattice(shape=spec["shape"], **kw, **extra)
 
 
@@ -37,9 +38,15 @@ def lattice_specs(
     max_sites=None,
     periodic=None,
     moore_max_dim=3,
+    bonds=False,
+    custom=False,
 ):
     """A random lattice description: 1-D to ``max_dim``-D, periodic/open per axis, a
-    stencil, optionally a random mask (at several densities) and random weights."""
+    stencil, optionally a random mask (at several densities) and random weights.
+
+    With ``bonds``, also random bonds and, half the time, bond weights (keys ``bonds``,
+    ``bond_weights``, in the layout of :attr:`catalytic.Lattice.bond_offsets`); with
+    ``custom``, the stencil may also be a custom one (a knight's move plus the axes)."""
     d = draw(st.integers(1, max_dim))
     cap = AXIS_CAP[d]
     shape = tuple(draw(st.lists(st.integers(1, cap), min_size=d, max_size=d)))
@@ -55,7 +62,11 @@ def lattice_specs(
     else:
         per = (bool(periodic),) * d
     allowed = [s for s in stencils if s != "moore" or d <= moore_max_dim]
+    if custom:
+        allowed.append("custom")
     stencil = draw(st.sampled_from(allowed or ["von_neumann"]))
+    if stencil == "custom":
+        stencil = custom_stencil(d)
     mask = None
     if masks and draw(st.booleans()):
         density = draw(st.sampled_from([0.5, 0.65, 0.8, 0.95]))
@@ -74,7 +85,35 @@ def lattice_specs(
             w = rng.uniform(0.1, 3.0, size=shape)
         else:
             w = rng.integers(0, 3, size=shape).astype(np.float64)
-    return {"shape": shape, "periodic": per, "stencil": stencil, "mask": mask, "weights": w}
+    spec = {"shape": shape, "periodic": per, "stencil": stencil, "mask": mask, "weights": w}
+    if bonds:
+        kf = len(forward_offsets(stencil, d))
+        seed = draw(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        density = draw(st.sampled_from([0.4, 0.7, 0.9, 1.0]))
+        spec["bonds"] = rng.random((kf,) + shape) < density
+        if draw(st.booleans()):
+            kind = draw(st.sampled_from(["integer", "float", "with_zeros"]))
+            if kind == "integer":
+                spec["bond_weights"] = rng.integers(1, 5, size=(kf,) + shape).astype(float)
+            elif kind == "float":
+                spec["bond_weights"] = rng.uniform(0.1, 3.0, size=(kf,) + shape)
+            else:
+                spec["bond_weights"] = rng.integers(0, 3, size=(kf,) + shape).astype(float)
+    return spec
+
+
+def custom_stencil(d: int) -> np.ndarray:
+    """A custom symmetric stencil: the axes, plus a knight's move in 2-D and up."""
+    rows = []
+    for a in range(d):
+        e = [0] * d
+        e[a] = 1
+        rows += [e, [-x for x in e]]
+    if d >= 2:
+        knight = [2, 1] + [0] * (d - 2)
+        rows += [knight, [-x for x in knight], [1, -2] + [0] * (d - 2), [-1, 2] + [0] * (d - 2)]
+    return np.array(rows, dtype=np.int64)
 
 
 def pick_open(spec, data, label="site"):
@@ -113,4 +152,32 @@ def large_lattice_specs(draw, *, weights=False):
     if weights:
         rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
         w = rng.integers(1, 6, size=shape).astype(np.float64)
-    return {"shape": shape, "periodic": per, "stencil": stencil, "mask": mask, "weights": w}
+    spec = {"shape": shape, "periodic": per, "stencil": stencil, "mask": mask, "weights": w}
+    if bonds:
+        kf = len(forward_offsets(stencil, d))
+        seed = draw(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        density = draw(st.sampled_from([0.4, 0.7, 0.9, 1.0]))
+        spec["bonds"] = rng.random((kf,) + shape) < density
+        if draw(st.booleans()):
+            kind = draw(st.sampled_from(["integer", "float", "with_zeros"]))
+            if kind == "integer":
+                spec["bond_weights"] = rng.integers(1, 5, size=(kf,) + shape).astype(float)
+            elif kind == "float":
+                spec["bond_weights"] = rng.uniform(0.1, 3.0, size=(kf,) + shape)
+            else:
+                spec["bond_weights"] = rng.integers(0, 3, size=(kf,) + shape).astype(float)
+    return spec
+
+
+def custom_stencil(d: int) -> np.ndarray:
+    """A custom symmetric stencil: the axes, plus a knight's move in 2-D and up."""
+    rows = []
+    for a in range(d):
+        e = [0] * d
+        e[a] = 1
+        rows += [e, [-x for x in e]]
+    if d >= 2:
+        knight = [2, 1] + [0] * (d - 2)
+        rows += [knight, [-x for x in knight], [1, -2] + [0] * (d - 2), [-1, 2] + [0] * (d - 2)]
+    return np.array(rows, dtype=np.int64)

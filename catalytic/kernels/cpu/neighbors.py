@@ -15,6 +15,21 @@ Every kernel sees the implicit lattice as plain arrays:
 The neighbour set of site ``i`` is: for each offset, the displaced coordinates, wrapped on
 periodic axes, dropped when they leave an open axis or land on a blocked site; then
 duplicates and ``i`` itself removed. Order is the stencil order (first occurrence wins).
+
+Bond-aware kernels also take (``Geometry.bond_args()``):
+
+``bond_slot``  int64[k]    per offset ``k``: ``s`` when it is forward offset ``s``, ``~s``
+                           when it is the negation of forward offset ``s``
+``bits``       uint32      bond ``(s, start)`` open iff bit ``start & 31`` of word
+                           ``s * words + (start >> 5)`` is set; length 0: all open
+``words``      int         words per forward offset
+``bw``         float64     weight of bond ``(s, start)`` at ``s * n + start``; length 0:
+                           no bond weights
+
+A step ``i -> j`` through offset ``k`` uses the bond that starts at ``i`` when ``k`` is
+forward, else the one that starts at ``j`` (so a bond across a periodic seam is found
+from either end). With bonds, the neighbour set drops steps through closed bonds before
+duplicates are removed (the first *usable* occurrence wins).
 """
 
 from __future__ import annotations
@@ -43,6 +58,27 @@ def neighbor(i, k, shape, strides, periodic, offsets, open_):
     if open_.shape[0] != 0 and open_[j] == 0:
         return -1
     return j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bond_at(i, j, slot, n):
+    """Flat index ``s * n + start`` of the bond a step ``i -> j`` crosses, ``slot`` being
+    ``bond_slot[k]`` of the step's offset."""
+    if slot >= 0:
+        return slot * n + i
+    return (~slot) * n + j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bond_open(i, j, slot, bits, words):
+    """Whether the bond a step ``i -> j`` crosses is open (always, when ``bits`` is empty)."""
+    if bits.shape[0] == 0:
+        return True
+    if slot >= 0:
+        s, a = slot, i
+    else:
+        s, a = ~slot, j
+    return (bits[s * words + (a >> 5)] >> (a & 31)) & 1 != 0
 
 
 @njit(cache=True, nogil=True)
