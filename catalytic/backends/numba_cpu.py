@@ -489,6 +489,11 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
     SIZES[_op] = (_components_size, lambda: _components()._WHOLE_WORK)
 
 
+#: the operations whose implementation here honours bonds and bond weights (the router
+#: refuses the others a lattice that has them)
+BONDS: set[str] = set()
+
+
 @hookimpl
 def catalytic_add_operations(registry):
     for op, (func, supports) in IMPLEMENTATIONS.items():
@@ -497,4 +502,5 @@ def catalytic_add_operations(registry):
         run = thread_safe(on_free_cpus(func, stacked=stacked, size=size,
                                        serial_below=serial_below) if op in GRAPH_OPS
                           else func)
-        registry.add_implementation(op, NAME, run, supports=supports, cost=DEFAULT_COST)
+        registry.add_implementation(op, NAME, run, supports=supports, cost=DEFAULT_COST,
+                                    bonds=op in BONDS)

@@ -612,8 +612,14 @@ def _graph_fits(lat, *args, **kwargs):
     return memory.host_shortfall("the explicit graph", O.mem_graph(lat))
 
 
+#: the operations whose implementation here honours bonds and bond weights (the router
+#: refuses the others a lattice that has them)
+BONDS: set[str] = set()
+
+
 @hookimpl
 def catalytic_add_operations(registry):
     for name, func in IMPLEMENTATIONS.items():
         supports = _graph_fits if name in GRAPH_OPS else None
-        registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST)
+        registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST,
+                                    bonds=name in BONDS)

@@ -145,10 +145,15 @@ def catalytic_add_backends(registry):
                          release=release, monitored=True)
 
 
+#: the operations whose implementation here honours bonds and bond weights (the router
+#: refuses the others a lattice that has them)
+BONDS: set[str] = set()
+
+
 @hookimpl
 def catalytic_add_operations(registry):
     cost = SIMULATOR_COST if simulator_active() else GPU_DEFAULT_COST
     for op, (func, need, check) in IMPLEMENTATIONS.items():
         run, supports = _implementation(func, need, check)
         registry.add_implementation(op, NAME, run, supports=supports, cost=cost,
-                                    terms=_terms_for(op))
+                                    terms=_terms_for(op), bonds=op in BONDS)
