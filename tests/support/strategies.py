@@ -87,19 +87,7 @@ def lattice_specs(
             w = rng.integers(0, 3, size=shape).astype(np.float64)
     spec = {"shape": shape, "periodic": per, "stencil": stencil, "mask": mask, "weights": w}
     if bonds:
-        kf = len(forward_offsets(stencil, d))
-        seed = draw(st.integers(0, 2**32 - 1))
-        rng = np.random.default_rng(seed)
-        density = draw(st.sampled_from([0.4, 0.7, 0.9, 1.0]))
-        spec["bonds"] = rng.random((kf,) + shape) < density
-        if draw(st.booleans()):
-            kind = draw(st.sampled_from(["integer", "float", "with_zeros"]))
-            if kind == "integer":
-                spec["bond_weights"] = rng.integers(1, 5, size=(kf,) + shape).astype(float)
-            elif kind == "float":
-                spec["bond_weights"] = rng.uniform(0.1, 3.0, size=(kf,) + shape)
-            else:
-                spec["bond_weights"] = rng.integers(0, 3, size=(kf,) + shape).astype(float)
+        _draw_bonds(draw, spec)
     return spec
 
 
@@ -116,6 +104,24 @@ def custom_stencil(d: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64)
 
 
+def _draw_bonds(draw, spec):
+    """Add random ``bonds`` (at one of several densities) and, half the time, random
+    ``bond_weights`` to ``spec``, in the layout of ``Lattice.bond_offsets``."""
+    shape = spec["shape"]
+    kf = len(forward_offsets(spec["stencil"], len(shape)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    density = draw(st.sampled_from([0.4, 0.7, 0.9, 1.0]))
+    spec["bonds"] = rng.random((kf,) + shape) < density
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from(["integer", "float", "with_zeros"]))
+        if kind == "integer":
+            spec["bond_weights"] = rng.integers(1, 5, size=(kf,) + shape).astype(float)
+        elif kind == "float":
+            spec["bond_weights"] = rng.uniform(0.1, 3.0, size=(kf,) + shape)
+        else:
+            spec["bond_weights"] = rng.integers(0, 3, size=(kf,) + shape).astype(float)
+
+
 def pick_open(spec, data, label="site"):
     """Draw one open site (flat index) of the spec with hypothesis ``data``."""
     sites = open_sites(spec)
@@ -129,9 +135,10 @@ LARGE_AXIS_CAP = {1: 3000, 2: 90, 3: 22, 4: 9}
 
 
 @st.composite
-def large_lattice_specs(draw, *, weights=False):
+def large_lattice_specs(draw, *, weights=False, bonds=False):
     """Lattices of up to ~10^4 sites: odd sizes, tiny and long axes, where the
-    compiled kernels' chunking and padding paths differ from the small draws."""
+    compiled kernels' chunking and padding paths differ from the small draws; with
+    ``bonds``, random bonds and bond weights as :func:`lattice_specs` draws them."""
     d = draw(st.integers(1, 4))
     cap = LARGE_AXIS_CAP[d]
     # each axis is tiny (1 in 4) or long; sizes come from a drawn seed because
@@ -154,30 +161,5 @@ def large_lattice_specs(draw, *, weights=False):
         w = rng.integers(1, 6, size=shape).astype(np.float64)
     spec = {"shape": shape, "periodic": per, "stencil": stencil, "mask": mask, "weights": w}
     if bonds:
-        kf = len(forward_offsets(stencil, d))
-        seed = draw(st.integers(0, 2**32 - 1))
-        rng = np.random.default_rng(seed)
-        density = draw(st.sampled_from([0.4, 0.7, 0.9, 1.0]))
-        spec["bonds"] = rng.random((kf,) + shape) < density
-        if draw(st.booleans()):
-            kind = draw(st.sampled_from(["integer", "float", "with_zeros"]))
-            if kind == "integer":
-                spec["bond_weights"] = rng.integers(1, 5, size=(kf,) + shape).astype(float)
-            elif kind == "float":
-                spec["bond_weights"] = rng.uniform(0.1, 3.0, size=(kf,) + shape)
-            else:
-                spec["bond_weights"] = rng.integers(0, 3, size=(kf,) + shape).astype(float)
+        _draw_bonds(draw, spec)
     return spec
-
-
-def custom_stencil(d: int) -> np.ndarray:
-    """A custom symmetric stencil: the axes, plus a knight's move in 2-D and up."""
-    rows = []
-    for a in range(d):
-        e = [0] * d
-        e[a] = 1
-        rows += [e, [-x for x in e]]
-    if d >= 2:
-        knight = [2, 1] + [0] * (d - 2)
-        rows += [knight, [-x for x in knight], [1, -2] + [0] * (d - 2), [-1, 2] + [0] * (d - 2)]
-    return np.array(rows, dtype=np.int64)
