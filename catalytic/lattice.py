@@ -394,20 +394,33 @@ class UnifiedCatalyticLattice:
         """
         return self._run("degree", backend=backend)
 
-    def get_adjacency_matrix(self, dense: bool = False):
+    def get_adjacency_matrix(self, dense: bool = False, *, weighted: bool = False):
         """Adjacency matrix (``scipy.sparse.csr_array`` of 0/1, or dense ndarray).
 
-        Rows/columns are flat site indices; blocked sites have empty rows.
+        Rows/columns are flat site indices; blocked sites and closed bonds have no
+        entries. With ``weighted``, the entries are bond weights (float64; 0 without
+        bond weights; on a periodic axis short enough for two bonds to join the same
+        pair, the least of the usable ones). A bond of weight 0 is an explicit 0 in the
+        sparse matrix, so read the edge set from its structure, not its values.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> L = cat.Lattice(shape=(3,), bond_weights=np.array([[2.0, 5.0, 9.0]]))
+        >>> L.get_adjacency_matrix(dense=True, weighted=True).tolist()
+        [[0.0, 2.0, 0.0], [2.0, 0.0, 5.0], [0.0, 5.0, 0.0]]
         """
         if dense:
-            check_host_memory("dense adjacency matrix", self.n_points**2)
-            return self.geometry.adjacency().toarray()
+            check_host_memory("dense adjacency matrix", 8 * self.n_points**2 if weighted
+                              else self.n_points**2)
+            return self.geometry.adjacency(weighted=weighted).toarray()
         check_host_memory("sparse adjacency matrix", 40 * self.n_points * len(self.geometry.offsets))
-        return self.geometry.adjacency()
+        return self.geometry.adjacency(weighted=weighted)
 
     def to_networkx(self):
         """``networkx.Graph`` of the open sites; node = flat index, attribute ``coords``
-        (and ``weight`` on weighted lattices)."""
+        (and ``weight`` on weighted lattices); one edge per usable bond, with attribute
+        ``weight`` (its bond weight) on lattices with bond weights."""
         g = self.geometry
         # 512 B per node + edge: above what NetworkX was measured to hold (reports/core.md)
         check_host_memory("networkx graph", 512 * (g.n_open + g.n_open * len(g.offsets) // 2))
