@@ -287,6 +287,10 @@ def steps_into(geometry, v: int):
     ``fl(bond_weight(u, v) + weights[v])`` of each step ``u -> v`` (float64; the least
     over parallel bonds, 0 for a missing kind of weight). O(k) for k stencil offsets."""
     g = geometry
+    wv = 0.0 if g.weights is None else g.weights.reshape(-1)[v]
+    if g.bond_weights is None:  # every step into v costs w[v]
+        nbr = np.sort(g.get_neighbors(v))
+        return nbr, np.full(len(nbr), wv)
     _, nbr, e = g.displace(np.array([v], dtype=np.int64), bond_index=True)
     keep = nbr != v
     nbr = nbr[keep]
@@ -295,7 +299,6 @@ def steps_into(geometry, v: int):
     nbr, bw = nbr[order], bw[order]
     first = np.ones(len(nbr), dtype=bool)
     first[1:] = nbr[1:] != nbr[:-1]
-    wv = 0.0 if g.weights is None else g.weights.reshape(-1)[v]
     return nbr[first], bw[first] + wv
 
 
