@@ -749,7 +749,7 @@ DATA = {"topology": False}
 #: backend gives an implementation
 CATALOGUE = (
     ("distance_field", v_sources, sites_work, mem_sites(16), {},
-     "Hop counts (or summed site weights) from the nearest source to every site."),
+     "Hop counts (or summed step costs) from the nearest source to every site."),
     ("shortest_path", v_pair, sites_work, mem_sites(16), {},
      "One shortest path between two sites, by the canonical tie rule."),
     ("count_shortest_paths", v_pair, sites_work, mem_sites(24), {},

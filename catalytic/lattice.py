@@ -900,8 +900,8 @@ class UnifiedCatalyticLattice:
         The graph holds the usable bonds. With bond weights, Louvain maximises, and
         ``modularity`` reports, the modularity weighted by them (they are the edges'
         NetworkX attribute ``weight``; of parallel bonds, the least usable one); when they
-        sum to 0 the modularity is undefined, and Louvain gives every site its own
-        community with modularity 0. Label propagation and edge betweenness read only
+        sum to 0 the modularity is undefined: it is reported as 0, and Louvain gives
+        every site its own community. Label propagation and edge betweenness read only
         which bonds are usable.
 
         Raises

@@ -294,7 +294,7 @@ def steps_into(geometry, v: int):
     _, nbr, e = g.displace(np.array([v], dtype=np.int64), bond_index=True)
     keep = nbr != v
     nbr = nbr[keep]
-    bw = np.zeros(len(nbr)) if g.bond_weights is None else g.bond_weights[e[keep]]
+    bw = g.bond_weights[e[keep]]
     order = np.lexsort((bw, nbr))
     nbr, bw = nbr[order], bw[order]
     first = np.ones(len(nbr), dtype=bool)

@@ -139,9 +139,9 @@ def _site_neighbours(g):
                 if open_ is not None and not open_[j]:
                     continue
                 if bits is not None:
-                    s = slots[k]
-                    start, s = (v, s) if s >= 0 else (j, ~s)
-                    if not (bits[s * words + (start >> 5)] >> (start & 31)) & 1:
+                    plane = slots[k]
+                    start, plane = (v, plane) if plane >= 0 else (j, ~plane)
+                    if not (bits[plane * words + (start >> 5)] >> (start & 31)) & 1:
                         continue
                 out.append(j)
         if dedupe:
