@@ -26,7 +26,9 @@ from tests.test_bonds import L1, L2
 
 NP = "numpy"
 SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)
-WSPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64, weights=True)
+# with and without site weights (bond weights come half the time in both)
+WSPECS = st.one_of(SPECS, lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64,
+                                        weights=True))
 # L2 with site weights too: both costs paid on each step
 L2W = dict(L2, weights=np.array([[1.0, 0.5, 2.0], [0.25, 3.0, 1.0]]))
 
