@@ -31,8 +31,6 @@ WSPECS = st.one_of(SPECS, lattice_specs(max_dim=3, bonds=True, custom=True, max_
                                         weights=True))
 # L2 with site weights too: both costs paid on each step
 L2W = dict(L2, weights=np.array([[1.0, 0.5, 2.0], [0.25, 3.0, 1.0]]))
-
-
 IDX = st.integers(0, 63)
 
 
