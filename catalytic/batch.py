@@ -291,7 +291,7 @@ def _row_contract(engine, op, template, args, kwargs):
         axes = engine.registry.operation(op).validate(template, *args, **call)[1]["axes"]
         return lambda item, v: _spanning_problem(template, v, axes)
     if op == "distance_field":
-        dist = np.int64 if template.geometry.weights is None else np.float64
+        dist = np.float64 if template.geometry.weighted else np.int64
         return lambda item, v: _array_problem(v, shape, dist)
     if op == "laplacian":
         return lambda item, v: _array_problem(v, shape, np.float64)

@@ -11,6 +11,7 @@ uses.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 
 import numpy as np
@@ -434,21 +435,35 @@ def v_field(lat, field):
 
 def diffusion_limit(lat) -> float:
     """The largest ``alpha`` :func:`v_diffuse` accepts without ``allow_unstable``:
-    ``1 / k`` for a stencil of k offsets.
+    ``1 / k`` for a stencil of k offsets, or with bond weights (conductances)
+    ``1 / max_i sum_j c_ij``, the largest weighted degree (``inf`` when it is 0).
 
-    Explicit Euler on the combinatorial Laplacian, ``f <- f - alpha L f``, is stable
-    when ``alpha <= 2 / lambda_max``. Every degree is at most k, so ``lambda_max <= 2 k``
-    (Gershgorin) and ``alpha <= 1 / k`` is always stable; the bound is attained on
-    periodic lattices with even sides, so it cannot be loosened without computing
-    ``lambda_max``. O(1).
+    Explicit Euler on the Laplacian, ``f <- f - alpha L f``, is stable when ``alpha <=
+    2 / lambda_max``, and ``lambda_max`` is at most twice the largest (weighted) degree
+    (Gershgorin). Every degree is at most k, so ``alpha <= 1 / k`` is always stable
+    without bond weights; the bound is attained on periodic lattices with even sides, so
+    it cannot be loosened without computing ``lambda_max``. O(1), or O(n k) with bond
+    weights (the weighted degrees).
 
     Examples
     --------
     >>> import catalytic as cat
     >>> diffusion_limit(cat.Lattice(shape=(8, 8)))
     0.25
+    >>> diffusion_limit(cat.Lattice(shape=(8, 8), bond_weights=np.full((2, 8, 8), 2.0)))
+    0.125
     """
-    return 1.0 / max(len(lat.geometry.offsets), 1)
+    g = lat.geometry
+    if g.bond_weights is None:
+        return 1.0 / max(len(g.offsets), 1)
+    top = _max_weighted_degree(g)
+    return 1.0 / top if top > 0 else math.inf
+
+
+def _max_weighted_degree(g) -> float:
+    """The largest sum of conductances at a site (least of parallel bonds)."""
+    a = g.adjacency(weighted=True)
+    return float(np.asarray(a.sum(axis=1)).max()) if a.nnz else 0.0
 
 
 def v_diffuse(lat, field, steps=1, alpha=0.1, allow_unstable=False):
@@ -458,11 +473,17 @@ def v_diffuse(lat, field, steps=1, alpha=0.1, allow_unstable=False):
     limit = diffusion_limit(lat)
     if alpha > limit and not allow_unstable:
         k = len(lat.geometry.offsets)
+        if lat.geometry.bond_weights is None:
+            why = (f"with {k} stencil offsets the Laplacian's largest eigenvalue can reach "
+                   f"{2 * k}")
+        else:
+            why = (f"with a largest weighted degree (sum of bond conductances at a site) of "
+                   f"{1 / limit:.6g} the Laplacian's largest eigenvalue can reach "
+                   f"{2 / limit:.6g}")
         raise ValueError(
             f"alpha={alpha!r} may make the explicit diffusion step unstable on this lattice: "
-            f"with {k} stencil offsets the Laplacian's largest eigenvalue can reach {2 * k}, "
-            f"and f - alpha L f stays bounded only for alpha <= {limit!r}; use a smaller "
-            "alpha (and more steps), or pass allow_unstable=True"
+            f"{why}, and f - alpha L f stays bounded only for alpha <= {limit!r}; use a "
+            "smaller alpha (and more steps), or pass allow_unstable=True"
         )
     return (lat, _lattice_field(lat, field)), {
         "steps": _check_int(steps, "steps", 0),
@@ -620,10 +641,10 @@ def batched(validate):
 
 
 def v_distance_stack(lat, stack, sources):
-    """``batched.distance_field``: unweighted lattices only (a stack of masks shares
-    the lattice's weights, which would be the first lattice's), sources open in every
-    row."""
-    if lat.geometry.weights is not None:
+    """``batched.distance_field``: unweighted lattices only (no site or bond weights: a
+    stack of masks shares the lattice's weights, which would be the first lattice's),
+    sources open in every row."""
+    if lat.geometry.weighted:
         raise ValueError("batched distance fields are unweighted; weighted lattices run "
                          "one by one")
     (lat, src), _ = v_sources(lat, sources)
@@ -728,7 +749,7 @@ DATA = {"topology": False}
 #: backend gives an implementation
 CATALOGUE = (
     ("distance_field", v_sources, sites_work, mem_sites(16), {},
-     "Hop counts (or summed site weights) from the nearest source to every site."),
+     "Hop counts (or summed step costs) from the nearest source to every site."),
     ("shortest_path", v_pair, sites_work, mem_sites(16), {},
      "One shortest path between two sites, by the canonical tie rule."),
     ("count_shortest_paths", v_pair, sites_work, mem_sites(24), {},

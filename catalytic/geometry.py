@@ -557,6 +557,12 @@ class Geometry:
         """Whether the geometry has bonds or bond weights (operations must honour them)."""
         return self.bond_bits is not None or self.bond_weights is not None
 
+    @property
+    def weighted(self) -> bool:
+        """Whether paths have costs (site weights or bond weights): float distances by
+        Dijkstra instead of hop counts."""
+        return self.weights is not None or self.bond_weights is not None
+
     def bond_mask(self) -> np.ndarray:
         """The bonds as a bool array of shape ``(len(bond_offsets),) + shape`` (a new
         array; all True when none were given)."""

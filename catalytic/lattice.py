@@ -386,7 +386,8 @@ class UnifiedCatalyticLattice:
         return self.geometry.get_neighbors(index)
 
     def degree(self, *, backend=None) -> np.ndarray:
-        """Number of open neighbours of each site (0 on blocked sites).
+        """Number of open neighbours of each site (0 on blocked sites), each joined by a
+        usable bond (parallel bonds on a short periodic axis count once).
 
         Returns
         -------
@@ -478,8 +479,9 @@ class UnifiedCatalyticLattice:
         -------
         ndarray, shape ``self.shape``
             Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices;
-            the summed cost of entering sites after the source (float64, ``inf`` where
-            unreachable or blocked) on weighted ones.
+            on weighted ones (site or bond weights) the least summed step cost, a step
+            ``u -> v`` costing its bond weight plus the weight of ``v`` (float64,
+            ``inf`` where unreachable or blocked). Closed bonds are never crossed.
 
         Raises
         ------
@@ -510,8 +512,9 @@ class UnifiedCatalyticLattice:
         -------
         PathResult
             ``path``: flat indices from ``start`` to ``end`` (empty when unreachable);
-            ``distance``: hops (int, -1 when unreachable) or the summed weights entered
-            after ``start`` (float, ``inf`` when unreachable).
+            ``distance``: hops (int, -1 when unreachable) or, on a lattice with site or
+            bond weights, the left-to-right float64 sum of the step costs (bond weight
+            plus the weight of the site entered; ``inf`` when unreachable).
 
         Raises
         ------
@@ -524,8 +527,9 @@ class UnifiedCatalyticLattice:
         -----
         Ties are broken the same way on every backend: walking back from ``end``, the
         neighbour with the smallest flat index that lies on a shortest path. On weighted
-        lattices a path's cost is the float64 sum of the weights entered, in path order,
-        and the shortest paths are those of a DAG that stays exact when sums round
+        lattices a path's cost is the float64 sum of its step costs, in path order (of
+        parallel bonds on a short periodic axis, the least usable one), and the shortest
+        paths are those of a DAG that stays exact when sums round
         (``1e16 + 1 == 1e16``) or weights are 0: see
         ``catalytic.backends._common.plateau_depths``. A BFS (Dijkstra when weighted),
         as :meth:`distance_field`.
@@ -562,8 +566,8 @@ class UnifiedCatalyticLattice:
         TypeError
             A bool or non-integer site.
         ValueError
-            A weighted lattice with a zero weight (zero-cost cycles make the count
-            infinite).
+            A weighted lattice with a zero site weight, or with bond weights and a
+            usable step of cost 0 (zero-cost cycles make the count infinite).
         """
         return self._run("count_shortest_paths", start, end, backend=backend)
 
@@ -588,7 +592,8 @@ class UnifiedCatalyticLattice:
         Returns
         -------
         list of ndarray
-            Flat-index paths, start first, in depth-first order.
+            Flat-index paths, start first, in depth-first order. They step only through
+            usable bonds; weights (site or bond) are not read.
 
         Raises
         ------
@@ -651,12 +656,14 @@ class UnifiedCatalyticLattice:
         Returns
         -------
         PathResult
-            As :meth:`find_shortest_path` gives on an unweighted lattice.
+            As :meth:`find_shortest_path` gives on an unweighted lattice (closed bonds
+            are never crossed).
 
         Raises
         ------
         ValueError
-            A weighted lattice, or a buffer that is not C-contiguous or not writable.
+            A weighted lattice (site or bond weights), or a buffer that is not
+            C-contiguous or not writable.
         TypeError
             A buffer that is not a NumPy array or holds objects.
         IndexError
@@ -666,10 +673,10 @@ class UnifiedCatalyticLattice:
         CatalyticViolation
             The buffer did not come back bit-identical.
         """
-        if self.geometry.weights is not None:
+        if self.geometry.weighted:
             raise ValueError(
                 "find_path_catalytic finds hop-count paths; this lattice is weighted "
-                "(use find_shortest_path)"
+                "(site or bond weights; use find_shortest_path)"
             )
         return self._run("path_catalytic", start, end, auxiliary_memory, backend=backend)
 
@@ -687,7 +694,8 @@ class UnifiedCatalyticLattice:
         Components
             ``labels`` (the lattice's shape; 0 on blocked sites, components numbered
             ``1..count`` in order of their lowest flat index, as
-            ``scipy.ndimage.label`` numbers them), ``count`` and ``sizes``.
+            ``scipy.ndimage.label`` numbers them), ``count`` and ``sizes``. Sites are
+            connected through usable bonds only; bond weights are not read.
 
         Notes
         -----
@@ -773,6 +781,9 @@ class UnifiedCatalyticLattice:
         length (the standard estimator on periodic boundaries). A cluster touching both
         sides of the seam without closing such a cycle does not wrap; on a periodic axis
         of length 1 (or 2 with nearest neighbours) any cluster with a step along it wraps.
+        With bonds, every usable bond is a step of its own: of two parallel bonds on a
+        periodic axis of length 2, the one across the seam closes a winding cycle with
+        the other, and on an axis of length 1 an open bond from a site to itself wraps.
 
         Labelling costs what :meth:`connected_components` costs. Open axes then cost
         O(faces). Periodic axes add one host pass (NumPy/SciPy, whichever backend
@@ -816,7 +827,9 @@ class UnifiedCatalyticLattice:
             ``is_connected``, ``diameter`` (exact, or None with ``diameter_method``
             saying why), ``min_degree``, ``max_degree``, ``avg_degree``, ``density``,
             ``clustering_coefficient``, ``triangles``, and the lattice's ``shape``,
-            ``dimensions``, ``periodic``, ``stencil`` and ``blocked``.
+            ``dimensions``, ``periodic``, ``stencil`` and ``blocked``. Edges are the
+            neighbour pairs joined by a usable bond; weights (site or bond) are not
+            read: the diameter counts hops.
 
         Raises
         ------
@@ -849,7 +862,8 @@ class UnifiedCatalyticLattice:
         Returns
         -------
         ndarray of float64, shape ``self.shape``
-            NaN on blocked sites.
+            NaN on blocked sites. Every method reads the graph of usable bonds, unweighted:
+            neither site weights nor bond weights enter (distances count hops).
 
         Raises
         ------
@@ -894,6 +908,15 @@ class UnifiedCatalyticLattice:
             ``labels`` (-1 on blocked sites, communities numbered from 0 in order of
             their lowest flat index), ``count`` and ``modularity``.
 
+        Notes
+        -----
+        The graph holds the usable bonds. With bond weights, Louvain maximises, and
+        ``modularity`` reports, the modularity weighted by them (they are the edges'
+        NetworkX attribute ``weight``; of parallel bonds, the least usable one); when they
+        sum to 0 the modularity is undefined: it is reported as 0, and Louvain gives
+        every site its own community. Label propagation and edge betweenness read only
+        which bonds are usable.
+
         Raises
         ------
         ValueError
@@ -906,6 +929,11 @@ class UnifiedCatalyticLattice:
     def laplacian(self, field, *, backend=None) -> np.ndarray:
         """Graph Laplacian ``(L f)_i = deg_i f_i - sum_{j ~ i} f_j`` (the positive
         semi-definite convention of ``scipy.sparse.csgraph.laplacian``), float64.
+
+        With bond weights, each bond's weight is its conductance ``c_ij``: ``(L f)_i =
+        sum_{j ~ i} c_ij (f_i - f_j)`` in the form ``(sum_j c_ij) f_i - sum_j c_ij f_j``
+        (of parallel bonds on a short periodic axis, the least usable one; a bond of
+        weight 0 is still an edge). Without them every usable bond conducts 1.
 
         NaN and inf propagate as in NumPy/SciPy (IEEE arithmetic): a non-finite value at
         an open site makes its own value and its open neighbours' non-finite (``0 * inf``
@@ -953,8 +981,9 @@ class UnifiedCatalyticLattice:
         most the stencil size k, ``lambda_max <= 2 k``, and an ``alpha`` above ``1 / k``
         (``catalytic.catalogue.diffusion_limit(L)``) is refused with a ``ValueError``
         giving the limit, before any work, unless ``allow_unstable=True`` (the result
-        may then grow without bound or turn to NaN). On a periodic axis of length 2 the
-        two neighbours along it are one site, counted once.
+        may then grow without bound or turn to NaN). With bond weights (conductances)
+        the limit is ``1 / max_i sum_j c_ij``, the largest weighted degree. On a
+        periodic axis of length 2 the two neighbours along it are one site, counted once.
 
         NaN and inf propagate as ``f - alpha * (L @ f)`` does in NumPy: each step
         spreads a non-finite value one site further; blocked sites keep their value.
@@ -980,7 +1009,8 @@ class UnifiedCatalyticLattice:
         Raises
         ------
         ValueError
-            ``alpha`` above ``1 / k`` without ``allow_unstable``, a negative or
+            ``alpha`` above the limit (``1 / k``, or with bond weights one over the
+            largest weighted degree) without ``allow_unstable``, a negative or
             non-finite ``alpha``, negative ``steps``, a field of another shape.
         TypeError
             A field that is not real numbers, ``steps`` not an integer, ``alpha`` not a

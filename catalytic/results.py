@@ -11,8 +11,9 @@ import numpy as np
 class PathResult(NamedTuple):
     """A shortest path: flat site indices from start to end, and its length.
 
-    ``distance`` is the hop count (int) on unweighted lattices and the summed cost of
-    entering each site after the start (float) on weighted ones. When the end cannot be
+    ``distance`` is the hop count (int) on unweighted lattices and, on weighted ones (site
+    or bond weights), the left-to-right sum of the step costs, a step costing the weight
+    of the bond crossed plus that of the site entered (float). When the end cannot be
     reached, ``path`` is empty and ``distance`` is -1 (unweighted) or ``inf`` (weighted).
     Convert to coordinates with ``lattice.index_to_coords(result.path)``.
     """

@@ -159,11 +159,12 @@ def _stencil_edges(geometry, sites, axes):
     ``turns[:, j]`` how many times the step crosses the seam of periodic axis
     ``axes[j]`` (``floor((x + offset) / L)``: the offset itself is the displacement,
     so steps longer than the axis count every turn). Self-loops and duplicates from
-    short periodic axes are kept: they carry windings of their own."""
+    short periodic axes are kept: they carry windings of their own. A step through a
+    closed bond is dropped; parallel bonds are separate steps, each with its own bit."""
     g = geometry
     coords = np.unravel_index(sites, g.shape)
     src, dst, turns = [], [], []
-    for off in g.offsets:
+    for k, off in enumerate(g.offsets):
         keep = np.ones(len(sites), dtype=bool)
         flat = np.zeros(len(sites), dtype=np.int64)
         t = np.zeros((len(sites), len(axes)), dtype=np.int64)
@@ -178,6 +179,12 @@ def _stencil_edges(geometry, sites, axes):
             flat += y * int(g.strides[a])
         if g.mask is not None:
             keep[keep] &= g.open_flat[flat[keep]] == 1
+        if g.bond_bits is not None:
+            # the bond of this step starts at the site, or at the far end for a backward offset
+            slot = int(g.bond_slot[k])
+            start = (sites if slot >= 0 else flat)[keep]
+            word = g.bond_bits[(slot if slot >= 0 else ~slot) * g.bond_words + (start >> 5)]
+            keep[keep] &= ((word >> (start & 31).astype(np.uint32)) & 1) == 1
         src.append(sites[keep])
         dst.append(flat[keep])
         turns.append(t[keep])
@@ -254,19 +261,20 @@ def walk_back(geometry, dist: np.ndarray, start: int, end: int) -> np.ndarray:
     step u -> v is an edge of the shortest-path DAG (weighted, see :func:`plateau_depths`).
     Returns flat indices, start first.
     """
-    w = None if geometry.weights is None else geometry.weights.reshape(-1)
-    unreachable = (dist[end] < 0) if w is None else not np.isfinite(dist[end])
+    weighted = geometry.weighted
+    unreachable = (dist[end] < 0) if not weighted else not np.isfinite(dist[end])
     if unreachable:
         return np.zeros(0, dtype=np.int64)
-    depth = None if w is None else plateau_depths(geometry, dist, start)
+    depth = plateau_depths(geometry, dist, start) if weighted else None
     path = [end]
     v = end
     while v != start:
-        nbrs = np.sort(geometry.get_neighbors(v))
-        if w is None:
-            ok = dist[nbrs] == dist[v] - 1
+        if weighted:
+            nbrs, cost = steps_into(geometry, v)
+            ok = on_dag(dist, cost, depth, nbrs, v)
         else:
-            ok = on_dag(dist, w, depth, nbrs, v)
+            nbrs = np.sort(geometry.get_neighbors(v))
+            ok = dist[nbrs] == dist[v] - 1
         if not ok.any():
             raise AssertionError(f"distance field inconsistent at site {v}")
         v = int(nbrs[np.argmax(ok)])
@@ -274,12 +282,49 @@ def walk_back(geometry, dist: np.ndarray, start: int, end: int) -> np.ndarray:
     return np.array(path[::-1], dtype=np.int64)
 
 
-def on_dag(dist, w, depth, u, v):
-    """Whether each step ``u -> v`` (``u`` an array of neighbours of site ``v``) is an
-    edge of the shortest-path DAG of :func:`plateau_depths`: tight (``dist[u] + w[v]
-    == dist[v]`` in float64), and either rising in cost or one plateau step deeper."""
+def steps_into(geometry, v: int):
+    """``(u, cost)``: the neighbours ``u`` of site ``v`` (int64, ascending) and the cost
+    ``fl(bond_weight(u, v) + weights[v])`` of each step ``u -> v`` (float64; the least
+    over parallel bonds, 0 for a missing kind of weight). O(k) for k stencil offsets."""
+    g = geometry
+    wv = 0.0 if g.weights is None else g.weights.reshape(-1)[v]
+    if g.bond_weights is None:  # every step into v costs w[v]
+        nbr = np.sort(g.get_neighbors(v))
+        return nbr, np.full(len(nbr), wv)
+    _, nbr, e = g.displace(np.array([v], dtype=np.int64), bond_index=True)
+    keep = nbr != v
+    nbr = nbr[keep]
+    bw = g.bond_weights[e[keep]]
+    order = np.lexsort((bw, nbr))
+    nbr, bw = nbr[order], bw[order]
+    first = np.ones(len(nbr), dtype=bool)
+    first[1:] = nbr[1:] != nbr[:-1]
+    return nbr[first], bw[first] + wv
+
+
+def step_costs(geometry):
+    """Every usable directed step ``(rows, cols, cost)`` (int64, int64, float64), with
+    ``cost = fl(bond_weight + weights[col])``: one entry per neighbour pair (the least of
+    parallel bonds) with bond weights; without them the pairs of
+    ``Geometry.neighbor_pairs`` (parallel bonds repeat a pair, at the same cost)."""
+    g = geometry
+    w = None if g.weights is None else g.weights.reshape(-1)
+    if g.bond_weights is None:
+        rows, cols = g.neighbor_pairs()
+        return rows, cols, (np.zeros(len(cols)) if w is None else w[cols])
+    a = g.adjacency(weighted=True).tocoo()
+    rows, cols = a.row.astype(np.int64), a.col.astype(np.int64)
+    cost = a.data.astype(np.float64) if w is None else a.data + w[cols]
+    return rows, cols, cost
+
+
+def on_dag(dist, cost, depth, u, v):
+    """Whether each step ``u -> v`` (``u`` an array of neighbours of site ``v``, ``cost``
+    each step's cost) is an edge of the shortest-path DAG of :func:`plateau_depths`:
+    tight (``dist[u] + cost == dist[v]`` in float64), and either rising in cost or one
+    plateau step deeper."""
     du, dv = dist[u], dist[v]
-    return (du + w[v] == dv) & ((du < dv) | (depth[u] == depth[v] - 1))
+    return (du + cost == dv) & ((du < dv) | (depth[u] == depth[v] - 1))
 
 
 def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
@@ -287,12 +332,14 @@ def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
     weighted lattice a DAG whatever the float sums do (int64, -1 where unreached).
 
     Definitions (every backend follows them; ``D = dist``, least costs from ``start``,
-    each the left-to-right float64 sum of the weights entered along a best path, which
-    is what any float64 Dijkstra computes):
+    each the left-to-right float64 sum of the step costs along a best path, which is
+    what any float64 Dijkstra computes; a step ``u -> v`` costs
+    ``c(u, v) = fl(bond_weight(u, v) + w[v])``, the least over parallel bonds, with 0
+    for a kind of weight the lattice does not have):
 
-    - a step u -> v is *tight* when ``fl(D[u] + w[v]) == D[v]``;
-    - a tight step with ``D[u] == D[v]`` is a *plateau* step: ``w[v]`` is 0, or too small
-      to change ``D[v]`` in float64 (``1e16 + 1 == 1e16``). Plateau steps can form
+    - a step u -> v is *tight* when ``fl(D[u] + c(u, v)) == D[v]``;
+    - a tight step with ``D[u] == D[v]`` is a *plateau* step: ``c(u, v)`` is 0, or too
+      small to change ``D[v]`` in float64 (``1e16 + 1 == 1e16``). Plateau steps can form
       cycles (1 -> 0 -> 1 above), so float equality alone does not order them;
     - the depth of ``start`` and of every site entered by a tight step that rises in
       cost is 0; any other reached site is one deeper than its shallowest plateau
@@ -306,25 +353,34 @@ def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
     The shortest paths are the paths of this DAG from ``start``: each one's cost,
     summed in path order in float64, is ``D`` at its end, and so is the returned
     path's; :func:`walk_back` picks one, ``count_shortest_paths`` counts them. Without
-    plateau steps (positive weights whose sums all change) the DAG is every tight step
-    and every depth is 0. O(n k) time and memory, only when some reached site has
-    ``fl(D[v] + w[v]) == D[v]`` (O(n) to check).
+    plateau steps (positive costs whose sums all change) the DAG is every tight step
+    and every depth is 0. O(n k) time and memory, only when some reached site ``v``
+    has a step in with ``fl(D[v] + c) == D[v]`` (O(n) to check without bond weights,
+    O(n k) with them).
     """
     from scipy.sparse import csr_array
     from scipy.sparse.csgraph import dijkstra
 
     d = np.asarray(dist, dtype=np.float64).reshape(-1)
-    w = geometry.weights.reshape(-1)
     reached = np.isfinite(d)
     depth = np.where(reached, 0, -1).astype(np.int64)
-    flat = reached & (d + w == d)
+    if geometry.bond_weights is None:
+        w = geometry.weights.reshape(-1)
+        flat = reached & (d + w == d)
+        pairs = None
+    else:
+        pairs = step_costs(geometry)
+        rows, cols, cost = pairs
+        flat = np.zeros(d.shape[0], dtype=bool)
+        flat[cols[d[cols] + cost == d[cols]]] = True
+        flat &= reached
     flat[start] = False
     if not flat.any():
         return depth
-    rows, cols = geometry.neighbor_pairs()  # steps rows -> cols (symmetric stencils)
+    rows, cols, cost = step_costs(geometry) if pairs is None else pairs
     keep = flat[cols] & reached[rows]
-    u, v = rows[keep], cols[keep]
-    tight = d[u] + w[v] == d[v]
+    u, v, c = rows[keep], cols[keep], cost[keep]
+    tight = d[u] + c == d[v]
     rise = tight & (d[u] < d[v])
     deep = flat.copy()
     deep[v[rise]] = False  # entered by a rising step: depth 0
@@ -346,18 +402,35 @@ def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
 def path_result(geometry, path: np.ndarray):
     """:class:`PathResult` for a path (flat indices) found by a backend kernel.
 
-    Length is the hop count, or on weighted lattices the sequential sum of the weights
-    entered (exactly as Dijkstra accumulated it); an empty path means unreachable
-    (-1 hops, ``inf`` cost).
+    Length is the hop count, or on weighted lattices the left-to-right float64 sum of
+    the step costs ``bond_weight(u, v) + weights[v]`` (exactly as Dijkstra accumulated
+    it; the least of parallel bonds); an empty path means unreachable (-1 hops, ``inf``
+    cost).
     """
     path = np.asarray(path, dtype=np.int64)
-    if geometry.weights is None:
+    g = geometry
+    if not g.weighted:
         return PathResult(path, len(path) - 1 if len(path) else -1)
     if len(path) == 0:
         return PathResult(path, np.inf)
     if len(path) == 1:
         return PathResult(path, 0.0)
-    return PathResult(path, float(np.cumsum(geometry.weights.reshape(-1)[path[1:]])[-1]))
+    if g.bond_weights is None:
+        return PathResult(path, float(np.cumsum(g.weights.reshape(-1)[path[1:]])[-1]))
+    cost = _path_bond_weights(g, path)
+    if g.weights is not None:
+        cost = cost + g.weights.reshape(-1)[path[1:]]
+    return PathResult(path, float(np.cumsum(cost)[-1]))
+
+
+def _path_bond_weights(g, path):
+    """The least weight of the usable bonds joining each consecutive pair of ``path``
+    (``inf`` where none does)."""
+    src, nbr, e = g.displace(path[:-1], bond_index=True)
+    hit = nbr == path[1:][src]
+    out = np.full(len(path) - 1, np.inf)
+    np.minimum.at(out, src[hit], g.bond_weights[e[hit]])
+    return out
 
 
 def finish_centrality(geometry, values: np.ndarray, *, degree: bool) -> np.ndarray:
@@ -373,7 +446,7 @@ def finish_centrality(geometry, values: np.ndarray, *, degree: bool) -> np.ndarr
 
 
 def path_distance(geometry, dist: np.ndarray, end: int):
-    if geometry.weights is None:
+    if not geometry.weighted:
         return int(dist[end])
     return float(dist[end])
 
@@ -452,18 +525,25 @@ def adjacency(g):
 
 
 def entering_cost_graph(g):
-    """Directed CSR: edge u -> v carries ``weights[v]`` (explicit zeros stay edges)."""
-    a = g.adjacency(dtype=np.float64)
-    a.data = g.weights.reshape(-1)[a.indices].astype(np.float64)
+    """Directed CSR: edge u -> v carries the step cost ``fl(bond_weight(u, v) +
+    weights[v])`` (the least of parallel bonds; explicit zeros stay edges)."""
+    if g.bond_weights is None:
+        a = g.adjacency(dtype=np.float64)
+        a.data = g.weights.reshape(-1)[a.indices].astype(np.float64)
+        return a
+    a = g.adjacency(weighted=True)
+    if g.weights is not None:
+        a.data = a.data + g.weights.reshape(-1)[a.indices]
     return a
 
 
 def dist_from(g, sources, *, min_only=True):
     """SciPy's distances from ``sources``: int64 hops (-1 unreachable) on an unweighted
-    geometry, float64 summed entering costs (inf unreachable) on a weighted one."""
+    geometry, float64 summed step costs (inf unreachable) on a weighted one (site or
+    bond weights)."""
     from scipy.sparse.csgraph import dijkstra
 
-    if g.weights is None:
+    if not g.weighted:
         d = dijkstra(adjacency(g), indices=sources, unweighted=True, min_only=min_only)
         return np.where(np.isinf(d), -1, d).astype(np.int64)
     return dijkstra(entering_cost_graph(g), directed=True, indices=sources, min_only=min_only)
@@ -472,7 +552,7 @@ def dist_from(g, sources, *, min_only=True):
 def count_paths_exact(g, start, end) -> int:
     """The number of shortest paths from ``start`` to ``end`` on geometry ``g``, in
     Python integers (exact however many there are)."""
-    if g.weights is not None:
+    if g.weighted:
         return _count_weighted(g, start, end)
     ds = dist_from(g, [start])
     if ds[end] < 0:
@@ -490,13 +570,19 @@ def count_paths_exact(g, start, end) -> int:
 
 
 def _count_weighted(g, start, end):
-    w = g.weights.reshape(-1)
     dist = dist_from(g, [start])
     if not np.isfinite(dist[end]):
         return 0
-    if (w == 0).any():
+    if g.bond_weights is None:
+        if (g.weights == 0).any():
+            raise ValueError(
+                "count_shortest_paths is not defined on lattices with zero-weight sites: "
+                "zero-cost cycles make the number of minimum-cost paths infinite"
+            )
+    elif (step_costs(g)[2] == 0).any():
         raise ValueError(
-            "count_shortest_paths is not defined on lattices with zero-weight sites: "
+            "count_shortest_paths is not defined on lattices with zero-cost steps (a "
+            "usable bond whose weight plus the weight of the site entered is 0): "
             "zero-cost cycles make the number of minimum-cost paths infinite"
         )
     # the paths of the shortest-path DAG (see plateau_depths), counted in an order of its
@@ -509,7 +595,7 @@ def _count_weighted(g, start, end):
         v = int(v)
         if v == start:
             continue
-        nbrs = g.get_neighbors(v)
-        on = on_dag(dist, w, depth, nbrs, v)
+        nbrs, cost = steps_into(g, v)
+        on = on_dag(dist, cost, depth, nbrs, v)
         count[v] = sum(count.get(int(u), 0) for u in nbrs[on])
     return int(count[end])

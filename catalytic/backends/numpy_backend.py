@@ -109,12 +109,16 @@ def all_paths(lat, start, end, *, max_length=None, limit=O.DEFAULT_PATH_LIMIT,
 def _site_neighbours(g):
     """``neighbours(v)``: ``g.get_neighbors(v)`` as a list, in plain Python (cheaper for
     one site than the vectorised path, and the all-paths search asks per site; see
-    reports/design_notes.md)."""
+    reports/design_notes.md). A closed bond drops its step before duplicates are
+    removed, so the first usable of parallel bonds counts."""
     shape, periodic, d = g.shape, g.periodic, g.dimensions
     strides = [int(s) for s in g.strides]
     offsets = [tuple(int(x) for x in o) for o in g.offsets]
     open_ = g.open_flat if g.mask is not None else None
     dedupe = g.dedupe
+    bits = None if g.bond_bits is None else g.bond_bits.tolist()
+    slots = [int(s) for s in g.bond_slot]
+    words = g.bond_words
 
     def neighbours(v):
         c, r = [], v
@@ -122,7 +126,7 @@ def _site_neighbours(g):
             q, r = divmod(r, s)
             c.append(q)
         out = []
-        for o in offsets:
+        for k, o in enumerate(offsets):
             j = 0
             for a in range(d):
                 x = c[a] + o[a]
@@ -132,8 +136,14 @@ def _site_neighbours(g):
                     x %= shape[a]
                 j += x * strides[a]
             else:
-                if open_ is None or open_[j]:
-                    out.append(j)
+                if open_ is not None and not open_[j]:
+                    continue
+                if bits is not None:
+                    plane = slots[k]
+                    start, plane = (v, plane) if plane >= 0 else (j, ~plane)
+                    if not (bits[plane * words + (start >> 5)] >> (start & 31)) & 1:
+                        continue
+                out.append(j)
         if dedupe:
             out = [u for u in dict.fromkeys(out) if u != v]
         return out
@@ -164,7 +174,7 @@ def path_catalytic(lat, start, end, aux):
             state[nb] = 1 + level % 3
             frontier = nb
         if state[end] == 0:
-            return R.PathResult(np.zeros(0, dtype=np.int64), -1 if g.weights is None else np.inf)
+            return R.PathResult(np.zeros(0, dtype=np.int64), np.inf if g.weighted else -1)
         path = [end]
         v = end
         for lev in range(level, 0, -1):
@@ -251,7 +261,8 @@ def _diameter(g, a, open_idx, max_sites, n_comp):
     """Largest finite hop distance between two sites (max over components)."""
     if len(open_idx) == 0:
         return 0, "empty"
-    if g.mask is None and g.stencil in ("von_neumann", "moore") and not g.dedupe:
+    if (g.mask is None and g.bond_bits is None and g.stencil in ("von_neumann", "moore")
+            and not g.dedupe):
         reach = [(s // 2 if p else s - 1) for s, p in zip(g.shape, g.periodic)]
         d = sum(reach) if g.stencil == "von_neumann" else max(reach)
         return int(d), "closed form (full lattice)"
@@ -349,7 +360,11 @@ def communities(lat, *, method="louvain", seed=0):
     G = g.to_networkx()
     if G.number_of_nodes() == 0:
         return R.Communities(np.full(g.shape, -1, dtype=np.int64), 0, 0.0)
-    if method == "louvain":
+    # bond weights are the edges' "weight": modularity is 0/0 when they sum to 0
+    no_weight = g.bond_weights is not None and G.size(weight="weight") == 0
+    if method == "louvain" and no_weight:
+        parts = [{v} for v in G.nodes]
+    elif method == "louvain":
         parts = nxc.louvain_communities(G, seed=seed)
     elif method == "label_propagation":
         parts = list(nxc.asyn_lpa_communities(G, seed=seed))
@@ -362,14 +377,20 @@ def communities(lat, *, method="louvain", seed=0):
     parts = sorted((sorted(p) for p in parts), key=lambda p: p[0])
     for k, p in enumerate(parts):
         labels[np.asarray(p, dtype=np.int64)] = k
-    q = nxc.modularity(G, [set(p) for p in parts]) if G.number_of_edges() else 0.0
+    q = 0.0
+    if G.number_of_edges() and not no_weight:
+        q = nxc.modularity(G, [set(p) for p in parts])
     return R.Communities(labels.reshape(g.shape), len(parts), float(q))
 
 
 # -- fields -------------------------------------------------------------------------------
 def _laplacian_matrix(g):
+    """``D - A``: with bond weights, ``A`` holds the conductances (the least of
+    parallel bonds; a bond of weight 0 is still an edge), otherwise 1 per edge."""
     from scipy.sparse.csgraph import laplacian as csl
 
+    if g.bond_weights is not None:
+        return csl(g.adjacency(weighted=True))
     return csl(C.adjacency(g).astype(np.float64))
 
 
@@ -614,7 +635,13 @@ def _graph_fits(lat, *args, **kwargs):
 
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
-BONDS: set[str] = set()
+BONDS: set[str] = {
+    "distance_field", "shortest_path", "count_shortest_paths", "all_paths", "path_catalytic",
+    "connected_components", "percolates", "spanning_clusters", "degree", "analyze_structure",
+    "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
+    "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
+    "batched.laplacian",
+}
 
 
 @hookimpl
