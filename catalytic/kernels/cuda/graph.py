@@ -1162,7 +1162,7 @@ def _bond_walk(t: _Tables, pd, w, open_h, bonds, start, end) -> np.ndarray:
     x = end
     while x != start:
         x = int(first[x])
-        if x < 0:
+        if x < 0 or len(path) >= n:  # (a DAG walk visits each site once)
             raise AssertionError(f"bond walk: no shortest-path step into site {path[-1]}")
         path.append(x)
     return np.array(path[::-1], dtype=np.int64)
@@ -1219,10 +1219,12 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0, b
 
 
 def _half_slots(offsets, bslot, half):
-    """int64 per row of ``half``: the bond slot of the stencil entry it is."""
+    """int64 per row of ``half``: the bond slot of the stencil entry it is (0 for a row
+    that is no entry, the negation of one in an asymmetric stencil, which has no bonds)."""
     out = np.zeros(half.shape[0], dtype=np.int64)
     for h in range(half.shape[0]):
-        out[h] = bslot[np.flatnonzero((offsets == half[h]).all(axis=1))[0]]
+        hit = np.flatnonzero((offsets == half[h]).all(axis=1))
+        out[h] = bslot[hit[0]] if hit.size else 0
     return out
 
 

@@ -24,8 +24,8 @@ from tests.support.strategies import custom_stencil, lattice_specs, make
 sim = pytest.mark.sim
 
 # tiny lattices: the simulator starts a Python thread for every launched thread
-SPECS = st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=25),
-                  lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=25,
+SPECS = st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=20),
+                  lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=20,
                                 weights=True))
 # the parallel-bond cases of tests/test_bonds.py: periodic axes of length 2 and 1
 L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
@@ -80,7 +80,7 @@ def _costs(spec, G):
 @example(spec=L2, data=None)
 @example(spec=L1, data=None)
 @example(spec=L2W, data=None)
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=8, deadline=None)
 def test_cuda_operations_match_the_bond_graph(spec, data):
     L = make(spec)
     G = bond_graph(spec)
@@ -168,6 +168,11 @@ def test_zero_bond_weights_make_plateaus_that_the_walk_crosses_in_order():
     assert length == want[11]
     assert all(G.has_edge(int(u), int(v)) for u, v in zip(path[:-1], path[1:]))
     assert len(set(path.tolist())) == len(path)
+    # a plateau entered from above: 0 and 1 both cost 1 from 3, and each is the other's
+    # smallest tight in-neighbour; only the plateau depths order the walk back
+    L = cat.Lattice(shape=(4,), bond_weights=np.array([[0.0, 0.0, 1.0, 5.0]]))
+    path, length = L.find_shortest_path(3, 0, backend="cuda")
+    assert path.tolist() == [3, 2, 1, 0] and length == 1.0
 
 
 # -- spanning ---------------------------------------------------------------------------------
@@ -217,27 +222,27 @@ def test_periodic_axes_of_a_lattice_with_bonds_are_refused_while_the_winding_che
 @sim
 def test_batched_twins_honour_the_lattices_bonds_in_every_row():
     rng = np.random.default_rng(3)
-    spec = {"shape": (4, 5), "periodic": (True, False), "stencil": custom_stencil(2),
-            "mask": None, "weights": None, "bonds": rng.random((4, 4, 5)) < 0.6,
+    spec = {"shape": (4, 4), "periodic": (True, False), "stencil": custom_stencil(2),
+            "mask": None, "weights": None, "bonds": rng.random((4, 4, 4)) < 0.6,
             "bond_weights": None}
     base = make(spec)
-    masks = rng.random((3, 4, 5)) < 0.8
+    masks = rng.random((2, 4, 4)) < 0.8
     masks[:, 0, 0] = True
     eng = cat.get_engine()
     comps = eng.run("batched.connected_components", base, masks, backend="cuda")
     dists = eng.run("batched.distance_field", base, masks, [0], backend="cuda")
     spans = eng.run("batched.spanning_clusters", base, masks, axes=(1,), backend="cuda")
     perc = eng.run("batched.percolates", base, masks, axis=1, backend="cuda")
-    fields = rng.random((3, 20))
+    fields = rng.random((2, 16))
     laps = eng.run("batched.laplacian", base.with_mask(None), fields, backend="cuda")
     G0 = bond_graph({**spec, "mask": None})
-    for b in range(3):
+    for b in range(2):
         row = {**spec, "mask": masks[b]}
         G = bond_graph(row)
-        _check_components(comps[b].labels, comps[b].count, G, 20)
+        _check_components(comps[b].labels, comps[b].count, G, 16)
         want = nx.single_source_shortest_path_length(G, 0)
         d = dists[b].reshape(-1)
-        assert [d[i] for i in range(20)] == [want.get(i, -1) for i in range(20)]
+        assert [d[i] for i in range(16)] == [want.get(i, -1) for i in range(16)]
         labels = spans[b].components.labels.reshape(-1)
         got = sorted(sorted(np.flatnonzero(labels == lab).tolist())
                      for lab in spans[b].clusters[1])
