@@ -6,7 +6,8 @@ by the device-memory monitor) and adds its implementations with their costs. The
 lives in one module per job:
 
 ``residency``
-    the per-lattice device copies (mask, weights, XOR key), least recently used first;
+    the per-lattice device copies (mask, weights, bonds, bond weights, XOR key), least
+    recently used first;
     every copy between host and device, counted (:func:`transfer_stats`); whether a
     call fits in device memory.
 ``streams``

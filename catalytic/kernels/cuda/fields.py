@@ -23,6 +23,10 @@ twin's per-site order. Two kernels from one source, ``dedupe`` fixed at compile 
   (:func:`~catalytic.kernels.cuda.neighbors.is_first`, O(k^2 d) per site); no
   per-thread local buffer, so any stencil size.
 
+With bonds (``bonds=``, ``Geometry.bond_args()``) a neighbour counts through an open
+bond only, and with bond weights it counts with its conductance ``c``, the bond weight
+(the least of parallel bonds on a short periodic axis): ``(sum c) f_i - sum c f_j``.
+
 The small lattice tables (shape, strides, periodic, offsets, the fast-path tables) are
 copied to the device once per geometry and reused
 (:func:`catalytic.kernels.cuda.graph._tables`): a call copies over only its field, and

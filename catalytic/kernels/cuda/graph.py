@@ -30,6 +30,14 @@ and, away from edges and seams, add flat offsets instead (:func:`_fast`,
 Distances follow out-neighbours; kernels that *pull* values (relaxation, the level
 scans) read over in-neighbours, i.e. the negated stencil.
 
+Bonds: every host function takes ``bonds=`` (``Geometry.bond_args()``, bits and bond
+weights possibly device copies) and its kernels test the bond of each step
+(:func:`~catalytic.kernels.cuda.neighbors.bond_open`; the slot tables of the stencil, the
+negated stencil and the union half are derived from the offsets, :func:`_bond_slots`).
+Without bonds they get length-0 arrays, so a kernel has one signature either way; the
+relaxation's step cost becomes ``fl(bond weight + weights[v])``, and the weighted walk
+back of a lattice with bonds runs on the host with that cost (:func:`_bond_walk`).
+
 Iterative kernels report progress through the device: the BFS levels keep the frontier
 lengths there (:func:`_bfs_level`), the sweeps a one-element ``flag`` array that the
 launch of iteration ``it`` sets to ``it`` when anything changed (never reset). The host
