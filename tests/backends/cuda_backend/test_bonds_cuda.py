@@ -218,6 +218,80 @@ def test_periodic_axes_of_a_lattice_with_bonds_are_refused_while_the_winding_che
         cat.get_engine().run("batched.percolates", L, stack, axis=0, backend="cuda")
 
 
+def _winding_oracle(spec):
+    """``{axis: [component site-sets that wrap it]}`` for the periodic axes of a spec
+    with bonds: a breadth-first search per cluster gives each site an unwrapped
+    position; every usable bond is its own step (parallel bonds and self-loops too), and
+    a step that reaches a visited site at another unwrapped position closes a cycle
+    winding along each axis where they differ."""
+    from tests.support.oracles import flat_index, forward_offsets, is_open, offsets_of
+
+    shape = tuple(spec["shape"])
+    d = len(shape)
+    per = spec["periodic"]
+    per = (per,) * d if isinstance(per, bool) else tuple(per)
+    fwd = forward_offsets(spec["stencil"], d)
+    bonds, mask = spec.get("bonds"), spec.get("mask")
+    n = math.prod(shape)
+    pos, label, wraps = {}, {}, {a: set() for a in range(d) if per[a]}
+    for s0 in range(n):
+        if s0 in label or not is_open(mask, s0):
+            continue
+        label[s0], pos[s0] = s0, coords_of(s0, shape)
+        queue = [s0]
+        while queue:
+            u = queue.pop()
+            cu = coords_of(u, shape)
+            for off in map(tuple, offsets_of(spec["stencil"], d).tolist()):
+                q = tuple(p + o for p, o in zip(pos[u], off))
+                c = [x + o for x, o in zip(cu, off)]
+                if any(not per[a] and not 0 <= c[a] < shape[a] for a in range(d)):
+                    continue
+                c = [x % m for x, m in zip(c, shape)]
+                v = flat_index(c, shape)
+                if not is_open(mask, v):
+                    continue
+                s, start = (fwd.index(off), cu) if off in fwd else (
+                    fwd.index(tuple(-o for o in off)), tuple(c))
+                if bonds is not None and not bonds[(s,) + tuple(start)]:
+                    continue
+                if v not in label:
+                    label[v], pos[v] = s0, q
+                    queue.append(v)
+                else:
+                    for a in wraps:
+                        if pos[v][a] != q[a]:
+                            wraps[a].add(s0)
+    comps = {}
+    for v, r in label.items():
+        comps.setdefault(r, []).append(v)
+    return {a: sorted(sorted(comps[r]) for r in roots) for a, roots in wraps.items()}
+
+
+@sim
+@pytest.mark.skipif(not impl.WRAPPING_HONOURS_BONDS,
+                    reason="the host winding check does not honour bonds yet (refused above)")
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_wrapping_along_periodic_axes_follows_every_bond(seed):
+    rng = np.random.default_rng(seed)
+    shape, stencil = [((4, 4), "von_neumann"), ((2, 3), "moore"), ((1, 3), "moore"),
+                      ((1, 3), "von_neumann")][seed]
+    kf = len(cat.Lattice(shape=shape, stencil=stencil).bond_offsets)
+    bonds = rng.random((kf,) + shape) < 0.6
+    if seed == 3:  # the self-loop bonds along the length-1 axis closed: no winding there
+        bonds[0], bonds[1] = False, True
+    spec = {"shape": shape, "periodic": (True, True), "stencil": stencil, "mask": None,
+            "weights": None, "bonds": bonds, "bond_weights": None}
+    L = make(spec)
+    want = _winding_oracle(spec)
+    res = L.spanning_clusters(axes=(0, 1), backend="cuda")
+    labels = res.components.labels.reshape(-1)
+    for a in (0, 1):
+        got = sorted(sorted(np.flatnonzero(labels == lab).tolist()) for lab in res.clusters[a])
+        assert got == want[a], a
+        assert L.percolates(a, backend="cuda") == bool(want[a])
+
+
 # -- batched twins ------------------------------------------------------------------------------
 @sim
 def test_batched_twins_honour_the_lattices_bonds_in_every_row():
