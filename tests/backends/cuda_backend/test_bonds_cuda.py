@@ -80,6 +80,7 @@ def _costs(spec, G):
 @example(spec=L2, data=None)
 @example(spec=L1, data=None)
 @example(spec=L2W, data=None)
+@example(spec={**L2W, "bond_weights": None}, data=None)
 @settings(max_examples=8, deadline=None)
 def test_cuda_operations_match_the_bond_graph(spec, data):
     L = make(spec)
