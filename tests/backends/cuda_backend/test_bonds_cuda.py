@@ -24,8 +24,8 @@ from tests.support.strategies import custom_stencil, lattice_specs, make
 sim = pytest.mark.sim
 
 # tiny lattices: the simulator starts a Python thread for every launched thread
-SPECS = st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=20),
-                  lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=20,
+SPECS = st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=27),
+                  lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=27,
                                 weights=True))
 # the parallel-bond cases of tests/test_bonds.py: periodic axes of length 2 and 1
 L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
@@ -81,7 +81,7 @@ def _costs(spec, G):
 @example(spec=L1, data=None)
 @example(spec=L2W, data=None)
 @example(spec={**L2W, "bond_weights": None}, data=None)
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 def test_cuda_operations_match_the_bond_graph(spec, data):
     L = make(spec)
     G = bond_graph(spec)
