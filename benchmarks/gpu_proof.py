@@ -10,11 +10,15 @@ not cached on disk, so each process compiles those it launches):
    measured);
 2. the CUDA tests (``tests/kernels/cuda`` and ``tests/backends/cuda_backend``) on the GPU,
    not the simulator: ``reports/gpu_tests.xml``;
-3. the catalytic-ising plugin's CUDA tests: ``reports/gpu_tests_ising.xml``;
-4. ``catalytic calibrate --quick``: ``reports/calibration_gpu.json``, the device under
+3. bonds at size (``gpu_proof_support/gpu_proof_bonds.py``): bond-masked BFS, Dijkstra
+   with bond weights and components on cuda at 512^2 and 128^3 against SciPy (and
+   numba-cpu where it honours bonds), with the time of each beside the call without
+   bonds: ``reports/gpu_bonds.json``;
+4. the catalytic-ising plugin's CUDA tests: ``reports/gpu_tests_ising.xml``;
+5. ``catalytic calibrate --quick``: ``reports/calibration_gpu.json``, the device under
    ``machine.gpu``;
-5. ``bench_gpu.py`` router sweep, routed with that calibration, appended to ``gpu.md``;
-6. ``bench_memory.py``: ``reports/memory_gpu.md``.
+6. ``bench_gpu.py`` router sweep, routed with that calibration, appended to ``gpu.md``;
+7. ``bench_memory.py``: ``reports/memory_gpu.md``.
 
 Then a summary (device, each step's status and time, test counts, notes) is appended to
 ``reports/gpu.md`` and stored under ``"proof"`` in ``reports/gpu.json``; everything
@@ -144,6 +148,10 @@ def plan(*, reports: Path, cpu_bfs: float | None, cc3d: str, python: str = sys.e
         Step("CUDA tests", pytest + list(CUDA_TESTS) + ["--junitxml", rel(reports / "gpu_tests.xml")],
              210, outputs=[reports / "gpu_tests.xml"], needs=list(CUDA_TESTS),
              junit=str(reports / "gpu_tests.xml")),
+        Step("gpu_proof_bonds.py: bond-masked BFS, Dijkstra, components at 512^2 and 128^3",
+             [python, "benchmarks/gpu_proof_support/gpu_proof_bonds.py", "--output",
+              rel(reports / "gpu_bonds.json")], 90, outputs=[reports / "gpu_bonds.json"],
+             needs=["benchmarks/gpu_proof_support/gpu_proof_bonds.py"]),
         Step("catalytic-ising CUDA tests",
              pytest + ["-p", "gpu_proof_ising", PLUGIN_TESTS, "-k", "cuda",
                        "--junitxml", rel(reports / "gpu_tests_ising.xml")],
@@ -315,8 +323,8 @@ def _copy(reports: Path, dest: Path | None, names) -> None:
 
 
 #: what the proof writes under the reports folder (removed at the start of a run)
-WRITES = ("gpu.md", "gpu.json", "gpu_tests.xml", "gpu_tests_ising.xml", "calibration_gpu.json",
-          "memory_gpu.md", "gpu_proof.log")
+WRITES = ("gpu.md", "gpu.json", "gpu_tests.xml", "gpu_bonds.json", "gpu_tests_ising.xml",
+          "calibration_gpu.json", "memory_gpu.md", "gpu_proof.log")
 
 
 def main(argv=None) -> int:

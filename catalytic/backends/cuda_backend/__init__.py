@@ -6,7 +6,8 @@ by the device-memory monitor) and adds its implementations with their costs. The
 lives in one module per job:
 
 ``residency``
-    the per-lattice device copies (mask, weights, XOR key), least recently used first;
+    the per-lattice device copies (mask, weights, bonds, bond weights, XOR key), least
+    recently used first;
     every copy between host and device, counted (:func:`transfer_stats`); whether a
     call fits in device memory.
 ``streams``
@@ -147,7 +148,12 @@ def catalytic_add_backends(registry):
 
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
-BONDS: set[str] = set()
+BONDS: set[str] = {
+    "distance_field", "shortest_path", "connected_components", "percolates",
+    "spanning_clusters", "degree", "centrality", "laplacian", "diffuse",
+    "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
+    "batched.distance_field", "batched.laplacian",
+}
 
 
 @hookimpl

@@ -105,12 +105,13 @@ def _terms_for(op):
         PCIe term only. ``params`` come from calibration; a missing one is taken from
         :data:`DEFAULT_TERMS`. None for an operation without terms here.
     """
-    def lattice_terms(launches, back_per_site, weights=False, back=None):
+    def lattice_terms(launches, back_per_site, weights=False, back=None, bond_weights=None):
         def terms(params, lat, *args, **kwargs):
             p = {**DEFAULT_TERMS, **params}
             n = lat.geometry.n_points
             returned = back_per_site * n if back is None else back(lat, *args, **kwargs)
-            moved = _not_resident(lat, weights) + _host_bytes(args, kwargs) + returned
+            moved = (_not_resident(lat, weights, bond_weights) + _host_bytes(args, kwargs)
+                     + returned)
             return {"launches": launches(lat, *args, **kwargs) * p["launch_s"],
                     "PCIe": moved / p["pcie_bytes_per_s"]}
         return terms
@@ -123,17 +124,20 @@ def _terms_for(op):
             return {"PCIe": host / p["pcie_bytes_per_s"]}  # the result stays there
         return {"PCIe": 2 * host / p["pcie_bytes_per_s"]}  # in, and a result as large back
 
+    def weighted(g):
+        return g.weights is not None or g.bond_weights is not None
+
     def levels(lat, *args, **kwargs):
         # weighted: near-far, three launches a step, about a step a level
-        return (3 if lat.geometry.weights is not None else 1) * (hops_estimate(lat.geometry) + 1)
+        return (3 if weighted(lat.geometry) else 1) * (hops_estimate(lat.geometry) + 1)
 
     def path_levels(lat, start, end, *args, **kwargs):
-        if lat.geometry.weights is not None:  # the whole near-far run, then the walk
+        if weighted(lat.geometry):  # the whole near-far run, then the walk
             return levels(lat)
         return hops_estimate(lat.geometry, start, end) + 1
 
     def path_back(lat, start, end, *args, **kwargs):
-        if lat.geometry.weights is not None:  # the costs, for the walk on the host
+        if weighted(lat.geometry):  # the costs, for the walk on the host
             return 8 * lat.geometry.n_points
         return 8 * (hops_estimate(lat.geometry, start, end) + 2)  # end's distance, the path
 
@@ -160,10 +164,10 @@ def _terms_for(op):
         "spanning_clusters": lattice_terms(labelling, 4),
         "degree": lattice_terms(one, 8),
         "centrality": lattice_terms(closeness_levels, 8),
-        "laplacian": lattice_terms(one, 8),
-        "diffuse": lattice_terms(steps, 8),
+        "laplacian": lattice_terms(one, 8, bond_weights=True),
+        "diffuse": lattice_terms(steps, 8, bond_weights=True),
         "batched.distance_field": lattice_terms(levels, 0),
-        "batched.laplacian": lattice_terms(one, 0),
+        "batched.laplacian": lattice_terms(one, 0, bond_weights=True),
         "batched.xor_transform": lattice_terms(one, 0),
     }
     for twin in C.stack_twins(None):  # (the twins' names only)

@@ -22,6 +22,7 @@ from catalytic import results as R
 from catalytic.backends import _common as C
 from catalytic.backends.cuda_backend.residency import (
     _args,
+    _bond_args,
     _key,
     _make_room,
     _room,
@@ -43,14 +44,27 @@ def _lattice_of(args):
     return args[0] if args and hasattr(args[0], "geometry") else None
 
 
-def _sites(per_site):
-    """Device bytes of a lattice call: ``per_site`` bytes for every site."""
-    return lambda lat, *args, **kwargs: lat.geometry.n_points * per_site
+def _bond_bytes(g, weights):
+    """Device bytes of a lattice's bonds (kf/8 a site) and, with ``weights``, its bond
+    weights (8 kf a site)."""
+    out = 0 if g.bond_bits is None else int(g.bond_bits.nbytes)
+    if weights and g.bond_weights is not None:
+        out += int(g.bond_weights.nbytes)
+    return out
+
+
+def _sites(per_site, bond_weights=False):
+    """Device bytes of a lattice call: ``per_site`` bytes for every site, plus the bonds
+    (and, with ``bond_weights``, the bond weights)."""
+    return lambda lat, *args, **kwargs: (lat.geometry.n_points * per_site
+                                         + _bond_bytes(lat.geometry, bond_weights))
 
 
 def _stacked(per_site):
-    """Device bytes of a batched twin: ``per_site`` bytes for every site of every row."""
-    return lambda lat, stack, *args, **kwargs: stack.size * per_site
+    """Device bytes of a batched twin: ``per_site`` bytes for every site of every row,
+    plus the lattice's bonds (and bond weights) that every row shares."""
+    return lambda lat, stack, *args, **kwargs: (stack.size * per_site
+                                                + _bond_bytes(lat.geometry, True))
 
 
 def _arrays_need(factor=3):
@@ -85,12 +99,20 @@ def _implementation(func, need, check=None):
 
 
 # -- implementations --------------------------------------------------------------------------
+def _weighted(g) -> bool:
+    """Costs are floats: the lattice has site weights or bond weights."""
+    return g.weights is not None or g.bond_weights is not None
+
+
 def distance_field(lat, sources):
     g = lat.geometry
-    if g.weights is None:
-        d = _graph().bfs_distance(*_args(lat), sources)
+    if not _weighted(g):
+        d = _graph().bfs_distance(*_args(lat), sources, bonds=_bond_args(lat))
         return to_host(d).astype(np.int64, copy=False).reshape(g.shape)
-    d = _graph().relax_distance(*_args(lat), resident(lat)["weights"], sources)
+    w = resident(lat).get("weights", g.weights)
+    if w is None:  # bond weights only
+        w = np.zeros(0, dtype=np.float64)
+    d = _graph().relax_distance(*_args(lat), w, sources, bonds=_bond_args(lat, True))
     return to_host(d).reshape(g.shape)
 
 
@@ -98,14 +120,71 @@ def shortest_path(lat, start, end):
     g = lat.geometry
     w = resident(lat).get("weights")
     host = (g.open_flat, None if g.weights is None else g.weights.reshape(-1))
-    return C.path_result(g, _graph().shortest_path(*_args(lat), start, end, w, host=host))
+    path = _graph().shortest_path(*_args(lat), start, end, w, host=host,
+                                  bonds=_bond_args(lat, True))
+    if not g.has_bonds:
+        return C.path_result(g, path)
+    return R.PathResult(path, _path_cost(g, path))
+
+
+def _path_cost(g, path):
+    """A path's length on a lattice with bonds: hops, or the left-to-right float64 sum
+    of its step costs ``fl(bond weight + site weight entered)``, the least of parallel
+    bonds (-1 / inf for an empty path)."""
+    if not _weighted(g):
+        return len(path) - 1 if len(path) else -1
+    if len(path) == 0:
+        return np.inf
+    pos, dst, e = g.displace(path[:-1], bond_index=True)
+    src = path[:-1][pos]
+    bw = np.zeros(len(e)) if g.bond_weights is None else g.bond_weights[e]
+    w = None if g.weights is None else g.weights.reshape(-1)
+    total = 0.0
+    for h in range(len(path) - 1):
+        u, v = int(path[h]), int(path[h + 1])
+        c = bw[(src == u) & (dst == v)].min()
+        total += float(c + w[v]) if w is not None else float(c)
+    return total
 
 
 def connected_components(lat):
     g = lat.geometry
-    labels, count = _graph().connected_components(*_args(lat))
+    labels, count = _graph().connected_components(*_args(lat), bonds=_bond_args(lat))
     labels = to_host(labels).reshape(g.shape)
     return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
+
+
+#: whether the host winding check (``backends._common.wrapping_labels``) honours bonds
+#: (every bond a separate step with its own seam crossing, closed ones left out); the
+#: cuda labels do, so this alone keeps periodic axes of a lattice with bonds refused
+WRAPPING_HONOURS_BONDS = False
+
+
+def _wrapping_refused(lat, axes):
+    if WRAPPING_HONOURS_BONDS or not lat.geometry.has_bonds:
+        return None
+    periodic = [a for a in axes if lat.geometry.periodic[a]]
+    if periodic:
+        return (f"periodic axes {periodic} of a lattice with bonds: the winding check "
+                "(backends._common.wrapping_labels) does not honour bonds on this backend "
+                "yet (open axes do)")
+    return None
+
+
+def _axes_refused(lat, axes):
+    try:
+        axes = [int(a) % lat.geometry.dimensions for a in axes]
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None  # a bad axis: the operation's own check names it
+    return _wrapping_refused(lat, axes)
+
+
+def _percolates_supported(lat, *stack, axis=0):
+    return _axes_refused(lat, [axis])
+
+
+def _spanning_supported(lat, *stack, axes=None):
+    return _axes_refused(lat, range(lat.geometry.dimensions) if axes is None else axes)
 
 
 def percolates(lat, *, axis=0):
@@ -122,7 +201,7 @@ def _label_stack(lat, stack):
     all (row, site) pairs in a fixed number of launches."""
     g = lat.geometry
     labels, counts = _graph().connected_components_batched(
-        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe)
+        g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe, bonds=_bond_args(lat))
     sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
     return labels, C.components_of_stack(g, labels, counts, sizes)
 
@@ -132,7 +211,7 @@ def batched_distance_field(lat, stack, sources):
     g = lat.geometry
     src = np.full(stack.shape[0], int(sources[0]), dtype=np.int64)
     d = _graph().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
-                                       g.dedupe, src)
+                                       g.dedupe, src, bonds=_bond_args(lat))
     return [row.reshape(g.shape) for row in to_host(d).astype(np.int64, copy=False)]
 
 
@@ -144,14 +223,16 @@ def _one_source(lat, stack, sources):
 
 
 def degree(lat):
-    return to_host(_graph().degree(*_args(lat))).astype(np.int64, copy=False).reshape(lat.geometry.shape)
+    deg = _graph().degree(*_args(lat), bonds=_bond_args(lat))
+    return to_host(deg).astype(np.int64, copy=False).reshape(lat.geometry.shape)
 
 
 def centrality(lat, *, method="degree", k=None, seed=None):
     if method == "degree":
         return C.finish_centrality(lat.geometry, degree(lat), degree=True)
     return C.finish_centrality(
-        lat.geometry, _graph().closeness(*_args(lat), None, open_host=lat.geometry.open_flat),
+        lat.geometry, _graph().closeness(*_args(lat), None, open_host=lat.geometry.open_flat,
+                                         bonds=_bond_args(lat)),
         degree=False)
 
 
@@ -178,7 +259,7 @@ def laplacian(lat, field):
     f, out, dev = _field_io(lat, field)
     if out.size == 0:  # a zero-size lattice: nothing to launch
         return out.reshape(lat.geometry.shape)
-    res = _fields().laplacian(*_args(lat), f, out)
+    res = _fields().laplacian(*_args(lat), f, out, bonds=_bond_args(lat, True))
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
 
@@ -187,14 +268,15 @@ def diffuse(lat, field, *, steps=1, alpha=0.1):
     f, out, dev = _field_io(lat, field)
     if out.size == 0:  # a zero-size lattice: nothing to launch
         return out.reshape(lat.geometry.shape)
-    res = _fields().diffuse(*_args(lat), f, steps, alpha, out)
+    res = _fields().diffuse(*_args(lat), f, steps, alpha, out, bonds=_bond_args(lat, True))
     return res.reshape(lat.geometry.shape) if dev else to_host(res).reshape(lat.geometry.shape)
 
 
 def batched_laplacian(lat, fields):
     """Every row in one launch over all (row, site) pairs."""
     g = lat.geometry
-    out = _fields().laplacian_batched(*_args(lat), fields, np.empty_like(fields))
+    out = _fields().laplacian_batched(*_args(lat), fields, np.empty_like(fields),
+                                      bonds=_bond_args(lat, True))
     return [row.reshape(g.shape) for row in out]
 
 
@@ -300,15 +382,15 @@ def random(shape, seed, distribution):
 
 IMPLEMENTATIONS = {
     # op: (implementation, device bytes it needs, other condition)
-    "distance_field": (distance_field, _sites(24), None),
-    "shortest_path": (shortest_path, _sites(16), None),
+    "distance_field": (distance_field, _sites(24, True), None),
+    "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
-    "percolates": (percolates, _sites(24), None),
-    "spanning_clusters": (spanning_clusters, _sites(24), None),
+    "percolates": (percolates, _sites(24), _percolates_supported),
+    "spanning_clusters": (spanning_clusters, _sites(24), _spanning_supported),
     "degree": (degree, _sites(16), None),
     "centrality": (centrality, _sites(25), _centrality_supported),  # 3 uint64 words + mask
-    "laplacian": (laplacian, _sites(24), None),
-    "diffuse": (diffuse, _sites(32), None),
+    "laplacian": (laplacian, _sites(24, True), None),
+    "diffuse": (diffuse, _sites(32, True), None),
     "xor_transform": (xor_transform, _arrays_need(), _xor_supported),
     "normalize": (normalize, _arrays_need(), None),
     "scale": (scale, _arrays_need(), None),
@@ -318,7 +400,9 @@ IMPLEMENTATIONS = {
     "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
     # a stack of B masks: the masks, int64 parents, int32 prefix sums and int32 labels
     # (per row-site: 17 B)
-    **{twin: (func, _stacked(17), None) for twin, func in C.stack_twins(_label_stack).items()},
+    **{twin: (func, _stacked(17), {"batched.percolates": _percolates_supported,
+                                   "batched.spanning_clusters": _spanning_supported}.get(twin))
+       for twin, func in C.stack_twins(_label_stack).items()},
     # masks and int64 distances per row-site
     "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
     # fields in and out, float64

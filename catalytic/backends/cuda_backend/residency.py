@@ -1,6 +1,6 @@
 """What the cuda backend holds on the device, and every copy between host and device.
 
-A lattice's mask, weights and XOR key are copied to the device once, on first use, and
+A lattice's mask, weights, bonds (packed bits), bond weights and XOR key are copied to the device once, on first use, and
 kept in the lattice's cache for this backend (``lat.backend_cache(NAME)``). The lattices
 holding copies are kept least recently used first, with the bytes they hold, so the
 device-memory monitor can count them in O(1) and evict them one lattice at a time.
@@ -168,15 +168,34 @@ def resident(lat) -> dict:
     -------
     dict
         The lattice's cache for this backend: ``"open_"``, the open sites as uint8 (one
-        per site), and ``"weights"`` when the lattice has weights (float64), as device
-        arrays (a zero-size array stays on the host); a cached XOR key (``"key"``) when
-        a call has used it.
+        per site), ``"weights"`` when the lattice has weights (float64) and
+        ``"bond_bits"`` when it has bonds (uint32, one bit a bond), as device arrays (a
+        zero-size array stays on the host); ``"bond_weights"`` (float64) once a call
+        that reads them has used them (:func:`_bond_args`), and a cached XOR key
+        (``"key"``) once a call has used it.
     """
     g = lat.geometry
     _cached(lat, "open_", g.open_flat)
     if g.weights is not None:
         _cached(lat, "weights", g.weights.reshape(-1))
+    if g.bond_bits is not None:
+        _cached(lat, "bond_bits", g.bond_bits)
     return lat.backend_cache(NAME)
+
+
+def _bond_args(lat, weights=False):
+    """``Geometry.bond_args()`` with the bonds (and, with ``weights``, the bond weights)
+    replaced by their device copies, made on first use; None when the lattice has
+    neither (the kernels then take their no-bond path)."""
+    g = lat.geometry
+    if not g.has_bonds:
+        return None
+    slot, bits, words, bw = g.bond_args()
+    if g.bond_bits is not None:
+        bits = resident(lat)["bond_bits"]
+    if weights and g.bond_weights is not None:
+        bw = _cached(lat, "bond_weights", g.bond_weights)
+    return slot, bits, words, bw
 
 
 def _key(lat):
@@ -189,14 +208,20 @@ def _held(lat) -> int:
     return sum(int(d.nbytes) for d in (lat.backend_cache(NAME, create=False) or {}).values())
 
 
-def _not_resident(lat, weights=False) -> int:
-    """Bytes of the lattice's mask (and weights) that a call would copy to the device
-    first: 0 once they are cached there (:func:`resident`)."""
+def _not_resident(lat, weights=False, bond_weights=None) -> int:
+    """Bytes of the lattice's mask and bonds (and weights, and bond weights: by default
+    with the weights) that a call would copy to the device first: 0 once they are
+    cached there (:func:`resident`)."""
+    bond_weights = weights if bond_weights is None else bond_weights
     g = lat.geometry
     held = lat.backend_cache(NAME, create=False) or {}
     out = 0 if "open_" in held else int(g.open_flat.nbytes)
+    if g.bond_bits is not None and "bond_bits" not in held:
+        out += int(g.bond_bits.nbytes)
     if weights and g.weights is not None and "weights" not in held:
         out += 8 * g.n_points
+    if bond_weights and g.bond_weights is not None and "bond_weights" not in held:
+        out += int(g.bond_weights.nbytes)
     return out
 
 

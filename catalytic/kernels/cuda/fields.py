@@ -23,6 +23,10 @@ twin's per-site order. Two kernels from one source, ``dedupe`` fixed at compile 
   (:func:`~catalytic.kernels.cuda.neighbors.is_first`, O(k^2 d) per site); no
   per-thread local buffer, so any stencil size.
 
+With bonds (``bonds=``, ``Geometry.bond_args()``) a neighbour counts through an open
+bond only, and with bond weights it counts with its conductance ``c``, the bond weight
+(the least of parallel bonds on a short periodic axis): ``(sum c) f_i - sum c f_j``.
+
 The small lattice tables (shape, strides, periodic, offsets, the fast-path tables) are
 copied to the device once per geometry and reused
 (:func:`catalytic.kernels.cuda.graph._tables`): a call copies over only its field, and
@@ -45,7 +49,7 @@ from numba import cuda
 from catalytic.kernels.cpu.fields import _prepare
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda._exact import mul
-from catalytic.kernels.cuda.neighbors import inside, kept, step
+from catalytic.kernels.cuda.neighbors import bond_at, inside, kept, least_bond, step
 from catalytic.kernels.cuda.arrays import (
     _SIMULATOR,
     _device_view,
@@ -57,7 +61,7 @@ from catalytic.kernels.cuda.arrays import (
     _threads,
     _to_device,
 )
-from catalytic.kernels.cuda.graph import _tables
+from catalytic.kernels.cuda.graph import _bonds, _tables
 
 __all__ = ["laplacian", "diffuse", "laplacian_batched"]
 
@@ -69,17 +73,23 @@ def _make_lap_kernel(dedupe):
     """The Laplacian / Euler-step kernel over the neighbour set, de-duplicated or not
     (``dedupe`` is fixed at compile time)."""
 
-    def kernel(shape, strides, periodic, offsets, foff, lo, hi, first, open_, field, out,
-               alpha, euler):
+    def kernel(shape, strides, periodic, offsets, foff, lo, hi, first, open_, bslot, bits, words,
+               bw, field, out, alpha, euler):
         """Laplacian (``euler`` False) or one Euler step of every row of a (B, n) stack,
         on a 2-d grid stride: x over the sites, y over the rows. Each site's
         coordinates are decoded once (:func:`inside`); its neighbours come from
-        :func:`step` and, with ``dedupe``, :func:`kept` drops duplicates and self-loops
-        (no local buffer). Every row sums the neighbours in stencil order from 0.0."""
+        :func:`step` and :func:`kept` keeps those through open bonds and, with
+        ``dedupe``, drops duplicates and self-loops (no local buffer). Every row sums
+        the neighbours in stencil order from 0.0. With bond weights (``bw`` not empty)
+        each neighbour counts with its conductance ``c``, the bond's weight (the least
+        of parallel ones, :func:`least_bond`): ``sum c`` times ``f_i`` minus
+        ``sum c f_j``, each product rounded on its own (no fused multiply-add)."""
         x, y = cuda.grid(2)
         sx, sy = cuda.gridsize(2)
         rows = field.shape[0]
+        n = field.shape[1]
         masked = open_.shape[0] != 0
+        has_bw = bw.shape[0] != 0
         for i in range(x, field.shape[1], sx):
             is_open = not masked or open_[i] != 0
             fast = is_open and inside(i, strides, lo, hi)
@@ -88,14 +98,23 @@ def _make_lap_kernel(dedupe):
                 lap = 0.0
                 if is_open:
                     acc = 0.0
-                    m = 0
+                    m = 0.0
                     for k in range(offsets.shape[0]):
                         j = step(i, k, fast, foff, shape, strides, periodic, offsets, open_)
                         if j >= 0 and kept(i, k, j, fast, first, dedupe, shape, strides,
-                                           periodic, offsets, open_):
-                            acc += field[b, j]
-                            m += 1
-                    lap = mul(float(m), fi) - acc
+                                           periodic, offsets, open_, bslot, bits, words):
+                            if has_bw:
+                                if dedupe and not fast:
+                                    c = least_bond(i, k, j, shape, strides, periodic, offsets,
+                                                   open_, bslot, bits, words, bw, n)
+                                else:
+                                    c = bw[bond_at(i, j, bslot[k], n)]
+                                acc += mul(c, field[b, j])
+                                m += c
+                            else:
+                                acc += field[b, j]
+                                m += 1.0
+                    lap = mul(m, fi) - acc
                 if euler:
                     out[b, i] = fi - mul(alpha, lap)
                 else:
@@ -152,7 +171,7 @@ class _Geometry:
     and the kernel that fits ``dedupe``. ``open_`` may be a device array (it is then
     used as is); a host ``open_`` is copied at each call."""
 
-    def __init__(self, shape, periodic, offsets, open_, dedupe):
+    def __init__(self, shape, periodic, offsets, open_, dedupe, bonds=None):
         d_open = open_ if _is_device(open_) else None
         if d_open is not None:
             open_ = np.zeros(0, np.uint8)  # checked below, against n
@@ -162,6 +181,7 @@ class _Geometry:
         self.open_ = open_
         self.d_open = None if d_open is None else _device_open(d_open, n)
         self.args = None
+        self.bonds = bonds
         self.kernel = _lap_dedupe_kernel if dedupe else _lap_kernel
 
     def upload(self, stream):
@@ -169,8 +189,9 @@ class _Geometry:
         d_open = self.d_open
         if d_open is None:
             d_open = _transfer.to_device(self.open_, stream=stream)
+        d_bits, words, d_bw = _bonds(t, self.bonds, stream, weights=True)
         self.args = (t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, t.d_first,
-                     d_open)
+                     d_open, t.d_bslot, d_bits, np.int64(words), d_bw)
 
     def launch(self, src, dst, alpha, euler, stream):
         rows = src.shape[0]
@@ -194,8 +215,9 @@ def _launch_shape(n, rows):
     return (bx, min(rows, max(1, _max_blocks() // bx))), (tx, 1)
 
 
-def _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stream, batched):
-    geo = _Geometry(shape, periodic, offsets, open_, dedupe)
+def _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stream, batched,
+         bonds=None):
+    geo = _Geometry(shape, periodic, offsets, open_, dedupe, bonds)
     f, f_dev = _stack("field", field, geo.n, batched)
     o, o_dev = _stack("out", out, geo.n, batched)
     if tuple(f.shape) != tuple(o.shape):
@@ -220,7 +242,7 @@ def _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stre
     return out
 
 
-def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
+def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0, bonds=None):
     """Graph Laplacian of a site field over the lattice neighbour set, on the device.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.fields.laplacian`: the same contract and
@@ -235,6 +257,10 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
         As the twin's; device arrays are read and written where they are.
     stream : numba stream or 0, optional
         Stream for the copies and the launch.
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` and ``bw`` may be device arrays): a neighbour
+        counts through an open bond, with its bond weight as conductance (the least of
+        parallel bonds; 1 without bond weights). None: every bond open, conductance 1.
 
     Returns
     -------
@@ -260,10 +286,12 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, stream=0):
     ...           np.empty(3))  # doctest: +SKIP
     array([-1.,  2., -1.])
     """
-    return _run(shape, periodic, offsets, open_, dedupe, field, None, 0.0, out, stream, False)
+    return _run(shape, periodic, offsets, open_, dedupe, field, None, 0.0, out, stream, False,
+                bonds)
 
 
-def laplacian_batched(shape, periodic, offsets, open_, dedupe, fields, out, *, stream=0):
+def laplacian_batched(shape, periodic, offsets, open_, dedupe, fields, out, *, stream=0,
+                      bonds=None):
     """:func:`laplacian` of every row of a (B, n) stack of fields, in one launch.
 
     Parameters
@@ -273,6 +301,10 @@ def laplacian_batched(shape, periodic, offsets, open_, dedupe, fields, out, *, s
     fields : ndarray or device array of float64, (B, n)
     out : ndarray or device array of float64, (B, n); must not overlap ``fields``.
     stream : numba stream or 0, optional
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` and ``bw`` may be device arrays): a neighbour
+        counts through an open bond, with its bond weight as conductance (the least of
+        parallel bonds; 1 without bond weights). None: every bond open, conductance 1.
 
     Returns
     -------
@@ -298,10 +330,12 @@ def laplacian_batched(shape, periodic, offsets, open_, dedupe, fields, out, *, s
     array([[-1.,  2., -1.],
            [ 0.,  0.,  0.]])
     """
-    return _run(shape, periodic, offsets, open_, dedupe, fields, None, 0.0, out, stream, True)
+    return _run(shape, periodic, offsets, open_, dedupe, fields, None, 0.0, out, stream, True,
+                bonds)
 
 
-def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *, stream=0):
+def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *, stream=0,
+            bonds=None):
     """Explicit-Euler diffusion ``f <- f - alpha * L f``, repeated ``steps`` times, on
     the device.
 
@@ -315,6 +349,10 @@ def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *
         written where they are.
     stream : numba stream or 0, optional
         Stream for the copies and the launches.
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` and ``bw`` may be device arrays): a neighbour
+        counts through an open bond, with its bond weight as conductance (the least of
+        parallel bonds; 1 without bond weights). None: every bond open, conductance 1.
 
     Returns
     -------
@@ -338,4 +376,5 @@ def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *
     steps = int(steps)
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
-    return _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stream, False)
+    return _run(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, stream, False,
+                bonds)

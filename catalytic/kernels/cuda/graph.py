@@ -30,6 +30,14 @@ and, away from edges and seams, add flat offsets instead (:func:`_fast`,
 Distances follow out-neighbours; kernels that *pull* values (relaxation, the level
 scans) read over in-neighbours, i.e. the negated stencil.
 
+Bonds: every host function takes ``bonds=`` (``Geometry.bond_args()``, bits and bond
+weights possibly device copies) and its kernels test the bond of each step
+(:func:`~catalytic.kernels.cuda.neighbors.bond_open`; the slot tables of the stencil, the
+negated stencil and the union half are derived from the offsets, :func:`_bond_slots`).
+Without bonds they get length-0 arrays, so a kernel has one signature either way; the
+relaxation's step cost becomes ``fl(bond weight + weights[v])``, and the weighted walk
+back of a lattice with bonds runs on the host with that cost (:func:`_bond_walk`).
+
 Iterative kernels report progress through the device: the BFS levels keep the frontier
 lengths there (:func:`_bfs_level`), the sweeps a one-element ``flag`` array that the
 launch of iteration ``it`` sets to ``it`` when anything changed (never reset). The host
@@ -55,7 +63,7 @@ from numba import cuda, int64, uint64
 
 from catalytic.kernels.cpu.neighbors import c_strides, check_sources
 from catalytic.kernels.cuda import _transfer
-from catalytic.kernels.cuda.neighbors import inside, kept, step
+from catalytic.kernels.cuda.neighbors import bond_at, bond_open, inside, kept, step
 from catalytic.kernels.cuda.arrays import _resident_blocks
 
 __all__ = [
@@ -108,8 +116,8 @@ def _scatter(a, idx, val):
 
 
 @cuda.jit
-def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, dist, cur, nxt, cnt, dn,
-               stop):
+def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bits, words, dist,
+               cur, nxt, cnt, dn, stop):
     """BFS level ``dn`` with the frontier's length kept on the device, so the host can
     launch many levels before it reads anything back.
 
@@ -121,7 +129,8 @@ def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, dist, cur
     run in order, so that level is over). With ``stop >= 0`` a level that starts after
     the one that reached ``stop`` does nothing, and the lengths fall to 0; the level that
     reaches it completes. Each site is claimed once, so ``nxt`` needs at most n entries.
-    ``foff``, ``lo``, ``hi``: the fast neighbour path (:func:`_fast`)."""
+    ``foff``, ``lo``, ``hi``: the fast neighbour path (:func:`_fast`); ``bslot``,
+    ``bits``, ``words``: the bonds (a step through a closed one is no step)."""
     i = cuda.grid(1)
     if i == 0:
         cnt[(dn + 1) % 3] = 0
@@ -136,14 +145,14 @@ def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, dist, cur
         fast = inside(p, strides, lo, hi)
         for k in range(offsets.shape[0]):
             q = step(p, k, fast, foff, shape, strides, periodic, offsets, open_)
-            if q >= 0 and dist[q] == -1:
+            if q >= 0 and dist[q] == -1 and bond_open(p, q, bslot[k], bits, words):
                 if cuda.atomic.cas(dist, q, -1, dn) == -1:
                     nxt[cuda.atomic.add(cnt, slot, 1)] = q
 
 
 @cuda.jit
-def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, dist, cur, nxt,
-              cnt, j, inq, far, thr):
+def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bits, words, bw,
+              weights, dist, cur, nxt, cnt, j, inq, far, thr):
     """Near-far step ``j``, relaxing (Davidson, Baxter, Garland and Owens, IPDPS 2014).
 
     The near list ``cur[:cnt[(j - 1) % 3]]`` (grid-stride) pushes along out-neighbours:
@@ -157,11 +166,18 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, d
     the cost not yet lowered), and the improvement would reach no near list (the
     store-buffering pattern; two ``fence.sc`` forbid it). Thread 0 zeroes
     ``cnt[(j + 1) % 3]``, the count the previous step read. The ring of counts works as
-    in :func:`_bfs_level`."""
+    in :func:`_bfs_level`.
+
+    Bonds: a step through a closed bond is none; with bond weights (``bw`` not empty)
+    a step u -> v costs ``fl(bw[bond] + weights[v])`` (``weights`` may then be empty:
+    no site weights), and ``dist[u]`` plus that."""
     i = cuda.grid(1)
     if i == 0:
         cnt[(j + 1) % 3] = 0
     m = cnt[(j - 1) % 3]
+    n = dist.shape[0]
+    has_bw = bw.shape[0] != 0
+    has_w = weights.shape[0] != 0
     slot = j % 3
     t = thr[0]
     for h in range(i, m, cuda.gridsize(1)):
@@ -173,8 +189,14 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, weights, d
         fast = inside(u, strides, lo, hi)
         for k in range(offsets.shape[0]):
             v = step(u, k, fast, foff, shape, strides, periodic, offsets, open_)
-            if v >= 0:
-                c = du + weights[v]
+            if v >= 0 and bond_open(u, v, bslot[k], bits, words):
+                if has_bw:
+                    sc = bw[bond_at(u, v, bslot[k], n)]
+                    if has_w:
+                        sc += weights[v]
+                    c = du + sc
+                else:
+                    c = du + weights[v]
                 if c < dist[v] and c < cuda.atomic.min(dist, v, c):
                     cuda.threadfence()
                     if c < t:
@@ -274,11 +296,14 @@ def _link(label, a, b):
 
 
 @cuda.jit
-def _uf_union(shape, strides, periodic, half, hfoff, lo, hi, open_stack, label):
+def _uf_union(shape, strides, periodic, half, hfoff, lo, hi, open_stack, hslot, bits, words,
+              label):
     """Link every open site with its neighbour along each offset of ``half`` (one offset
     of each {o, -o} pair: the relation is undirected), over a stack of lattices (one
     lattice is a stack of 1), one thread per (lattice, site) pair: lattice ``b`` links
-    only inside its own label row, with its own mask row."""
+    only inside its own label row, with its own mask row. Only through open bonds:
+    ``hslot`` is the bond slot of each ``half`` entry (backward ones, so the bond is read
+    at the far end), ``bits``/``words`` the bonds every lattice of the stack shares."""
     t = cuda.grid(1)
     n = label.shape[1]
     if t < label.shape[0] * n:
@@ -290,7 +315,7 @@ def _uf_union(shape, strides, periodic, half, hfoff, lo, hi, open_stack, label):
             fast = inside(v, strides, lo, hi)
             for k in range(half.shape[0]):
                 u = step(v, k, fast, hfoff, shape, strides, periodic, half, row)
-                if u >= 0 and u != v:
+                if u >= 0 and u != v and bond_open(v, u, hslot[k], bits, words):
                     _link(lab, v, u)
 
 
@@ -363,10 +388,12 @@ def _scan_add(a, sums):
 
 
 @cuda.jit
-def _degree(shape, strides, periodic, offsets, foff, lo, hi, first, open_, dedupe, deg):
-    """``deg[i]`` = size of the neighbour set of open site ``i`` (0 when blocked); with
-    ``dedupe`` a neighbour counts only where :func:`kept` (no local buffer). The fast
-    neighbour path away from edges and seams (:func:`_fast`)."""
+def _degree(shape, strides, periodic, offsets, foff, lo, hi, first, open_, bslot, bits, words,
+            dedupe, deg):
+    """``deg[i]`` = size of the neighbour set of open site ``i`` (0 when blocked): a
+    neighbour counts where :func:`kept` (through an open bond; with ``dedupe`` its first
+    usable occurrence, no local buffer). The fast neighbour path away from edges and
+    seams (:func:`_fast`)."""
     i = cuda.grid(1)
     if i < deg.shape[0]:
         m = 0
@@ -375,17 +402,19 @@ def _degree(shape, strides, periodic, offsets, foff, lo, hi, first, open_, dedup
             for k in range(offsets.shape[0]):
                 j = step(i, k, fast, foff, shape, strides, periodic, offsets, open_)
                 if j >= 0 and kept(i, k, j, fast, first, dedupe, shape, strides, periodic,
-                                   offsets, open_):
+                                   offsets, open_, bslot, bits, words):
                     m += 1
         deg[i] = m
 
 
 @cuda.jit
-def _walk_hops(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, dist, end, path):
+def _walk_hops(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, nslot, bits, words, dist,
+               end, path):
     """One thread walks a shortest hop path back from ``end``: ``path[0] = end``, then
     each ``path[h]`` is the in-neighbour (``noffsets``, the negated stencil) of
     ``path[h - 1]`` with the smallest flat index whose distance is one less, the CPU
-    twin's rule (``_walk_back_hops``). ``path`` has ``dist[end] + 1`` entries.
+    twin's rule (``_walk_back_hops``), through open bonds (``nslot``: the bond slots of
+    ``noffsets``). ``path`` has ``dist[end] + 1`` entries.
     O(D k) serial work: D steps of k independent loads, instead of copying all n
     distances to the host."""
     if cuda.grid(1) == 0:
@@ -397,7 +426,8 @@ def _walk_hops(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, dist, e
             best = -1
             for k in range(noffsets.shape[0]):
                 u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
-                if u >= 0 and dist[u] == D - 1 and (best < 0 or u < best):
+                if (u >= 0 and dist[u] == D - 1 and (best < 0 or u < best)
+                        and bond_open(v, u, nslot[k], bits, words)):
                     best = u
             path[h] = best
             v = best
@@ -416,8 +446,8 @@ def _bits_start(seen, front, src):
 
 
 @cuda.jit
-def _bits_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, seen, front, nxt,
-                level, reach, tot, flag):
+def _bits_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, nslot, bits, words,
+                seen, front, nxt, level, reach, tot, flag):
     """One BFS level for up to 64 sources at once, one thread per site: bit ``s`` of a
     site's word is source ``s``. A site's new bits are those of its in-neighbours'
     frontier words that it has not seen; they become its word of the next frontier
@@ -426,7 +456,8 @@ def _bits_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, seen, 
     ``reach[s]`` and ``tot[s]`` take one atomic add per block and source. Writes
     ``level + 1`` to ``flag[0]`` when any site was reached. Only thread v writes
     ``seen[v]`` and ``nxt[v]``, and ``front`` is read-only here, so the launch needs no
-    other ordering."""
+    other ordering. In-neighbours count only through open bonds (``nslot``: the bond
+    slots of ``noffsets``)."""
     cnt = cuda.shared.array(64, int64)
     t = cuda.threadIdx.x
     if t < 64:
@@ -439,7 +470,7 @@ def _bits_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, seen, 
             fast = inside(v, strides, lo, hi)
             for k in range(noffsets.shape[0]):
                 u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
-                if u >= 0:
+                if u >= 0 and bond_open(v, u, nslot[k], bits, words):
                     new |= front[u]
             new &= ~seen[v]
         nxt[v] = new
@@ -469,12 +500,14 @@ def _batched_init(dist, src):
 
 
 @cuda.jit
-def _batched_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_stack, dist, level,
-                   flag):
+def _batched_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_stack, nslot, bits,
+                   words, dist, level, flag):
     """One BFS level over a stack of lattices, one thread per (lattice, site) pair:
     an open unvisited site with an in-neighbour at distance ``level`` in its own
     lattice (``open_stack[b]``; a (B, 0) stack means all sites open) gets
-    ``level + 1``. Writes ``level + 1`` to ``flag[0]`` when any site was reached."""
+    ``level + 1``, through open bonds (``nslot``: the bond slots of ``noffsets``; the
+    bonds are the lattice's, shared by the stack). Writes ``level + 1`` to ``flag[0]``
+    when any site was reached."""
     t = cuda.grid(1)
     n = dist.shape[1]
     if t < dist.shape[0] * n:
@@ -485,7 +518,7 @@ def _batched_level(shape, strides, periodic, noffsets, nfoff, lo, hi, open_stack
             fast = inside(v, strides, lo, hi)
             for k in range(noffsets.shape[0]):
                 u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, row)
-                if u >= 0 and dist[b, u] == level:
+                if u >= 0 and dist[b, u] == level and bond_open(v, u, nslot[k], bits, words):
                     dist[b, v] = level + 1
                     flag[0] = level + 1
                     break
@@ -528,6 +561,11 @@ class _Tables(NamedTuple):
     d_fast: tuple  # (foff, lo, hi) of the stencil, for the fast neighbour path
     d_nfast: tuple  # the same of the negated stencil
     d_first: object  # uint8 (k,): the de-duplicated set on the fast path (:func:`_first`)
+    bslot: np.ndarray  # int64 (k,): the bond slot of each stencil entry (:func:`_bond_slots`)
+    d_bslot: object
+    d_nslot: object  # the bond slots of the negated stencil (~bslot)
+    d_nobits: object  # uint32 (0,): every bond open
+    d_nobw: object  # float64 (0,): no bond weights
 
 
 def _fast(shape, strides, offsets):
@@ -557,6 +595,28 @@ def _first(offsets):
     return first
 
 
+def _bond_slots(offsets):
+    """int64 per stencil entry, ``Geometry.bond_slot`` from the offsets alone: ``s`` for
+    the ``s``-th forward entry (first non-zero component positive, stencil order),
+    ``~s`` for the negation of forward entry ``s``. An entry without a forward twin (a
+    stencil that cannot carry bonds) gets 0, never read: such a lattice has no bonds."""
+    k = offsets.shape[0]
+    slot = np.zeros(k, dtype=np.int64)
+    where = {}
+    for q in range(k):
+        nz = np.flatnonzero(offsets[q])
+        if nz.size and offsets[q, nz[0]] > 0:
+            where[tuple(offsets[q].tolist())] = len(where)
+    for q in range(k):
+        row = tuple(offsets[q].tolist())
+        if row in where:
+            slot[q] = where[row]
+        else:
+            s = where.get(tuple((-offsets[q]).tolist()))
+            slot[q] = 0 if s is None else ~s
+    return slot
+
+
 #: device copies of the small lattice tables, by geometry and CUDA context: most recent
 #: last, at most TABLES_CACHED of them (a few hundred bytes each)
 _table_cache: "OrderedDict[tuple, _Tables]" = OrderedDict()
@@ -583,10 +643,13 @@ def _tables(shape, periodic, offsets, stream) -> _Tables:
     n = int(np.prod(shape, dtype=object))
     dev = _transfer.to_device
     noffsets = np.ascontiguousarray(-offsets)
+    bslot = _bond_slots(offsets)
     t = _Tables(n, shape, strides, periodic, offsets, dev(shape), dev(strides),
                 dev(periodic), dev(offsets), dev(noffsets),
                 tuple(dev(a) for a in _fast(shape, strides, offsets)),
-                tuple(dev(a) for a in _fast(shape, strides, noffsets)), dev(_first(offsets)))
+                tuple(dev(a) for a in _fast(shape, strides, noffsets)), dev(_first(offsets)),
+                bslot, dev(bslot), dev(np.ascontiguousarray(~bslot)),
+                dev(np.zeros(0, dtype=np.uint32)), dev(np.zeros(0, dtype=np.float64)))
     with _table_lock:
         _table_cache[key] = t
         while len(_table_cache) > TABLES_CACHED:
@@ -607,6 +670,19 @@ def clear_tables() -> None:
     """Forget the cached device tables (after a CUDA failure, with the context)."""
     with _table_lock:
         _table_cache.clear()
+
+
+def _bonds(t: _Tables, bonds, stream, weights=False):
+    """``(bits, words, bw)`` on the device from a ``Geometry.bond_args()`` tuple (its
+    ``bond_slot`` is :func:`_bond_slots` of the offsets, kept in the tables), or the
+    empty arrays for ``bonds`` None. ``bw`` only with ``weights`` (the empty array
+    otherwise: kernels that ignore costs get no copy)."""
+    if bonds is None:
+        return t.d_nobits, 0, t.d_nobw
+    _slot, bits, words, bw = bonds
+    d_bits = t.d_nobits if bits.shape[0] == 0 else _device(bits, np.uint32, stream)
+    d_bw = t.d_nobw if not weights or bw.shape[0] == 0 else _device(bw, np.float64, stream)
+    return d_bits, int(words), d_bw
 
 
 def _is_device(a) -> bool:
@@ -690,12 +766,13 @@ def _scan(a, stream):
         _scan_add[nb, THREADS, stream](a, sums)
 
 
-def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
+def _bfs_run(t: _Tables, d_open, src, stream, stop=-1, bd=None):
     """Level-synchronous frontier BFS from the flat indices ``src``; returns the device
     int64 distance array. The frontier lengths stay on the device (:func:`_bfs_level`),
     and the host reads them only between batches of levels (:func:`_checks`). With
     ``stop >= 0`` it stops after the level that reaches ``stop`` (distances up to that
-    level are final)."""
+    level are final). ``bd``: the device bonds (:func:`_bonds`; None: every bond open)."""
+    d_bits, words, _ = _bonds(t, None, stream) if bd is None else bd
     n = t.n
     dist = cuda.device_array(n, dtype=np.int64, stream=stream)
     _launch(_fill, n, stream, dist, np.int64(-1))
@@ -715,29 +792,38 @@ def _bfs_run(t: _Tables, d_open, src, stream, stop=-1):
     for k in _checks():
         for _ in range(k):
             _bfs_level[blocks, THREADS, stream](
-                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open, dist,
-                cur, nxt, cnt, np.int64(dn), np.int64(stop))
+                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open,
+                t.d_bslot, d_bits, np.int64(words), dist, cur, nxt, cnt, np.int64(dn),
+                np.int64(stop))
             cur, nxt = nxt, cur
             dn += 1
         if _read(cnt, stream)[(dn - 1) % 3] == 0:
             return dist
 
 
-def _bucket_width(d_w, d_open, n, stream) -> float:
-    """The near-far bucket width: :data:`BUCKET_EDGES` times the mean weight of the open
-    sites (1.0 when that is 0). Any width gives the same costs; it only trades the
-    number of steps against the work repeated within one."""
-    out = _transfer.to_device(np.zeros(2, dtype=np.float64), stream=stream)
-    _weight_sum[_grid_blocks(n), THREADS, stream](d_w, d_open, out)
-    total, m = _read(out, stream)
-    mean = total / m if m else 0.0
+def _bucket_width(d_w, d_open, n, stream, d_bw=None) -> float:
+    """The near-far bucket width: :data:`BUCKET_EDGES` times the mean cost of a step,
+    the mean weight of the open sites plus the mean bond weight (1.0 when that is 0).
+    Any width gives the same costs; it only trades the number of steps against the
+    work repeated within one."""
+    mean = 0.0
+    for arr, mask in ((d_w, d_open), (d_bw, d_open[:0])):
+        if arr is None or arr.shape[0] == 0:
+            continue
+        out = _transfer.to_device(np.zeros(2, dtype=np.float64), stream=stream)
+        _weight_sum[_grid_blocks(arr.shape[0]), THREADS, stream](arr, mask, out)
+        total, m = _read(out, stream)
+        mean += total / m if m else 0.0
     return BUCKET_EDGES * mean if mean > 0 else 1.0
 
 
-def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
+def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None, bd=None):
     """Near-far to the fixed point (:func:`_nf_relax`, :func:`_nf_far_min`,
     :func:`_nf_split` per step, all decided on the device; the host reads one count
-    between batches of steps, :func:`_checks`). Returns the device float64 costs."""
+    between batches of steps, :func:`_checks`). Returns the device float64 costs.
+    ``bd``: the device bonds and bond weights (:func:`_bonds`; None: none); ``d_w`` may
+    then be empty (no site weights)."""
+    d_bits, words, d_bw = _bonds(t, None, stream) if bd is None else bd
     n = t.n
     dist = cuda.device_array(n, dtype=np.float64, stream=stream)
     _launch(_fill, n, stream, dist, np.float64(np.inf))
@@ -747,7 +833,7 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
     if m == 0 or n == 0:
         return dist
     if delta is None:
-        delta = _bucket_width(d_w, d_open, n, stream)
+        delta = _bucket_width(d_w, d_open, n, stream, d_bw)
     cur = cuda.device_array(n, dtype=_index_type(n), stream=stream)
     nxt = cuda.device_array(n, dtype=_index_type(n), stream=stream)
     _transfer.host_to(cur[:m], src.astype(cur.dtype), stream=stream)
@@ -764,8 +850,9 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
     for k in _checks():
         for _ in range(k):
             _nf_relax[blocks, THREADS, stream](
-                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open, d_w,
-                dist, cur, nxt, cnt, np.int64(j), inq, far, thr)
+                t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open,
+                t.d_bslot, d_bits, np.int64(words), d_bw, d_w, dist, cur, nxt, cnt,
+                np.int64(j), inq, far, thr)
             _nf_far_min[blocks, THREADS, stream](dist, far, cnt, np.int64(j), fmin)
             _nf_split[blocks, THREADS, stream](dist, far, inq, nxt, cnt, np.int64(j), fmin,
                                                thr, np.float64(delta))
@@ -780,7 +867,7 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None):
 # ---------------------------------------------------------------------------------------
 
 
-def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0):
+def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0, bonds=None):
     """Multi-source hop distances, left on the device.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.bfs.bfs_distance`: the same contract and
@@ -792,6 +879,9 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0):
         As the twin's; ``open_`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
         Stream for every copy and launch (0: the default stream).
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` and ``bw`` may be device arrays, read in
+        place): a step through a closed bond is no step. None: every bond open.
 
     Returns
     -------
@@ -823,11 +913,12 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0):
     array([0, 1, 2, 1, 2, 3])
     """
     t = _tables(shape, periodic, offsets, stream)
-    return _bfs_run(t, _device(open_, np.uint8, stream), sources, stream)
+    return _bfs_run(t, _device(open_, np.uint8, stream), sources, stream,
+                    bd=_bonds(t, bonds, stream))
 
 
 def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, stream=0,
-                   delta=None):
+                   delta=None, bonds=None):
     """Multi-source weighted distances (entering site v costs ``weights[v]``), left on
     the device.
 
@@ -842,6 +933,11 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
         Stream for every copy and launch (0: the default stream).
     delta : float, optional
         Near-far bucket width (> 0); see Notes. It sets the speed only.
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` and ``bw`` may be device arrays, read in
+        place): a step through a closed bond is no step, and with bond weights a step u -> v costs
+        ``fl(bond weight + weights[v])`` (``weights`` may then be a length-0 array: no
+        site weights). None: every bond open.
 
     Returns
     -------
@@ -882,11 +978,12 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
         raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
     t = _tables(shape, periodic, offsets, stream)
     d_w = _device(weights, np.float64, stream)
-    return _relax_run(t, _device(open_, np.uint8, stream), d_w, sources, stream, delta)
+    return _relax_run(t, _device(open_, np.uint8, stream), d_w, sources, stream, delta,
+                      bd=_bonds(t, bonds, stream, weights=True))
 
 
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
-                  stream=0, host=None) -> np.ndarray:
+                  stream=0, host=None, bonds=None) -> np.ndarray:
     """One shortest path from ``start`` to ``end``, searched on the device.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.paths.shortest_path`: the same contract
@@ -902,6 +999,12 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
         ``(open_, weights)`` on the host when the caller has them beside device copies
         passed as ``open_`` and ``weights``: the weighted walk back reads these instead
         of copying the device arrays back.
+    bonds : tuple, optional
+        ``Geometry.bond_args()``: steps only through open bonds; with bond weights the
+        path is weighted (``weights`` may then be None: no site weights) and a step
+        u -> v costs ``fl(bond weight + weights[v])``. The bond-weighted or bond-masked
+        weighted walk back runs on the host (:func:`_bond_walk`), which then needs the
+        host ``bits`` and ``bw`` (device copies are copied back).
 
     Raises
     ------
@@ -937,15 +1040,28 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     if not (0 <= start < t.n and 0 <= end < t.n):
         raise IndexError(f"start {start} or end {end} out of range for {t.n} sites")
     d_open = _device(open_, np.uint8, stream)
-    if weights is None:
-        d_dist = _bfs_run(t, d_open, [start], stream, stop=end)
+    bond_weighted = bonds is not None and bonds[3].shape[0] != 0
+    if weights is None and not bond_weighted:
+        d_bits, words, _ = bd = _bonds(t, bonds, stream)
+        d_dist = _bfs_run(t, d_open, [start], stream, stop=end, bd=bd)
         D = int(_read(d_dist[end : end + 1], stream)[0])
         if D < 0:
             return np.empty(0, dtype=np.int64)
         d_path = cuda.device_array(D + 1, dtype=np.int64, stream=stream)
         _walk_hops[1, 1, stream](t.d_shape, t.d_strides, t.d_periodic, t.d_noffsets,
-                                 *t.d_nfast, d_open, d_dist, np.int64(end), d_path)
+                                 *t.d_nfast, d_open, t.d_nslot, d_bits, np.int64(words),
+                                 d_dist, np.int64(end), d_path)
         return _read(d_path, stream)[::-1].copy()
+    if bonds is not None:
+        d_w = t.d_nobw if weights is None else _device(weights, np.float64, stream)
+        pd = _read(_relax_run(t, d_open, d_w, [start], stream,
+                              bd=_bonds(t, bonds, stream, weights=True)), stream)
+        if not np.isfinite(pd[end]):
+            return np.empty(0, dtype=np.int64)
+        w = None if weights is None else _host(
+            weights if host is None else host[1], np.float64)
+        open_h = _host(open_ if host is None else host[0], np.uint8)
+        return _bond_walk(t, pd, w, open_h, bonds, start, end)
     k = t.offsets.shape[0]
     foff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
     noffs = np.ascontiguousarray(-t.offsets)
@@ -964,7 +1080,103 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
                          (foff, noffs) + tail).copy()
 
 
-def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0):
+def _bond_steps(t: _Tables, open_h, bonds):
+    """Every usable step of the lattice, on the host: ``(u, v, bw)`` int64, int64,
+    float64 (bond weight, 0 without bond weights), one per stencil entry and site, so
+    parallel bonds give repeated pairs. O(n k d) vectorised."""
+    slot = t.bslot
+    _s, bits, words, bw = (_host(bonds[0], np.int64), _host(bonds[1], np.uint32),
+                           int(bonds[2]), _host(bonds[3], np.float64))
+    n = t.n
+    sites = np.arange(n, dtype=np.int64) if open_h.shape[0] == 0 else np.flatnonzero(open_h)
+    coords = np.unravel_index(sites, tuple(int(x) for x in t.shape))
+    us, vs, ws = [], [], []
+    for k in range(t.offsets.shape[0]):
+        keep = np.ones(sites.shape[0], dtype=bool)
+        j = np.zeros(sites.shape[0], dtype=np.int64)
+        for a in range(t.shape.shape[0]):
+            y = coords[a].astype(np.int64) + int(t.offsets[k, a])
+            if t.periodic[a]:
+                y %= int(t.shape[a])
+            else:
+                keep &= (y >= 0) & (y < t.shape[a])
+            j += y * int(t.strides[a])
+        u, v = sites[keep], j[keep]
+        if open_h.shape[0]:
+            ok = open_h[v] != 0
+            u, v = u[ok], v[ok]
+        s = int(slot[k])
+        start = u if s >= 0 else v
+        plane = s if s >= 0 else ~s
+        if bits.shape[0]:
+            ok = (bits[plane * words + (start >> 5)] >> (start & 31).astype(np.uint32)) & 1 != 0
+            u, v, start = u[ok], v[ok], start[ok]
+        ok = u != v
+        u, v, start = u[ok], v[ok], start[ok]
+        us.append(u)
+        vs.append(v)
+        ws.append(bw[plane * n + start] if bw.shape[0] else np.zeros(u.shape[0]))
+    if not us:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, np.zeros(0)
+    return np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
+
+
+def _bond_walk(t: _Tables, pd, w, open_h, bonds, start, end) -> np.ndarray:
+    """The shortest path ``start .. end`` on the costs ``pd`` of a search from
+    ``start`` over a lattice with bonds, by the project-wide tie rule
+    (``backends._common.plateau_depths``) with the step cost ``fl(bw + w[v])`` in place
+    of ``w[v]``: tight steps ``fl(pd[u] + c) == pd[v]``; plateau steps (tight, equal
+    costs) ordered by their depth from the sites entered by a rising tight step; the
+    walk goes back to the in-neighbour of smallest index along a rising tight step or a
+    plateau step one level up. Host NumPy/SciPy, O(n k) time and memory."""
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import dijkstra
+
+    u, v, bw = _bond_steps(t, open_h, bonds)
+    c = bw + w[v] if w is not None else bw
+    ok = np.isfinite(pd[u]) & np.isfinite(pd[v])
+    u, v, c = u[ok], v[ok], c[ok]
+    tight = pd[u] + c == pd[v]
+    u, v = u[tight], v[tight]
+    rise = pd[u] < pd[v]
+    n = t.n
+    depth = np.zeros(n, dtype=np.int64)
+    deep = np.zeros(n, dtype=bool)
+    deep[v[~rise]] = True  # entered by a plateau step ...
+    deep[v[rise]] = False  # ... and by no rising one
+    deep[start] = False
+    if deep.any():
+        pu, pv = u[~rise], v[~rise]
+        pk = deep[pv]
+        pu, pv = pu[pk], pv[pk]
+        roots = np.unique(pu[~deep[pu]])
+        g = csr_array((np.ones(len(pu) + len(roots), dtype=np.int8),
+                       (np.concatenate([pu, np.full(len(roots), n)]),
+                        np.concatenate([pv, roots]))), shape=(n + 1, n + 1))
+        hops = dijkstra(g, indices=n, unweighted=True)[:n]
+        if np.isinf(hops[deep]).any():
+            raise AssertionError("a site on a cost plateau was not reached by the plateau search")
+        depth[deep] = hops[deep].astype(np.int64) - 1
+    dag = rise | (depth[u] == depth[v] - 1)
+    u, v = u[dag], v[dag]
+    order = np.lexsort((u, v))  # by v, then smallest u first
+    u, v = u[order], v[order]
+    first = np.full(n, -1, dtype=np.int64)
+    head = np.ones(v.shape[0], dtype=bool)
+    head[1:] = v[1:] != v[:-1]
+    first[v[head]] = u[head]
+    path = [end]
+    x = end
+    while x != start:
+        x = int(first[x])
+        if x < 0 or len(path) >= n:  # (a DAG walk visits each site once)
+            raise AssertionError(f"bond walk: no shortest-path step into site {path[-1]}")
+        path.append(x)
+    return np.array(path[::-1], dtype=np.int64)
+
+
+def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0, bonds=None):
     """Label the connected components of the open sites on the device.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.components.connected_components`: the same
@@ -976,6 +1188,9 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0):
         As the twin's; ``open_`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
         Stream for every copy and launch (0: the default stream).
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` may be a device array, read in place): only
+        open bonds join sites. None: every bond open.
 
     Returns
     -------
@@ -1006,26 +1221,40 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, stream=0):
     if t.n == 0:
         return np.empty(0, dtype=np.int32), 0
     d_open = _device(open_, np.uint8, stream)
-    labels, counts = _components_run(t, d_open.reshape(1, d_open.shape[0]), stream)
+    labels, counts = _components_run(t, d_open.reshape(1, d_open.shape[0]), stream,
+                                     _bonds(t, bonds, stream))
     return labels[0], int(counts[0])
 
 
-def _components_run(t: _Tables, d_stack, stream):
+def _half_slots(offsets, bslot, half):
+    """int64 per row of ``half``: the bond slot of the stencil entry it is (0 for a row
+    that is no entry, the negation of one in an asymmetric stencil, which has no bonds)."""
+    out = np.zeros(half.shape[0], dtype=np.int64)
+    for h in range(half.shape[0]):
+        hit = np.flatnonzero((offsets == half[h]).all(axis=1))
+        out[h] = bslot[hit[0]] if hit.size else 0
+    return out
+
+
+def _components_run(t: _Tables, d_stack, stream, bd=None):
     """Union-find labelling of a (B, n) stack of masks (B, 0: all open) on the device:
     init, union, roots (and root flags), a scan of the flags, numbering: 5 + 2 log_256(Bn)
-    launches whatever the lattice. Returns the host labels (B, n) and counts (B,)."""
+    launches whatever the lattice. ``bd``: the device bonds (:func:`_bonds`; None: every
+    bond open), shared by the stack. Returns the host labels (B, n) and counts (B,)."""
     from catalytic.kernels.cpu.components import _stencil_halves
 
     n = t.n
     B = d_stack.shape[0]
+    d_bits, words, _ = _bonds(t, None, stream) if bd is None else bd
     half, _ = _stencil_halves(np.ascontiguousarray(t.offsets).tobytes(), t.shape.shape[0])
     half = np.ascontiguousarray(half, dtype=np.int64)
     d_half = _transfer.to_device(half, stream=stream)
+    d_hslot = _transfer.to_device(_half_slots(t.offsets, t.bslot, half), stream=stream)
     d_hfast = [_transfer.to_device(a, stream=stream) for a in _fast(t.shape, t.strides, half)]
     label = cuda.device_array((B, n), dtype=_index_type(n), stream=stream)
     _launch(_uf_init, B * n, stream, label, d_stack)
     _launch(_uf_union, B * n, stream, t.d_shape, t.d_strides, t.d_periodic, d_half, *d_hfast,
-            d_stack, label)
+            d_stack, d_hslot, d_bits, np.int64(words), label)
     ltype = np.int32 if n < 2**31 else np.int64
     scan = cuda.device_array(B * n, dtype=ltype if B * n < 2**31 else np.int64,
                              stream=stream)
@@ -1037,7 +1266,7 @@ def _components_run(t: _Tables, d_stack, stream):
     return _read(out, stream), _read(counts, stream)
 
 
-def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
+def degree(shape, periodic, offsets, open_, dedupe, *, stream=0, bonds=None) -> np.ndarray:
     """Size of each site's neighbour set, computed on the device.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.degree.degree`: the same contract and the
@@ -1049,6 +1278,9 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
         As the twin's; ``open_`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
         Stream for every copy and launch (0: the default stream).
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` may be a device array): a neighbour counts
+        through an open bond, once however many parallel bonds join it. None: all open.
 
     Notes
     -----
@@ -1065,14 +1297,15 @@ def degree(shape, periodic, offsets, open_, dedupe, *, stream=0) -> np.ndarray:
     """
     t = _tables(shape, periodic, offsets, stream)
     d_open = _device(open_, np.uint8, stream)
+    d_bits, words, _ = _bonds(t, bonds, stream)
     deg = cuda.device_array(t.n, dtype=np.int64, stream=stream)
     _launch(_degree, t.n, stream, t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast,
-            t.d_first, d_open, bool(dedupe), deg)
+            t.d_first, d_open, t.d_bslot, d_bits, np.int64(words), bool(dedupe), deg)
     return _read(deg, stream)
 
 
 def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=None,
-              stream=0, open_host=None) -> np.ndarray:
+              stream=0, open_host=None, bonds=None) -> np.ndarray:
     """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``),
     computed on the device.
 
@@ -1092,6 +1325,9 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     open_host : ndarray of uint8, optional
         ``open_`` on the host when the caller passes a device copy as ``open_`` and has
         the host array too (read instead of copying the mask back).
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` (``bits`` may be a device array): hops only through
+        open bonds (bond weights are not read: closeness counts hops). None: all open.
 
     Raises
     ------
@@ -1137,6 +1373,7 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
         raise ValueError(f"batch must be 1 to {BITS} sources, got {batch}")
     uniq, back = np.unique(src, return_inverse=True)
     d_open = _device(open_, np.uint8, stream)
+    d_bits, words, _ = _bonds(t, bonds, stream)
     seen, front, nxt = (cuda.device_array(n, dtype=np.uint64, stream=stream)
                         for _ in range(3))
     vals = np.empty(uniq.shape[0], dtype=np.float64)
@@ -1153,8 +1390,8 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
         for k in _checks():
             for _ in range(k):
                 _launch(_bits_level, n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                        t.d_noffsets, *t.d_nfast, d_open, seen, front, nxt,
-                        np.int64(level), reach, tot, flag)
+                        t.d_noffsets, *t.d_nfast, d_open, t.d_nslot, d_bits,
+                        np.int64(words), seen, front, nxt, np.int64(level), reach, tot, flag)
                 front, nxt = nxt, front
                 level += 1
             if _read(flag, stream)[0] != level:  # the last level reached nothing
@@ -1171,7 +1408,8 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, batch=No
     return out
 
 
-def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, *, stream=0):
+def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, *, stream=0,
+                         bonds=None):
     """Hop distances on a stack of same-shape lattices, one source each, left on the
     device.
 
@@ -1187,6 +1425,9 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
         The open source site of each lattice: one each (the twin also takes ``(B, m)``).
     stream : numba.cuda stream, optional
         Stream for every copy and launch (0: the default stream).
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` of the lattice every row shares (``bits`` may be a
+        device array): hops only through open bonds. None: all open.
 
     Returns
     -------
@@ -1233,18 +1474,21 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
     if B * n == 0:
         return dist
     _launch(_batched_init, B * n, stream, dist, _transfer.to_device(src, stream=stream))
+    d_bits, words, _ = _bonds(t, bonds, stream)
     flag = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
     level = 0
     for k in _checks():
         for _ in range(k):
             _launch(_batched_level, B * n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                    t.d_noffsets, *t.d_nfast, d_stack, dist, np.int64(level), flag)
+                    t.d_noffsets, *t.d_nfast, d_stack, t.d_nslot, d_bits, np.int64(words),
+                    dist, np.int64(level), flag)
             level += 1
         if _read(flag, stream)[0] != level:  # the last level reached nothing
             return dist
 
 
-def connected_components_batched(shape, periodic, offsets, open_stack, dedupe, *, stream=0):
+def connected_components_batched(shape, periodic, offsets, open_stack, dedupe, *, stream=0,
+                                 bonds=None):
     """Label the components of a stack of same-shape lattices, all in the same launches.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.components.connected_components_batched`:
@@ -1256,6 +1500,9 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe, *
         As the twin's; ``open_stack`` may also be a uint8 device array, read in place.
     stream : numba.cuda stream, optional
         Stream for every copy and launch (0: the default stream).
+    bonds : tuple, optional
+        ``Geometry.bond_args()`` of the lattice every row shares (``bits`` may be a
+        device array): only open bonds join sites. None: every bond open.
 
     Returns
     -------
@@ -1296,4 +1543,4 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe, *
         raise ValueError(f"open_stack rows have {d_stack.shape[1]} entries, lattice {n} sites")
     if B * n == 0:
         return np.zeros((B, n), dtype=np.int32), np.zeros(B, dtype=np.int64)
-    return _components_run(t, d_stack, stream)
+    return _components_run(t, d_stack, stream, _bonds(t, bonds, stream))

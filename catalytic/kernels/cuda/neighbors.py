@@ -16,6 +16,14 @@ neighbour at ``i + foff[k]`` (:func:`step`), and only the sites near an edge or 
 take the general path. There, distinct stencil entries reach distinct sites, so the
 de-duplicated set needs no recomputation either: :func:`kept` reads a per-entry flag
 (``kernels.cuda.graph._first``) on the fast path and asks :func:`is_first` elsewhere.
+
+Bonds (``Geometry.bond_args()``): a kernel takes ``bslot`` (the slot of each entry of
+the offsets table it walks: ``bond_slot`` for the stencil, its bitwise complement for
+the negated stencil), ``bits``, ``words`` and ``bw``, length-0 arrays for "none".
+:func:`bond_open` and :func:`bond_at` are the CPU helpers compiled for the device. A
+step counts only through an open bond, and under ``dedupe`` the first *usable*
+occurrence of a neighbour wins (:func:`first_usable`); a fast-path site never sees two
+entries reach one site, so its per-entry flag needs no bond test.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from numba import cuda
 from catalytic.kernels.cpu import neighbors as _cpu
 
 neighbor = cuda.jit(device=True)(_cpu.neighbor.py_func)
+bond_open = cuda.jit(device=True)(_cpu.bond_open.py_func)
+bond_at = cuda.jit(device=True)(_cpu.bond_at.py_func)
 
 
 @cuda.jit(device=True)
@@ -40,6 +50,33 @@ def is_first(i, k, j, shape, strides, periodic, offsets, open_):
         if neighbor(i, q, shape, strides, periodic, offsets, open_) == j:
             return False
     return True
+
+
+@cuda.jit(device=True)
+def first_usable(i, k, j, shape, strides, periodic, offsets, open_, bslot, bits, words):
+    """:func:`is_first` with bonds: ``j`` (>= 0, reached from ``i`` through entry ``k``
+    by an open bond) is not ``i`` and no earlier entry reaches it through an open bond.
+    O(k d) per call."""
+    if j == i:
+        return False
+    for q in range(k):
+        if (neighbor(i, q, shape, strides, periodic, offsets, open_) == j
+                and bond_open(i, j, bslot[q], bits, words)):
+            return False
+    return True
+
+
+@cuda.jit(device=True)
+def least_bond(i, k, j, shape, strides, periodic, offsets, open_, bslot, bits, words, bw, n):
+    """The least weight of the open bonds joining ``i`` to ``j`` through entry ``k`` and
+    the later entries (the parallel bonds of a short periodic axis; ``k`` is the first
+    usable one, so the earlier ones add nothing); ``n`` sites. O(k d) per call."""
+    c = bw[bond_at(i, j, bslot[k], n)]
+    for q in range(k + 1, offsets.shape[0]):
+        if (neighbor(i, q, shape, strides, periodic, offsets, open_) == j
+                and bond_open(i, j, bslot[q], bits, words)):
+            c = min(c, bw[bond_at(i, j, bslot[q], n)])
+    return c
 
 
 @cuda.jit(device=True)
@@ -69,13 +106,19 @@ def step(i, k, fast, foff, shape, strides, periodic, offsets, open_):
 
 
 @cuda.jit(device=True)
-def kept(i, k, j, fast, first, dedupe, shape, strides, periodic, offsets, open_):
+def kept(i, k, j, fast, first, dedupe, shape, strides, periodic, offsets, open_, bslot, bits,
+         words):
     """True when ``j`` (>= 0), reached from site ``i`` through stencil entry ``k`` by
-    :func:`step`, counts in ``i``'s neighbour set: always without ``dedupe``; with it,
-    ``first[k]`` when ``fast`` (the entry is neither the zero offset nor a repeat of an
-    earlier one, O(1)) and :func:`is_first` otherwise (O(k d))."""
+    :func:`step`, counts in ``i``'s neighbour set: the bond open (:func:`bond_open`)
+    and, without ``dedupe``, always; with it, ``first[k]`` when ``fast`` (the entry is
+    neither the zero offset nor a repeat of an earlier one, O(1)) and :func:`is_first`
+    (:func:`first_usable` with bonds) otherwise (O(k d))."""
+    if not bond_open(i, j, bslot[k], bits, words):
+        return False
     if not dedupe:
         return True
     if fast:
         return first[k] != 0
-    return is_first(i, k, j, shape, strides, periodic, offsets, open_)
+    if bits.shape[0] == 0:
+        return is_first(i, k, j, shape, strides, periodic, offsets, open_)
+    return first_usable(i, k, j, shape, strides, periodic, offsets, open_, bslot, bits, words)

@@ -34,7 +34,8 @@ def test_cuda_records_transfers_and_device_time_only_on_a_gpu(prof):
     g = L.geometry
     t = graph._tables(g.shape_arr, g.periodic_arr, g.offsets, 0)
     tables = sum(int(a.nbytes) for a in (t.d_shape, t.d_strides, t.d_periodic, t.d_offsets,
-                                         t.d_noffsets, *t.d_fast, *t.d_nfast, t.d_first))
+                                         t.d_noffsets, *t.d_fast, *t.d_nfast, t.d_first,
+                                         t.d_bslot, t.d_nslot, t.d_nobits, t.d_nobw))
     assert first["h2d_bytes"] - second["h2d_bytes"] == 42 + tables
     assert second["h2d_bytes"] > 0
     assert ("device_s" in first) is (not SIM) and ("memory_before" in first) is (not SIM)

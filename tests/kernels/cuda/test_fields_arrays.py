@@ -857,8 +857,10 @@ U64_2D = nt.uint64[:, ::1]
 I64 = nt.int64[::1]
 I64_2D = nt.int64[:, ::1]
 #: the Laplacian kernels' lattice arguments: shape, strides, periodic, offsets, the fast
-#: path's foff, lo, hi, the de-duplication flags, open_
-LAP_TABLES = (I64, I64, U8, nt.int64[:, ::1], I64, I64, I64, U8, U8)
+#: path's foff, lo, hi, the de-duplication flags, open_, and the bonds: bond slots, bits,
+#: words, bond weights
+LAP_TABLES = (I64, I64, U8, nt.int64[:, ::1], I64, I64, I64, U8, U8, I64, nt.uint32[::1],
+              nt.int64, F64)
 
 
 def _kernels():

@@ -615,6 +615,7 @@ def _ptx_cases():
     i32 = T.int32[::1]
     geo = (i64, i64, u8, o)  # shape, strides, periodic, offsets
     fast = (i64, i64, i64)  # foff, lo, hi
+    bonds = (i64, T.uint32[::1], T.int64)  # bond slots, bits, words
     return {
         "_fill[int64]": ("_fill", (i64, T.int64)),
         "_fill[float64]": ("_fill", (f64, T.float64)),
@@ -622,35 +623,38 @@ def _ptx_cases():
         "_scatter[float64]": ("_scatter", (f64, T.int32[::1], T.float64)),
         "_scatter[int64 index]": ("_scatter", (i64, i64, T.int64)),
         "_bfs_level": ("_bfs_level",
-                       geo + fast + (u8, i64, i32, i32, i64, T.int64, T.int64)),
+                       geo + fast + (u8,) + bonds + (i64, i32, i32, i64, T.int64, T.int64)),
         "_bfs_level[int64 index]": ("_bfs_level",
-                                    geo + fast + (u8, i64, i64, i64, i64, T.int64, T.int64)),
-        "_nf_relax": ("_nf_relax", geo + fast + (u8, f64, f64, i32, i32, i64, T.int64,
-                                                 i32, i32, f64)),
+                                    geo + fast + (u8,) + bonds + (i64, i64, i64, i64, T.int64,
+                                                                  T.int64)),
+        "_nf_relax": ("_nf_relax", geo + fast + (u8,) + bonds + (f64, f64, f64, i32, i32, i64,
+                                                                 T.int64, i32, i32, f64)),
         "_nf_far_min": ("_nf_far_min", (f64, T.int32[::1], i64, T.int64, f64)),
         "_nf_split": ("_nf_split", (f64, i32, i32, i32, i64, T.int64, f64, f64, T.float64)),
         "_weight_sum": ("_weight_sum", (f64, u8, f64)),
         "_fill[int32]": ("_fill", (T.int32[::1], T.int32)),
         "_uf_init": ("_uf_init", (T.int32[:, ::1], T.uint8[:, ::1])),
-        "_uf_union": ("_uf_union", geo + fast + (T.uint8[:, ::1], T.int32[:, ::1])),
-        "_uf_union[int64 index]": ("_uf_union", geo + fast + (T.uint8[:, ::1],
-                                                             T.int64[:, ::1])),
+        "_uf_union": ("_uf_union", geo + fast + (T.uint8[:, ::1],) + bonds
+                      + (T.int32[:, ::1],)),
+        "_uf_union[int64 index]": ("_uf_union", geo + fast + (T.uint8[:, ::1],) + bonds
+                                   + (T.int64[:, ::1],)),
         "_uf_roots[int32]": ("_uf_roots", (T.int32[:, ::1], i32)),
         "_uf_roots[int64]": ("_uf_roots", (T.int64[:, ::1], i64)),
         "_uf_number[int32]": ("_uf_number", (T.int32[:, ::1], i32, T.int32[:, ::1], i64)),
         "_scan_blocks[int32]": ("_scan_blocks", (T.int32[::1], T.int32[::1])),
         "_scan_blocks[int64]": ("_scan_blocks", (i64, i64)),
         "_scan_add[int32]": ("_scan_add", (T.int32[::1], T.int32[::1])),
-        "_degree": ("_degree", geo + fast + (u8, u8, T.boolean, i64)),
-        "_walk_hops": ("_walk_hops", geo + fast + (u8, i64, T.int64, i64)),
+        "_degree": ("_degree", geo + fast + (u8, u8) + bonds + (T.boolean, i64)),
+        "_walk_hops": ("_walk_hops", geo + fast + (u8,) + bonds + (i64, T.int64, i64)),
         "_fill[uint64]": ("_fill", (T.uint64[::1], T.uint64)),
         "_bits_start": ("_bits_start", (T.uint64[::1], T.uint64[::1], i64)),
         "_bits_level": ("_bits_level",
-                        geo + fast + (u8, T.uint64[::1], T.uint64[::1], T.uint64[::1],
-                                      T.int64, i64, i64, i64)),
+                        geo + fast + (u8,) + bonds + (T.uint64[::1], T.uint64[::1],
+                                                      T.uint64[::1], T.int64, i64, i64, i64)),
         "_batched_init": ("_batched_init", (T.int64[:, ::1], i64)),
         "_batched_level": ("_batched_level",
-                           geo + fast + (T.uint8[:, ::1], T.int64[:, ::1], T.int64, i64)),
+                           geo + fast + (T.uint8[:, ::1],) + bonds
+                           + (T.int64[:, ::1], T.int64, i64)),
     }
 
 
