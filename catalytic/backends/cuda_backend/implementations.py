@@ -154,39 +154,6 @@ def connected_components(lat):
     return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
 
 
-#: whether the host winding check (``backends._common.wrapping_labels``) honours bonds
-#: (every bond a separate step with its own seam crossing, closed ones left out); the
-#: cuda labels do, so this alone keeps periodic axes of a lattice with bonds refused
-WRAPPING_HONOURS_BONDS = False
-
-
-def _wrapping_refused(lat, axes):
-    if WRAPPING_HONOURS_BONDS or not lat.geometry.has_bonds:
-        return None
-    periodic = [a for a in axes if lat.geometry.periodic[a]]
-    if periodic:
-        return (f"periodic axes {periodic} of a lattice with bonds: the winding check "
-                "(backends._common.wrapping_labels) does not honour bonds on this backend "
-                "yet (open axes do)")
-    return None
-
-
-def _axes_refused(lat, axes):
-    try:
-        axes = [int(a) % lat.geometry.dimensions for a in axes]
-    except (TypeError, ValueError, ZeroDivisionError):
-        return None  # a bad axis: the operation's own check names it
-    return _wrapping_refused(lat, axes)
-
-
-def _percolates_supported(lat, *stack, axis=0):
-    return _axes_refused(lat, [axis])
-
-
-def _spanning_supported(lat, *stack, axes=None):
-    return _axes_refused(lat, range(lat.geometry.dimensions) if axes is None else axes)
-
-
 def percolates(lat, *, axis=0):
     return C.percolates_with(connected_components, lat, axis)
 
@@ -385,8 +352,8 @@ IMPLEMENTATIONS = {
     "distance_field": (distance_field, _sites(24, True), None),
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
-    "percolates": (percolates, _sites(24), _percolates_supported),
-    "spanning_clusters": (spanning_clusters, _sites(24), _spanning_supported),
+    "percolates": (percolates, _sites(24), None),
+    "spanning_clusters": (spanning_clusters, _sites(24), None),
     "degree": (degree, _sites(16), None),
     "centrality": (centrality, _sites(25), _centrality_supported),  # 3 uint64 words + mask
     "laplacian": (laplacian, _sites(24, True), None),
@@ -400,8 +367,7 @@ IMPLEMENTATIONS = {
     "random": (random, lambda shape, seed, dist: 16 * int(np.prod(shape)), None),
     # a stack of B masks: the masks, int64 parents, int32 prefix sums and int32 labels
     # (per row-site: 17 B)
-    **{twin: (func, _stacked(17), {"batched.percolates": _percolates_supported,
-                                   "batched.spanning_clusters": _spanning_supported}.get(twin))
+    **{twin: (func, _stacked(17), None)
        for twin, func in C.stack_twins(_label_stack).items()},
     # masks and int64 distances per row-site
     "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 import catalytic as cat
 from catalytic.backends import cuda_backend as CB
 from catalytic.backends.cuda_backend import implementations as impl
-from catalytic.errors import NoBackendError
 from tests.support.oracles import bond_graph, coords_of, open_sites, step_cost_digraph
 from tests.support.strategies import custom_stencil, lattice_specs, make
 
@@ -203,22 +202,6 @@ def test_spanning_and_percolation_along_open_axes_follow_the_bonds(seed):
     assert L.percolates(0, backend="cuda") == bool(got)
 
 
-@sim
-def test_periodic_axes_of_a_lattice_with_bonds_are_refused_while_the_winding_check_ignores_bonds():
-    if impl.WRAPPING_HONOURS_BONDS:
-        pytest.skip("the host winding check honours bonds")
-    bonds = np.ones((1, 4), bool)
-    bonds[0, 3] = False  # the ring 0-1-2-3-0 is cut across the seam: it does not wrap
-    L = cat.Lattice(shape=(4,), periodic=True, bonds=bonds)
-    with pytest.raises(NoBackendError, match="winding check"):
-        L.percolates(0, backend="cuda")
-    with pytest.raises(NoBackendError, match="winding check"):
-        L.spanning_clusters(backend="cuda")
-    stack = np.ones((2, 4), bool)
-    with pytest.raises(NoBackendError, match="winding check"):
-        cat.get_engine().run("batched.percolates", L, stack, axis=0, backend="cuda")
-
-
 def _winding_oracle(spec):
     """``{axis: [component site-sets that wrap it]}`` for the periodic axes of a spec
     with bonds: a breadth-first search per cluster gives each site an unwrapped
@@ -270,8 +253,6 @@ def _winding_oracle(spec):
 
 
 @sim
-@pytest.mark.skipif(not impl.WRAPPING_HONOURS_BONDS,
-                    reason="the host winding check does not honour bonds yet (refused above)")
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_wrapping_along_periodic_axes_follows_every_bond(seed):
     rng = np.random.default_rng(seed)
