@@ -51,12 +51,14 @@ __all__ = ["NZResult", "Estimate", "TARGETS", "EVENTS", "OBSERVABLES", "threshol
 OBSERVABLES = ("largest", "mean_size", "clusters")
 #: per-sweep events (occupation number of the first occurrence)
 EVENTS = ("span", "wrap", "wrap_any", "wrap_all")
-#: known values of crossing probabilities at the threshold: the square torus (L x L)
-#: wraps in either direction with probability 0.521058290 at p_c, site or bond
+#: known values of wrapping and crossing probabilities at the threshold, the same for
+#: site and bond percolation: on an L x L square torus, as L grows, a cluster wraps one
+#: given axis with probability 0.521058290, either axis 0.690473725, both 0.351642855
 #: (Pinson, J. Stat. Phys. 75, 1167 (1994); Newman & Ziff, PRE 64, 016706 (2001)); a
-#: square-lattice bond L x (L + 1) rectangle is crossed along its long axis with
-#: probability exactly 1/2 at p = 1/2 (self-duality)
-TARGETS = {"square_wrap_any": 0.521058290, "square_bond_crossing": 0.5}
+#: square-lattice bond rectangle of L x (L + 1) sites is crossed along its long axis with
+#: probability exactly 1/2 at p = 1/2 (self-duality), at every L
+TARGETS = {"square_wrap": 0.521058290, "square_wrap_any": 0.690473725,
+           "square_wrap_all": 0.351642855, "square_bond_crossing": 0.5}
 #: binomial weights further than this many standard deviations (plus 10) from N p are
 #: below 1e-300 and are not summed
 WINDOW_SIGMAS = 40.0
@@ -371,8 +373,8 @@ def threshold(result: NZResult, what: str, target: float, *, axis=None,
     result : NZResult
     what : {"span", "wrap", "wrap_any", "wrap_all"}
     target : float
-        In (0, 1); e.g. :data:`TARGETS` ``["square_wrap_any"]`` on an L x L square
-        torus, or 1/2.
+        In (0, 1); e.g. :data:`TARGETS` ``["square_wrap_any"]`` for ``"wrap_any"`` on
+        an L x L square torus.
     axis : int, optional
         For ``"span"`` and ``"wrap"``.
     blocks : int, default 16

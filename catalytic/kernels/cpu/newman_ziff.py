@@ -333,14 +333,15 @@ def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count,
     docstring), ``sums`` ``{observable: float64 (2, R)}`` (row 0 the sum over sweeps,
     row 1 the sum of squares, at ``n = 0, n_stride, 2 n_stride, ...``; R =
     ``N // n_stride + 1``) and ``N``, the number of elements."""
-    shape = np.ascontiguousarray(shape, dtype=np.int64)
+    # writeable copies (the geometry's arrays are read-only, a second Numba type)
+    shape = np.array(shape, dtype=np.int64)
     d = shape.shape[0]
     n = int(np.prod(shape))
-    periodic = np.ascontiguousarray(periodic, dtype=np.uint8)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    open_ = np.ascontiguousarray(open_, dtype=np.uint8)
-    bond_slot = np.ascontiguousarray(bond_slot, dtype=np.int64)
-    bits = np.ascontiguousarray(bits, dtype=np.uint32)
+    periodic = np.array(periodic, dtype=np.uint8)
+    offsets = np.array(offsets, dtype=np.int64, order="C")
+    open_ = np.array(open_, dtype=np.uint8)
+    bond_slot = np.array(bond_slot, dtype=np.int64)
+    bits = np.array(bits, dtype=np.uint32)
     strides = c_strides(shape)
     elems = elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words)
     m = elems.shape[0]
