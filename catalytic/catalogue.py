@@ -297,6 +297,9 @@ def v_newman_ziff(lat, sweeps, kind="site", seed=0, first=0, observables=NZ_OBSE
     if g.dimensions - sum(g.periodic) > 32 or sum(g.periodic) > 62:
         raise ValueError(f"newman_ziff tracks at most 32 open and 62 periodic axes, got "
                          f"{g.periodic}")
+    if g.n_points >= 2**31:
+        raise ValueError(f"newman_ziff keeps 32-bit site indices: the lattice has "
+                         f"{g.n_points} sites, at most 2**31 - 1 fit")
     return (lat, count), {"first": first, "kind": kind, "seed": seed, "observables": obs,
                           "n_stride": n_stride}
 

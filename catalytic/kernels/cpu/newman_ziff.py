@@ -10,10 +10,12 @@ Elements
     bonds (a periodic axis shorter than the stencil's span) and self-loop bonds (an axis
     of length 1) are separate elements, each with its own seam crossings.
 Order
-    Sweep ``b`` sorts the elements by the 64-bit words ``splitmix64(key + (b * E + e) *
-    GOLDEN)`` (``E`` = n for sites, ``len(bond_offsets) * n`` for bonds) of
-    :mod:`catalytic.kernels.random`: any sweep can be computed on its own, so sweeps
-    split across calls (``first``) give the orders one call would.
+    Sweep ``b`` shuffles the elements (ascending) by Fisher-Yates from the end: position
+    ``t`` swaps with ``mulhi64(w_t, t + 1)``, ``w_t = splitmix64(key + (b * E + t) *
+    GOLDEN)`` (``E`` = n for sites, ``len(bond_offsets) * n`` for bonds; the
+    multiply-shift of :mod:`catalytic.kernels.random`, biased below ``(t + 1) 2**-64``):
+    any sweep can be computed on its own, so sweeps split across calls (``first``) give
+    the orders one call would. (A sort by the words would cost more than the sweep.)
 Clusters
     Union-find by size with path halving. Each site keeps its displacement to its parent
     in seam crossings per periodic axis; a step ``u -> v`` through an offset that crosses
@@ -41,7 +43,8 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from catalytic.kernels.cpu.neighbors import bond_open, c_strides, neighbor
-from catalytic.kernels.random import GOLDEN, _splitmix64_nb, splitmix64, stream_key
+from catalytic.kernels.random import (GOLDEN, _mulhi64_nb, _splitmix64_nb, mulhi64,
+                                      splitmix64, stream_key)
 
 __all__ = ["OBSERVABLES", "elements", "sample_order", "sweeps", "spanning_thresholds"]
 
@@ -51,9 +54,30 @@ OBSERVABLES = ("largest", "mean_size", "clusters")
 
 def sample_order(key, b, E, elems) -> np.ndarray:
     """The elements of sweep ``b`` in occupation order (NumPy; the kernel's twin)."""
-    words = splitmix64(np.uint64(key) + (np.uint64(b) * np.uint64(E)
-                                         + elems.astype(np.uint64)) * GOLDEN)
-    return elems[np.argsort(words, kind="stable")]
+    m = len(elems)
+    t = np.arange(m, dtype=np.uint64)
+    words = splitmix64(np.uint64(key) + (np.uint64(b) * np.uint64(E) + t) * GOLDEN)
+    picks = mulhi64(words, t + np.uint64(1)).astype(np.int64)
+    order = np.array(elems, dtype=np.int64)
+    for i in range(m - 1, 0, -1):
+        j = picks[i]
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+@njit(cache=True, nogil=True)
+def _shuffle(order, elems, key, base):
+    """Fisher-Yates from the end: position ``t`` swaps with ``mulhi64(word_t, t + 1)``,
+    word ``t`` being ``splitmix64(key + (base + t) * GOLDEN)``."""
+    m = elems.shape[0]
+    for t in range(m):
+        order[t] = elems[t]
+    for t in range(m - 1, 0, -1):
+        w = _splitmix64_nb(key + (base + np.uint64(t)) * GOLDEN)
+        j = np.int64(_mulhi64_nb(w, np.uint64(t + 1)))
+        x = order[t]
+        order[t] = order[j]
+        order[j] = x
 
 
 @njit(cache=True, nogil=True)
@@ -76,7 +100,7 @@ def _bond_elements(out, n, shape, strides, periodic, offsets, open_, bond_slot, 
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _root(parent, disp, P, x, D):
     """Root of ``x`` (path halving); ``D`` gets x's displacement to it per periodic axis."""
     for q in range(P):
@@ -94,31 +118,51 @@ def _root(parent, disp, P, x, D):
     return x
 
 
-@njit(cache=True, nogil=True)
-def _turns(i, k, shape, strides, pidx, offsets, T):
-    """Seam crossings per periodic axis of the step from site ``i`` along offset ``k``."""
+@njit(cache=True, nogil=True, inline="always")
+def _step(c, k, shape, strides, periodic, pidx, offsets, open_, T):
+    """The site one step along offset ``k`` from coordinates ``c`` (-1: none), with the
+    step's seam crossings per periodic axis in ``T``."""
+    j = 0
     for a in range(shape.shape[0]):
+        x = c[a] + offsets[k, a]
+        L = shape[a]
+        t = 0
+        if x < 0 or x >= L:
+            if periodic[a] == 0:
+                return -1
+            t = x // L  # floor division: -1 below 0, 1 past L - 1
+            x -= t * L
         q = pidx[a]
         if q >= 0:
-            c = (i // strides[a]) % shape[a] + offsets[k, a]
-            T[q] = c // shape[a]  # floor division: -1 below 0, 1 past L - 1
+            T[q] = t
+        j += x * strides[a]
+    if open_.shape[0] != 0 and open_[j] == 0:
+        return -1
+    return j
 
 
-@njit(cache=True, nogil=True)
-def _faces(i, shape, strides, oidx):
+@njit(cache=True, nogil=True, inline="always")
+def _coords(i, strides, c):
+    rem = i
+    for a in range(strides.shape[0]):
+        c[a] = rem // strides[a]
+        rem -= c[a] * strides[a]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _faces(c, shape, oidx):
     f = np.uint64(0)
     for a in range(shape.shape[0]):
         q = oidx[a]
         if q >= 0:
-            c = (i // strides[a]) % shape[a]
-            if c == 0:
+            if c[a] == 0:
                 f |= np.uint64(1) << np.uint64(2 * q)
-            if c == shape[a] - 1:
+            if c[a] == shape[a] - 1:
                 f |= np.uint64(2) << np.uint64(2 * q)
     return f
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _join(u, v, T, parent, size, disp, face, P, Du, Dv):
     """Join the clusters of ``u`` and ``v`` across a step with seam crossings ``T``.
     Returns ``(root, merged sizes product or 0, wrap bits)``: the root now holding both,
@@ -132,29 +176,28 @@ def _join(u, v, T, parent, size, disp, face, P, Du, Dv):
             if Du[q] - T[q] - Dv[q] != 0:
                 w |= 1 << q
         return ru, 0, w
-    prod = size[ru] * size[rv]
-    if size[ru] >= size[rv]:
-        parent[rv] = ru
-        for q in range(P):
-            disp[rv * P + q] = Du[q] - T[q] - Dv[q]
-        size[ru] += size[rv]
-        face[ru] |= face[rv]
-        return ru, prod, 0
-    parent[ru] = rv
+    prod = np.int64(size[ru]) * np.int64(size[rv])
+    sign = 1
+    if size[ru] < size[rv]:  # union by size: the smaller root goes under the larger
+        ru, rv = rv, ru
+        sign = -1
+    parent[rv] = ru
     for q in range(P):
-        disp[ru * P + q] = Dv[q] + T[q] - Du[q]
-    size[rv] += size[ru]
-    face[rv] |= face[ru]
-    return rv, prod, 0
+        disp[rv * P + q] = sign * (Du[q] - T[q] - Dv[q])
+    size[ru] += size[rv]
+    if face.shape[0] != 0:
+        face[ru] |= face[rv]
+    return ru, prod, 0
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides, periodic,
-            offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot,
-            parent, size, disp, face, wbuf):
+@njit(cache=True, nogil=True)
+def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, open_,
+               bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, par, siz, dsp, fac):
+    """One sweep in ``order``: its events into ``ev``, its observables added to
+    ``acc`` (rows ``oslot``, ``oslot + 1``: value and square)."""
     d = shape.shape[0]
-    n = parent.shape[1]
-    m = elems.shape[0]
+    n = par.shape[0]
+    m = order.shape[0]
     P = 0
     Q = 0
     for a in range(d):
@@ -162,145 +205,148 @@ def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides,
             P += 1
         if oidx[a] >= 0:
             Q += 1
-    S = events.shape[0]
-    G = acc.shape[0]
-    R = acc.shape[2]
     recording = oslot[0] >= 0 or oslot[1] >= 0 or oslot[2] >= 0
     n_sites = sites.shape[0]
+    has_bits = bits.shape[0] != 0
+    T = np.zeros(max(P, 1), dtype=np.int64)
+    Du = np.zeros(max(P, 1), dtype=np.int64)
+    Dv = np.zeros(max(P, 1), dtype=np.int64)
+    c = np.zeros(d, dtype=np.int64)
+    for x in range(ev.shape[0]):
+        ev[x] = -1
+    for x in range(dsp.shape[0]):
+        dsp[x] = 0
+    found = 0
+    if kind == 0:
+        for i in range(n):
+            par[i] = -1
+        clusters = 0
+        s2 = 0
+        smax = 0
+        occupied = 0
+    else:
+        for i in range(n):
+            par[i] = i
+            siz[i] = 1
+        for t in range(n_sites if fac.shape[0] != 0 else 0):
+            # faces; an open axis of length 1 is spanned by any one site
+            i = sites[t]
+            _coords(i, strides, c)
+            f = _faces(c, shape, oidx)
+            fac[i] = f
+            for a in range(d):
+                qa = oidx[a]
+                if qa >= 0 and ev[a] < 0 and (f >> np.uint64(2 * qa)) & np.uint64(3) == 3:
+                    ev[a] = 0
+                    found += 1
+        clusters = n_sites
+        s2 = n_sites
+        smax = 1 if n_sites > 0 else 0
+        occupied = n_sites
+    todo = Q + P + (2 if P > 0 else 0)
+    wrapped = 0
+    for t in range(m + 1):
+        if t > 0:
+            e = order[t - 1]
+            wbits = 0
+            if kind == 0:
+                s = e
+                _coords(s, strides, c)
+                par[s] = s
+                siz[s] = 1
+                if fac.shape[0] != 0:
+                    fac[s] = _faces(c, shape, oidx)
+                clusters += 1
+                s2 += 1
+                occupied += 1
+                if smax < 1:
+                    smax = 1
+                root = s
+                for k in range(offsets.shape[0]):
+                    j = _step(c, k, shape, strides, periodic, pidx, offsets, open_, T)
+                    if j < 0 or par[j] < 0:
+                        continue
+                    if has_bits and not bond_open(s, j, bond_slot[k], bits, words):
+                        continue
+                    r, prod, w = _join(s, j, T, par, siz, dsp, fac, P, Du, Dv)
+                    root = r
+                    wbits |= w
+                    if prod > 0:
+                        clusters -= 1
+                        s2 += 2 * prod
+                        if siz[r] > smax:
+                            smax = siz[r]
+            else:
+                sl = e // n
+                i = e - sl * n
+                _coords(i, strides, c)
+                j = _step(c, fwd[sl], shape, strides, periodic, pidx, offsets, open_, T)
+                r, prod, w = _join(i, j, T, par, siz, dsp, fac, P, Du, Dv)
+                root = r
+                wbits = w
+                if prod > 0:
+                    clusters -= 1
+                    s2 += 2 * prod
+                    if siz[r] > smax:
+                        smax = siz[r]
+            if found < todo:
+                f = fac[_root(par, dsp, P, root, Du)] if fac.shape[0] != 0 else np.uint64(0)
+                for a in range(d):
+                    qa = oidx[a]
+                    if qa >= 0 and ev[a] < 0 and (f >> np.uint64(2 * qa)) & np.uint64(3) == 3:
+                        ev[a] = t
+                        found += 1
+                if wbits != 0:
+                    for a in range(d):
+                        qa = pidx[a]
+                        if qa >= 0 and ev[d + a] < 0 and (wbits >> qa) & 1:
+                            ev[d + a] = t
+                            found += 1
+                            wrapped += 1
+                    if ev[2 * d] < 0:
+                        ev[2 * d] = t
+                        found += 1
+                    if wrapped == P and ev[2 * d + 1] < 0:
+                        ev[2 * d + 1] = t
+                        found += 1
+        if recording:
+            if t % n_stride == 0:
+                r_ = t // n_stride
+                if oslot[0] >= 0:
+                    v = float(smax)
+                    acc[oslot[0], r_] += v
+                    acc[oslot[0] + 1, r_] += v * v
+                if oslot[1] >= 0:
+                    rest = occupied - smax
+                    v = (s2 - smax * smax) / rest if rest > 0 else 0.0
+                    acc[oslot[1], r_] += v
+                    acc[oslot[1] + 1, r_] += v * v
+                if oslot[2] >= 0:
+                    v = float(clusters)
+                    acc[oslot[2], r_] += v
+                    acc[oslot[2] + 1, r_] += v * v
+        elif found == todo:
+            break
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides, periodic,
+            offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot,
+            parent, size, disp, face, obuf):
+    S = events.shape[0]
+    G = acc.shape[0]
     for g in prange(G):
         lo = (S * g) // G
         hi = (S * (g + 1)) // G
-        par = parent[g]
-        siz = size[g]
-        dsp = disp[g]
-        fac = face[g]
-        wd = wbuf[g]
-        T = np.zeros(max(P, 1), dtype=np.int64)
-        Du = np.zeros(max(P, 1), dtype=np.int64)
-        Dv = np.zeros(max(P, 1), dtype=np.int64)
         for q in range(lo, hi):
-            ev = events[q]
-            for c in range(ev.shape[0]):
-                ev[c] = -1
             if orders.shape[0] != 0:
                 order = orders[q]
             else:
-                base = np.uint64(b0 + q) * np.uint64(E)
-                for t in range(m):
-                    wd[t] = _splitmix64_nb(key + (base + np.uint64(elems[t])) * GOLDEN)
-                order = elems[np.argsort(wd[:m], kind="mergesort")]
-            for c in range(dsp.shape[0]):
-                dsp[c] = 0
-            if kind == 0:
-                for i in range(n):
-                    par[i] = -1
-                clusters = 0
-                s2 = 0
-                smax = 0
-                occupied = 0
-            else:
-                for i in range(n):
-                    par[i] = i
-                    siz[i] = 1
-                    fac[i] = _faces(i, shape, strides, oidx)
-                clusters = n_sites
-                s2 = n_sites
-                smax = 1 if n_sites > 0 else 0
-                occupied = n_sites
-            found = 0
-            todo = Q + P + (2 if P > 0 else 0)
-            wrapped = 0
-            if kind == 1:  # an open axis of length 1 is spanned by any one site
-                for t in range(n_sites):
-                    f = fac[sites[t]]
-                    for a in range(d):
-                        qa = oidx[a]
-                        if qa >= 0 and ev[a] < 0 and (f >> np.uint64(2 * qa)) & np.uint64(3) == 3:
-                            ev[a] = 0
-                            found += 1
-            for t in range(m + 1):
-                if t > 0:
-                    e = order[t - 1]
-                    root = -1
-                    wbits = 0
-                    if kind == 0:
-                        s = e
-                        par[s] = s
-                        siz[s] = 1
-                        fac[s] = _faces(s, shape, strides, oidx)
-                        clusters += 1
-                        s2 += 1
-                        occupied += 1
-                        if smax < 1:
-                            smax = 1
-                        root = s
-                        for k in range(offsets.shape[0]):
-                            j = neighbor(s, k, shape, strides, periodic, offsets, open_)
-                            if j < 0 or par[j] < 0:
-                                continue
-                            if not bond_open(s, j, bond_slot[k], bits, words):
-                                continue
-                            _turns(s, k, shape, strides, pidx, offsets, T)
-                            r, prod, w = _join(s, j, T, par, siz, dsp, fac, P, Du, Dv)
-                            root = r
-                            wbits |= w
-                            if prod > 0:
-                                clusters -= 1
-                                s2 += 2 * prod
-                                if siz[r] > smax:
-                                    smax = siz[r]
-                    else:
-                        sl = e // n
-                        i = e - sl * n
-                        k = fwd[sl]
-                        j = neighbor(i, k, shape, strides, periodic, offsets, open_)
-                        _turns(i, k, shape, strides, pidx, offsets, T)
-                        r, prod, w = _join(i, j, T, par, siz, dsp, fac, P, Du, Dv)
-                        root = r
-                        wbits = w
-                        if prod > 0:
-                            clusters -= 1
-                            s2 += 2 * prod
-                            if siz[r] > smax:
-                                smax = siz[r]
-                    if found < todo:
-                        f = fac[_root(par, dsp, P, root, Du)]
-                        for a in range(d):
-                            qa = oidx[a]
-                            if qa >= 0 and ev[a] < 0 and (f >> np.uint64(2 * qa)) & np.uint64(3) == 3:
-                                ev[a] = t
-                                found += 1
-                        if wbits != 0:
-                            for a in range(d):
-                                qa = pidx[a]
-                                if qa >= 0 and ev[d + a] < 0 and (wbits >> qa) & 1:
-                                    ev[d + a] = t
-                                    found += 1
-                                    wrapped += 1
-                            if ev[2 * d] < 0:
-                                ev[2 * d] = t
-                                found += 1
-                            if wrapped == P and ev[2 * d + 1] < 0:
-                                ev[2 * d + 1] = t
-                                found += 1
-                if recording:
-                    if t % n_stride == 0:
-                        r_ = t // n_stride
-                        if oslot[0] >= 0:
-                            v = float(smax)
-                            acc[g, oslot[0], r_] += v
-                            acc[g, oslot[0] + 1, r_] += v * v
-                        if oslot[1] >= 0:
-                            rest = occupied - smax
-                            v = (s2 - smax * smax) / rest if rest > 0 else 0.0
-                            acc[g, oslot[1], r_] += v
-                            acc[g, oslot[1] + 1, r_] += v * v
-                        if oslot[2] >= 0:
-                            v = float(clusters)
-                            acc[g, oslot[2], r_] += v
-                            acc[g, oslot[2] + 1, r_] += v * v
-                elif found == todo:
-                    break
+                order = obuf[g]
+                _shuffle(order, elems, key, np.uint64(b0 + q) * np.uint64(E))
+            _one_sweep(events[q], acc[g], order, kind, sites, shape, strides, periodic,
+                       offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride,
+                       oslot, parent[g], size[g], disp[g], face[g])
 
 
 def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> np.ndarray:
@@ -373,9 +419,9 @@ def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count,
         _sweeps(events, acc, orders, stream_key(seed), first, elems, E,
                 0 if kind == "site" else 1, sites, shape, strides, periodic, offsets,
                 open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot,
-                np.empty((G, n), np.int64), np.empty((G, n), np.int64),
-                np.empty((G, n * P), np.int32), np.empty((G, n), np.uint64),
-                np.empty((G, m if orders.shape[0] == 0 else 0), np.uint64))
+                np.empty((G, n), np.int32), np.empty((G, n), np.int32),
+                np.empty((G, n * P), np.int32), np.empty((G, n if d > P else 0), np.uint64),
+                np.empty((G, m if orders.shape[0] == 0 else 0), np.int64))
     total = acc.sum(axis=0)
     sums = {name: total[2 * o:2 * o + 2] for o, name in enumerate(observables)}
     return events, sums, m
