@@ -245,9 +245,9 @@ def v_thresholds(lat, samples, axis=0, seed=0):
     axis %= d
     if lat.geometry.periodic[axis]:
         raise ValueError(
-            f"axis {axis} is periodic: the Newman-Ziff sweep finds spanning between the "
-            "two faces of an open axis; for wrapping use BatchProcessor(lattices)"
-            ".map('spanning_clusters')")
+            f"axis {axis} is periodic: spanning_thresholds finds spanning between the "
+            "two faces of an open axis; for wrapping use Lattice.newman_ziff (its "
+            "'wrap' events)")
     seed = _check_int(seed, "seed", 0)
     return (lat, samples), {"axis": axis, "seed": seed}
 

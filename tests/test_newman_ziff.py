@@ -8,6 +8,7 @@ guard and bad input."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -215,6 +216,7 @@ def test_split_runs_merge_into_one_run(capsys):
         "newman_ziff", kind="bond", seed=6)
     assert "newman_ziff" in capsys.readouterr().err  # the progress bar
     merged = parts[0].merge(parts[1])
+    assert pickle.loads(pickle.dumps(merged)) == merged  # results travel (Dask)
     assert merged.ranges == ((3, 8), (8, 15)) and np.array_equal(merged.events, one.events)
     with pytest.raises(ValueError, match="two of the results"):
         one.merge(parts[0])

@@ -192,9 +192,11 @@ def _join(u, v, T, parent, size, disp, face, P, Du, Dv):
 
 @njit(cache=True, nogil=True)
 def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, open_,
-               bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, par, siz, dsp, fac):
+               bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop, par, siz,
+               dsp, fac):
     """One sweep in ``order``: its events into ``ev``, its observables added to
-    ``acc`` (rows ``oslot``, ``oslot + 1``: value and square)."""
+    ``acc`` (rows ``oslot``, ``oslot + 1``: value and square). Without observables it
+    stops once event column ``stop`` is found (``stop < 0``: every event)."""
     d = shape.shape[0]
     n = par.shape[0]
     m = order.shape[0]
@@ -325,13 +327,13 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                     v = float(clusters)
                     acc[oslot[2], r_] += v
                     acc[oslot[2] + 1, r_] += v * v
-        elif found == todo:
+        elif found == todo or (stop >= 0 and ev[stop] >= 0):
             break
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides, periodic,
-            offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot,
+            offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
             parent, size, disp, face, obuf):
     S = events.shape[0]
     G = acc.shape[0]
@@ -346,7 +348,7 @@ def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides,
                 _shuffle(order, elems, key, np.uint64(b0 + q) * np.uint64(E))
             _one_sweep(events[q], acc[g], order, kind, sites, shape, strides, periodic,
                        offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride,
-                       oslot, parent[g], size[g], disp[g], face[g])
+                       oslot, stop, parent[g], size[g], disp[g], face[g])
 
 
 def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> np.ndarray:
@@ -371,14 +373,16 @@ def scratch_bytes(n, m, periodic_axes, threads) -> int:
 
 
 def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count, seed,
-           first=0, observables=OBSERVABLES, n_stride=1, orders=None, threads=None):
+           first=0, observables=OBSERVABLES, n_stride=1, orders=None, threads=None, stop=-1):
     """Run sweeps ``first .. first + count - 1`` (or one per row of ``orders``, an int64
     ``(count, N)`` array of element orders, each a permutation of :func:`elements`).
 
     Returns ``(events, sums, N)``: ``events`` int64 ``(count, 2d + 2)`` (module
     docstring), ``sums`` ``{observable: float64 (2, R)}`` (row 0 the sum over sweeps,
     row 1 the sum of squares, at ``n = 0, n_stride, 2 n_stride, ...``; R =
-    ``N // n_stride + 1``) and ``N``, the number of elements."""
+    ``N // n_stride + 1``) and ``N``, the number of elements. Without observables a
+    sweep stops once every event is found, or with ``stop >= 0`` once event column
+    ``stop`` is (the others may then be -1)."""
     # writeable copies (the geometry's arrays are read-only, a second Numba type)
     shape = np.array(shape, dtype=np.int64)
     d = shape.shape[0]
@@ -418,7 +422,7 @@ def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count,
     if count:
         _sweeps(events, acc, orders, stream_key(seed), first, elems, E,
                 0 if kind == "site" else 1, sites, shape, strides, periodic, offsets,
-                open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot,
+                open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
                 np.empty((G, n), np.int32), np.empty((G, n), np.int32),
                 np.empty((G, n * P), np.int32), np.empty((G, n if d > P else 0), np.uint64),
                 np.empty((G, m if orders.shape[0] == 0 else 0), np.int64))
@@ -431,11 +435,11 @@ def spanning_thresholds(shape, periodic, offsets, open_, samples, axis, seed, fi
                         bond_args=None):
     """For sweeps ``first .. first + samples - 1`` of site percolation: how many sites
     were occupied when a cluster first touched both faces of the open ``axis`` (-1:
-    never). int64 array; the events-only mode of :func:`sweeps` (each sweep stops once
-    every event is found)."""
+    never). int64 array; the events-only mode of :func:`sweeps`, each sweep stopping at
+    that event."""
     n = int(np.prod(shape))
     if bond_args is None:
         bond_args = (np.zeros(len(offsets), np.int64), np.zeros(0, np.uint32), (n + 31) // 32)
     events, _, _ = sweeps("site", shape, periodic, offsets, open_, *bond_args[:3], samples, seed,
-                          first=first, observables=())
+                          first=first, observables=(), stop=axis)
     return events[:, axis].copy()
