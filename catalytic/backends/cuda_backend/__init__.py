@@ -148,6 +148,7 @@ def catalytic_add_backends(registry):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = set()
+BONDS.add("newman_ziff")  # its kernel reads the bonds (kernels.cuda.newman_ziff)
 
 
 @hookimpl

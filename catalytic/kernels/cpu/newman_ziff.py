@@ -190,13 +190,21 @@ def _join(u, v, T, parent, size, disp, face, P, Du, Dv):
     return ru, prod, 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add(acc, row, col, v):
+    """``acc[row, col] += v`` (the CUDA twin adds atomically: threads share ``acc``)."""
+    acc[row, col] += v
+
+
 @njit(cache=True, nogil=True)
 def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, open_,
                bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop, par, siz,
-               dsp, fac):
+               dsp, fac, T, Du, Dv, c):
     """One sweep in ``order``: its events into ``ev``, its observables added to
     ``acc`` (rows ``oslot``, ``oslot + 1``: value and square). Without observables it
-    stops once event column ``stop`` is found (``stop < 0``: every event)."""
+    stops once event column ``stop`` is found (``stop < 0``: every event). ``T``,
+    ``Du``, ``Dv`` (one per periodic axis, at least 1) and ``c`` (one per axis) are
+    scratch. Allocates nothing, so the CUDA twin compiles this very source."""
     d = shape.shape[0]
     n = par.shape[0]
     m = order.shape[0]
@@ -210,10 +218,6 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
     recording = oslot[0] >= 0 or oslot[1] >= 0 or oslot[2] >= 0
     n_sites = sites.shape[0]
     has_bits = bits.shape[0] != 0
-    T = np.zeros(max(P, 1), dtype=np.int64)
-    Du = np.zeros(max(P, 1), dtype=np.int64)
-    Dv = np.zeros(max(P, 1), dtype=np.int64)
-    c = np.zeros(d, dtype=np.int64)
     for x in range(ev.shape[0]):
         ev[x] = -1
     for x in range(dsp.shape[0]):
@@ -316,17 +320,17 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                 r_ = t // n_stride
                 if oslot[0] >= 0:
                     v = float(smax)
-                    acc[oslot[0], r_] += v
-                    acc[oslot[0] + 1, r_] += v * v
+                    _add(acc, oslot[0], r_, v)
+                    _add(acc, oslot[0] + 1, r_, v * v)
                 if oslot[1] >= 0:
                     rest = occupied - smax
-                    v = (s2 - smax * smax) / rest if rest > 0 else 0.0
-                    acc[oslot[1], r_] += v
-                    acc[oslot[1] + 1, r_] += v * v
+                    v = float(s2 - smax * smax) / rest if rest > 0 else 0.0
+                    _add(acc, oslot[1], r_, v)
+                    _add(acc, oslot[1] + 1, r_, v * v)
                 if oslot[2] >= 0:
                     v = float(clusters)
-                    acc[oslot[2], r_] += v
-                    acc[oslot[2] + 1, r_] += v * v
+                    _add(acc, oslot[2], r_, v)
+                    _add(acc, oslot[2] + 1, r_, v * v)
         elif found == todo or (stop >= 0 and ev[stop] >= 0):
             break
 
@@ -337,9 +341,15 @@ def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides,
             parent, size, disp, face, obuf):
     S = events.shape[0]
     G = acc.shape[0]
+    d = shape.shape[0]
+    P = max(disp.shape[1] // max(parent.shape[1], 1), 1)
     for g in prange(G):
         lo = (S * g) // G
         hi = (S * (g + 1)) // G
+        T = np.zeros(P, dtype=np.int64)
+        Du = np.zeros(P, dtype=np.int64)
+        Dv = np.zeros(P, dtype=np.int64)
+        c = np.zeros(d, dtype=np.int64)
         for q in range(lo, hi):
             if orders.shape[0] != 0:
                 order = orders[q]
@@ -348,7 +358,7 @@ def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides,
                 _shuffle(order, elems, key, np.uint64(b0 + q) * np.uint64(E))
             _one_sweep(events[q], acc[g], order, kind, sites, shape, strides, periodic,
                        offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride,
-                       oslot, stop, parent[g], size[g], disp[g], face[g])
+                       oslot, stop, parent[g], size[g], disp[g], face[g], T, Du, Dv, c)
 
 
 def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> np.ndarray:
