@@ -329,6 +329,14 @@ def nz_memory(lat, count, *, kind="site", observables=NZ_OBSERVABLES, n_stride=1
     return what, int(need)
 
 
+def mem_newman_ziff(lat, count, *, kind="site", **_) -> int:
+    """Host bytes of a ``newman_ziff`` call however it runs: its events and its element
+    list. The per-thread scratch and the per-occupation sums, which ``n_stride`` and
+    ``observables`` control, are checked by each implementation (:func:`nz_memory`),
+    whose error says how to need less."""
+    return 8 * count * (2 * lat.geometry.dimensions + 2) + 8 * nz_elements(lat, kind)
+
+
 def nz_work(lat, count, *, kind="site", **_) -> float:
     """Work of ``newman_ziff``: per sweep, its elements times the stencil and a sort."""
     m = nz_elements(lat, kind)
@@ -875,9 +883,7 @@ CATALOGUE = (
      lambda lat, samples, **_: float(samples) * sites_work(lat) * 4,
      lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {},
      "Newman-Ziff occupation at first spanning, per sample."),
-    # memory: checked by the implementations (catalogue.nz_memory), whose error says how
-    # to need less
-    ("newman_ziff", v_newman_ziff, nz_work, None, {},
+    ("newman_ziff", v_newman_ziff, nz_work, mem_newman_ziff, {},
      "Newman-Ziff sweeps: spanning, wrapping and cluster observables per occupation."),
 )
 
