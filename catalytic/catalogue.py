@@ -314,13 +314,13 @@ def nz_elements(lat, kind) -> int:
 def nz_memory(lat, count, *, kind="site", observables=NZ_OBSERVABLES, n_stride=1, threads=1,
               **_):
     """``(what, bytes)`` of a ``newman_ziff`` call running ``threads`` groups of sweeps:
-    per group the scratch (parent, size, displacements, faces, sort words and order) and
-    the per-occupation sums, plus the events; ``what`` says how to need less."""
+    per group the scratch (parent, size, faces, displacements, the order) and the
+    per-occupation sums, plus the events; ``what`` says how to need less."""
     g = lat.geometry
     n, m = g.n_points, nz_elements(lat, kind)
     groups = max(1, min(threads, count))
     rows = 2 * len(observables) * (m // n_stride + 1)
-    scratch = n * (24 + 4 * sum(g.periodic)) + 16 * m
+    scratch = n * (16 + 4 * sum(g.periodic)) + 8 * m
     need = groups * (scratch + 8 * rows) + 8 * rows + 8 * m + count * 8 * (2 * g.dimensions + 2)
     what = (f"newman_ziff ({count} sweeps on {groups} threads, {len(observables)} observables "
             f"at {m // n_stride + 1} occupation numbers each; record fewer with "

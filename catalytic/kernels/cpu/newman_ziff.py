@@ -33,8 +33,9 @@ Records
     ``(sum s^2 - s_max^2) / (occupied sites - s_max)`` (0 when there is none), and the
     number of clusters (in bond percolation every existing site is in a cluster).
 
-Cost: O(m log m) for the order plus O(m k alpha(m)) for the unions per sweep, m elements;
-per thread ``(24 + 4 P + 16 m / n) n`` bytes of scratch and the accumulators.
+Cost: O(m) for the order plus O(m k alpha(m)) for the unions per sweep, m elements, k
+stencil offsets; per thread ``n (8 + 8 [open axes] + 4 P) + 8 m`` bytes of scratch (32-bit
+parent and size, faces, displacements, the order) and the accumulators.
 """
 
 from __future__ import annotations
@@ -374,12 +375,6 @@ def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> n
                        np.ascontiguousarray(offsets, np.int64),
                        np.ascontiguousarray(open_, np.uint8), bond_slot, bits, words)
     return np.sort(out[:m])
-
-
-def scratch_bytes(n, m, periodic_axes, threads) -> int:
-    """Bytes of a call's per-thread scratch (parent, size, displacements, faces, sort
-    words and order) and its element list."""
-    return threads * (n * (24 + 4 * periodic_axes) + 16 * m) + 8 * m
 
 
 def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count, seed,
