@@ -102,20 +102,22 @@ def _bond_elements(out, n, shape, strides, periodic, offsets, open_, bond_slot, 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _root(parent, disp, P, x, D):
-    """Root of ``x`` (path halving); ``D`` gets x's displacement to it per periodic axis."""
+def _root(st, P, x, D):
+    """Root of ``x`` (path halving); ``D`` gets x's displacement to it per periodic axis.
+    ``st[i]``: parent, cluster size (roots), displacement to the parent per periodic
+    axis: one row per site, so a step up the tree reads one cache line."""
     for q in range(P):
         D[q] = 0
-    while parent[x] != x:
-        p = parent[x]
-        g = parent[p]
+    while st[x, 0] != x:
+        p = st[x, 0]
+        g = st[p, 0]
         if g != p:
             for q in range(P):
-                disp[x * P + q] += disp[p * P + q]
-            parent[x] = g
+                st[x, 2 + q] += st[p, 2 + q]
+            st[x, 0] = g
         for q in range(P):
-            D[q] += disp[x * P + q]
-        x = parent[x]
+            D[q] += st[x, 2 + q]
+        x = st[x, 0]
     return x
 
 
@@ -164,28 +166,28 @@ def _faces(c, shape, oidx):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _join(u, v, T, parent, size, disp, face, P, Du, Dv):
+def _join(u, v, T, st, face, P, Du, Dv):
     """Join the clusters of ``u`` and ``v`` across a step with seam crossings ``T``.
     Returns ``(root, merged sizes product or 0, wrap bits)``: the root now holding both,
     ``size_a * size_b`` when two clusters merged (0 when they were one), and bit ``q``
     set when the step closes a cycle wrapping periodic axis ``q``."""
-    ru = _root(parent, disp, P, u, Du)
-    rv = _root(parent, disp, P, v, Dv)
+    ru = _root(st, P, u, Du)
+    rv = _root(st, P, v, Dv)
     if ru == rv:
         w = 0
         for q in range(P):
             if Du[q] - T[q] - Dv[q] != 0:
                 w |= 1 << q
         return ru, 0, w
-    prod = np.int64(size[ru]) * np.int64(size[rv])
+    prod = np.int64(st[ru, 1]) * np.int64(st[rv, 1])
     sign = 1
-    if size[ru] < size[rv]:  # union by size: the smaller root goes under the larger
+    if st[ru, 1] < st[rv, 1]:  # union by size: the smaller root goes under the larger
         ru, rv = rv, ru
         sign = -1
-    parent[rv] = ru
+    st[rv, 0] = ru
     for q in range(P):
-        disp[rv * P + q] = sign * (Du[q] - T[q] - Dv[q])
-    size[ru] += size[rv]
+        st[rv, 2 + q] = sign * (Du[q] - T[q] - Dv[q])
+    st[ru, 1] += st[rv, 1]
     if face.shape[0] != 0:
         face[ru] |= face[rv]
     return ru, prod, 0
@@ -199,15 +201,15 @@ def _add(acc, row, col, v):
 
 @njit(cache=True, nogil=True)
 def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, open_,
-               bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop, par, siz,
-               dsp, fac, T, Du, Dv, c):
+               bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop, st, fac, T,
+               Du, Dv, c):
     """One sweep in ``order``: its events into ``ev``, its observables added to
     ``acc`` (rows ``oslot``, ``oslot + 1``: value and square). Without observables it
     stops once event column ``stop`` is found (``stop < 0``: every event). ``T``,
     ``Du``, ``Dv`` (one per periodic axis, at least 1) and ``c`` (one per axis) are
     scratch. Allocates nothing, so the CUDA twin compiles this very source."""
     d = shape.shape[0]
-    n = par.shape[0]
+    n = st.shape[0]
     m = order.shape[0]
     P = 0
     Q = 0
@@ -221,20 +223,20 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
     has_bits = bits.shape[0] != 0
     for x in range(ev.shape[0]):
         ev[x] = -1
-    for x in range(dsp.shape[0]):
-        dsp[x] = 0
     found = 0
     if kind == 0:
         for i in range(n):
-            par[i] = -1
+            st[i, 0] = -1
         clusters = 0
         s2 = 0
         smax = 0
         occupied = 0
     else:
         for i in range(n):
-            par[i] = i
-            siz[i] = 1
+            st[i, 0] = i
+            st[i, 1] = 1
+            for q in range(P):
+                st[i, 2 + q] = 0
         for t in range(n_sites if fac.shape[0] != 0 else 0):
             # faces; an open axis of length 1 is spanned by any one site
             i = sites[t]
@@ -259,8 +261,10 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
             if kind == 0:
                 s = e
                 _coords(s, strides, c)
-                par[s] = s
-                siz[s] = 1
+                st[s, 0] = s
+                st[s, 1] = 1
+                for q in range(P):
+                    st[s, 2 + q] = 0
                 if fac.shape[0] != 0:
                     fac[s] = _faces(c, shape, oidx)
                 clusters += 1
@@ -271,33 +275,33 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                 root = s
                 for k in range(offsets.shape[0]):
                     j = _step(c, k, shape, strides, periodic, pidx, offsets, open_, T)
-                    if j < 0 or par[j] < 0:
+                    if j < 0 or st[j, 0] < 0:
                         continue
                     if has_bits and not bond_open(s, j, bond_slot[k], bits, words):
                         continue
-                    r, prod, w = _join(s, j, T, par, siz, dsp, fac, P, Du, Dv)
+                    r, prod, w = _join(s, j, T, st, fac, P, Du, Dv)
                     root = r
                     wbits |= w
                     if prod > 0:
                         clusters -= 1
                         s2 += 2 * prod
-                        if siz[r] > smax:
-                            smax = siz[r]
+                        if st[r, 1] > smax:
+                            smax = st[r, 1]
             else:
                 sl = e // n
                 i = e - sl * n
                 _coords(i, strides, c)
                 j = _step(c, fwd[sl], shape, strides, periodic, pidx, offsets, open_, T)
-                r, prod, w = _join(i, j, T, par, siz, dsp, fac, P, Du, Dv)
+                r, prod, w = _join(i, j, T, st, fac, P, Du, Dv)
                 root = r
                 wbits = w
                 if prod > 0:
                     clusters -= 1
                     s2 += 2 * prod
-                    if siz[r] > smax:
-                        smax = siz[r]
+                    if st[r, 1] > smax:
+                        smax = st[r, 1]
             if found < todo:
-                f = fac[_root(par, dsp, P, root, Du)] if fac.shape[0] != 0 else np.uint64(0)
+                f = fac[_root(st, P, root, Du)] if fac.shape[0] != 0 else np.uint64(0)
                 for a in range(d):
                     qa = oidx[a]
                     if qa >= 0 and ev[a] < 0 and (f >> np.uint64(2 * qa)) & np.uint64(3) == 3:
@@ -339,11 +343,11 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
 @njit(cache=True, nogil=True, parallel=True)
 def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides, periodic,
             offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
-            parent, size, disp, face, obuf):
+            state, face, obuf):
     S = events.shape[0]
     G = acc.shape[0]
     d = shape.shape[0]
-    P = max(disp.shape[1] // max(parent.shape[1], 1), 1)
+    P = max(state.shape[2] - 2, 1)
     for g in prange(G):
         lo = (S * g) // G
         hi = (S * (g + 1)) // G
@@ -359,7 +363,7 @@ def _sweeps(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides,
                 _shuffle(order, elems, key, np.uint64(b0 + q) * np.uint64(E))
             _one_sweep(events[q], acc[g], order, kind, sites, shape, strides, periodic,
                        offsets, open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride,
-                       oslot, stop, parent[g], size[g], disp[g], face[g], T, Du, Dv, c)
+                       oslot, stop, state[g], face[g], T, Du, Dv, c)
 
 
 def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> np.ndarray:
@@ -428,8 +432,7 @@ def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count,
         _sweeps(events, acc, orders, stream_key(seed), first, elems, E,
                 0 if kind == "site" else 1, sites, shape, strides, periodic, offsets,
                 open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
-                np.empty((G, n), np.int32), np.empty((G, n), np.int32),
-                np.empty((G, n * P), np.int32), np.empty((G, n if d > P else 0), np.uint64),
+                np.empty((G, n, 2 + P), np.int32), np.empty((G, n if d > P else 0), np.uint64),
                 np.empty((G, m if orders.shape[0] == 0 else 0), np.int64))
     total = acc.sum(axis=0)
     sums = {name: total[2 * o:2 * o + 2] for o, name in enumerate(observables)}

@@ -1,8 +1,8 @@
 """CUDA twin of :mod:`catalytic.kernels.cpu.newman_ziff`: one sweep per thread.
 
 Contract as the CPU kernel's (same elements, orders, events and sums). What differs:
-each thread holds its sweep's union-find (parent, size, displacements, faces) and its
-order in global memory, rows of ``(sweeps, n)`` arrays, so a launch covers as many sweeps
+each thread holds its sweep's union-find (a row of parent, size and displacements per
+site, faces) and its order in global memory, slices of ``(sweeps, n, ...)`` arrays, so a launch covers as many sweeps
 as those rows fit; the per-occupation sums are shared by all threads and added
 atomically (their float sums are the CPU's within rounding; the integer-valued ones are
 exact below 2**53). The sweep itself is the CPU source, :func:`_one_sweep` and its
@@ -51,7 +51,7 @@ _one_sweep = _device(_cpu._one_sweep, _root=_root, _step=_step, _coords=_coords,
 @cuda.jit
 def _sweeps_kernel(events, acc, orders, key, b0, elems, E, kind, sites, shape, strides,
                    periodic, offsets, open_, bond_slot, bits, words, fwd, pidx, oidx,
-                   n_stride, oslot, stop, parent, size, disp, face, obuf, T, Du, Dv, c):
+                   n_stride, oslot, stop, state, face, obuf, T, Du, Dv, c):
     q = cuda.grid(1)
     if q < events.shape[0]:
         if orders.shape[0] != 0:
@@ -61,7 +61,7 @@ def _sweeps_kernel(events, acc, orders, key, b0, elems, E, kind, sites, shape, s
             _shuffle(order, elems, key, np.uint64(b0 + q) * np.uint64(E))
         _one_sweep(events[q], acc, order, kind, sites, shape, strides, periodic, offsets,
                    open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
-                   parent[q], size[q], disp[q], face[q], T[q], Du[q], Dv[q], c[q])
+                   state[q], face[q], T[q], Du[q], Dv[q], c[q])
 
 
 def _sync(stream):
@@ -137,7 +137,7 @@ def sweeps_cuda(kind, shape, periodic, offsets, open_, bond_slot, bits, words, c
                  dev(open_), dev(bond_slot), dev(bits), np.int64(words), dev(fwd),
                  dev(pidx), dev(oidx), np.int64(n_stride), dev(oslot), np.int64(stop))
         rows = tuple(cuda.device_array(shp, dt, stream=stream) for shp, dt in (
-            ((S, n), np.int32), ((S, n), np.int32), ((S, n * P), np.int32),
+            ((S, n, 2 + P), np.int32),
             ((S, n if d > P else 0), np.uint64),
             ((S, m if orders.shape[0] == 0 else 0), np.int64),
             ((S, max(P, 1)), np.int64), ((S, max(P, 1)), np.int64),

@@ -891,10 +891,9 @@ def _kernels():
     ]
     nzi = (I64, I64, I64, U8, I64_2D, U8, I64, nt.uint32[::1], nt.int64, I64, I64, I64,
            nt.int64, I64, nt.int64)  # shape .. stop, as sweeps_cuda launches it
-    i32r = nt.int32[:, ::1]
     out.append(("newman_ziff", NZ._sweeps_kernel,
                 (I64_2D, F64_2D, I64_2D, nt.uint64, nt.int64, I64, nt.int64, nt.int64) + nzi
-                + (i32r, i32r, i32r, U64_2D) + (I64_2D,) * 5, "atom.global.add.f64"))
+                + (nt.int32[:, :, ::1], U64_2D) + (I64_2D,) * 5, "atom.global.add.f64"))
     rargs = (nt.uint64,) * 5
     for name, arr in [
         ("f64", F64),
