@@ -206,7 +206,8 @@ def test_binomial_convolution_is_stable_at_a_hundred_million():
 
 # -- split runs, the batch processor, merging ----------------------------------------------
 def test_split_runs_merge_into_one_run(capsys):
-    L = cat.Lattice(shape=(9, 8), periodic=(False, True), mask=np.random.default_rng(0).random((9, 8)) < 0.9)
+    L = cat.Lattice(shape=(9, 8), periodic=(False, True),
+                    mask=np.random.default_rng(0).random((9, 8)) < 0.9)
     one = L.newman_ziff(12, kind="bond", seed=6, first=3)
     split = L.newman_ziff(12, kind="bond", seed=6, first=3, chunks=5, executor="threads")
     _same(one.merge(), L.newman_ziff(range(3, 15), kind="bond", seed=6))

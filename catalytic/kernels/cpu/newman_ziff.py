@@ -34,8 +34,8 @@ Records
     number of clusters (in bond percolation every existing site is in a cluster).
 
 Cost: O(m) for the order plus O(m k alpha(m)) for the unions per sweep, m elements, k
-stencil offsets; per thread ``n (8 + 8 [open axes] + 4 P) + 8 m`` bytes of scratch (32-bit
-parent and size, faces, displacements, the order) and the accumulators.
+stencil offsets; per thread ``n (8 + 4 P + 8 [open axes]) + 8 m`` bytes of scratch (a 32-bit
+row of parent, size and displacements per site, faces, the order) and the accumulators.
 """
 
 from __future__ import annotations

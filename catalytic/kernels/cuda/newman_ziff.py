@@ -2,11 +2,12 @@
 
 Contract as the CPU kernel's (same elements, orders, events and sums). What differs:
 each thread holds its sweep's union-find (a row of parent, size and displacements per
-site, faces) and its order in global memory, slices of ``(sweeps, n, ...)`` arrays, so a launch covers as many sweeps
-as those rows fit; the per-occupation sums are shared by all threads and added
-atomically (their float sums are the CPU's within rounding; the integer-valued ones are
-exact below 2**53). The sweep itself is the CPU source, :func:`_one_sweep` and its
-helpers compiled as device functions, with the atomic add bound in place of ``+=``.
+site, faces) and its order in global memory, slices of ``(sweeps, n, ...)`` arrays, so
+a launch covers as many sweeps as those fit (:func:`per_launch`); the per-occupation
+sums are shared by all threads and added atomically (their float sums are the CPU's
+within rounding; the integer-valued ones are exact below 2**53). The sweep itself is
+the CPU source, :func:`_one_sweep` and its helpers compiled as device functions, with
+the atomic add bound in place of ``+=``.
 """
 
 from __future__ import annotations
