@@ -5,6 +5,7 @@
     python benchmarks/percolation.py --lattice cubic --kind bond # p_c = 0.24881182
     python benchmarks/percolation.py --lattice cubic             # site, p_c = 0.3116077
     python benchmarks/percolation.py --lattice square --quick    # a smoke run (seconds)
+    python benchmarks/percolation.py --lattice square --sizes 256 --sweeps 500 --seconds 60
     python benchmarks/percolation.py --sweep-cost                # a sweep vs a labelling
 
 For each linear size L, ``--sweeps`` Newman-Ziff sweeps of the L^d torus
@@ -58,12 +59,18 @@ NU = {2: 4 / 3, 3: 0.8765}
 TARGET = {"wrap_any": "square_wrap_any", "wrap": "square_wrap", "wrap_all": "square_wrap_all"}
 
 
-def run_size(L, dims, kind, sweeps, seed, chunks, executor):
-    """``(result, seconds)``: ``sweeps`` events-only sweeps of the L^d torus."""
+def run_size(L, dims, kind, sweeps, seed, chunks, executor, seconds=None):
+    """``(result, seconds)``: ``sweeps`` events-only sweeps of the L^d torus, or with
+    ``seconds``, rounds of ``sweeps`` sweeps (the next sweep indices) until that much
+    time is spent."""
     lat = cat.Lattice(shape=(L,) * dims, periodic=True)
     t0 = time.perf_counter()
     res = lat.newman_ziff(sweeps, kind=kind, seed=seed, observables=(), chunks=chunks,
                           executor=executor, progress=False)
+    while seconds is not None and time.perf_counter() - t0 < seconds:
+        res = res.merge(lat.newman_ziff(sweeps, kind=kind, seed=seed, first=res.sweeps,
+                                        observables=(), chunks=chunks, executor=executor,
+                                        progress=False))
     return res, time.perf_counter() - t0
 
 
@@ -123,7 +130,11 @@ def main(argv=None):
     ap.add_argument("--lattice", choices=("square", "cubic"), default="square")
     ap.add_argument("--kind", choices=("site", "bond"), default="site")
     ap.add_argument("--sizes", default=None, help="comma-separated linear sizes")
-    ap.add_argument("--sweeps", type=int, default=None, help="sweeps per size")
+    ap.add_argument("--sweeps", type=int, default=None,
+                    help="sweeps per size (with --seconds: per round)")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="time budget of the sweeps, shared equally by the sizes: each "
+                    "size runs rounds of --sweeps sweeps until its share is spent")
     ap.add_argument("--estimator", choices=("wrap_any", "wrap", "wrap_all", "crossing"),
                     default=None, help="default: wrap_any on square lattices (the known "
                     "value), crossing on cubic ones")
@@ -164,12 +175,14 @@ def main(argv=None):
 
     t_start = time.perf_counter()
     results, seconds = [], []
+    share = None if args.seconds is None else args.seconds / len(sizes)
     for i, L in enumerate(sizes):
         res, sec = run_size(L, dims, args.kind, sweeps, args.seed * 1_000_003 + i,
-                            args.chunks, args.executor)
+                            args.chunks, args.executor, share)
         results.append(res)
         seconds.append(sec)
-        print(f"L={L:5d}: {sweeps} sweeps of {res.N} {args.kind}s in {sec:.1f} s", flush=True)
+        print(f"L={L:5d}: {res.sweeps} sweeps of {res.N} {args.kind}s in {sec:.1f} s",
+              flush=True)
     rows = estimate(results, sizes, estimator)
     for L, est in rows:
         print(f"L={L:5d}: p_L = {est.value:.6f} +- {est.stderr:.6f}")
@@ -178,14 +191,14 @@ def main(argv=None):
     total = time.perf_counter() - t_start
     print(f"p_c = {pc:.6f} +- {pc_err:.6f} (fit chi2/dof {chi2:.2f}); reference {ref} "
           f"({source}); difference {pc - ref:+.6f}; {total:.1f} s")
-    _report(out, args, name, dims, estimator, exponent, sizes, sweeps, seconds, rows, pc,
+    _report(out, args, name, dims, estimator, exponent, sizes, results, seconds, rows, pc,
             pc_err, a, chi2, ref, source, total)
     _plot(plot, results, sizes, rows, pc, pc_err, exponent, a, ref, name, estimator)
     print(f"wrote {out}" + (f" and {plot}" if plot.exists() else ""))
     return 0
 
 
-def _report(path, args, name, dims, estimator, exponent, sizes, sweeps, seconds, rows, pc,
+def _report(path, args, name, dims, estimator, exponent, sizes, results, seconds, rows, pc,
             pc_err, a, chi2, ref, source, total):
     how = ("where the curves of consecutive sizes cross (placed at the larger size)"
            if estimator == "crossing" else
@@ -195,7 +208,7 @@ def _report(path, args, name, dims, estimator, exponent, sizes, sweeps, seconds,
         f"# Percolation threshold: {name.replace('_', ' ')} ({dims}-D tori, Newman-Ziff)",
         "",
         f"Measured by `python benchmarks/percolation.py {' '.join(sys.argv[1:])}` on "
-        f"{platform.platform()}; {sweeps} sweeps per size, seed {args.seed}; p_L "
+        f"{platform.platform()}; seed {args.seed}; p_L "
         f"{how}, with the jackknife error over 16 blocks of sweeps "
         f"(`catalytic.percolation`); {total:.1f} s in all.",
         "",
@@ -203,8 +216,9 @@ def _report(path, args, name, dims, estimator, exponent, sizes, sweeps, seconds,
         "|---:|---:|---:|---:|---:|",
     ]
     sec = dict(zip(sizes, seconds))
+    count = {L: r.sweeps for L, r in zip(sizes, results)}
     for L, est in rows:
-        lines.append(f"| {L} | {est.value:.6f} | {est.stderr:.6f} | {sweeps} | "
+        lines.append(f"| {L} | {est.value:.6f} | {est.stderr:.6f} | {count[L]} | "
                      f"{sec[L]:.1f} |")
     lines += [
         "",
