@@ -300,14 +300,16 @@ class NZResult:
             ev = self.event(what, axis)
             vals, counts = np.unique(ev[ev >= 0], return_counts=True)
             S = self.sweeps
-            mean = np.empty(ps.shape)
-            err = np.empty(ps.shape)
-            for idx, q in np.ndenumerate(ps):
-                r = _sf(vals, self.N, q)
-                m1 = counts @ r / S
-                m2 = counts @ (r * r) / S
-                mean[idx] = m1
-                err[idx] = math.sqrt(max(m2 - m1 * m1, 0.0) / max(S - 1, 1))
+            flat = ps.reshape(-1)
+            m1 = np.empty(flat.shape)
+            m2 = np.empty(flat.shape)
+            step = max(1, 2**22 // max(len(vals), 1))  # a (values x p) block of <= 32 MiB
+            for lo in range(0, len(flat), step):
+                r = _sf(vals[:, None], self.N, flat[None, lo:lo + step])
+                m1[lo:lo + step] = counts @ r / S
+                m2[lo:lo + step] = counts @ (r * r) / S
+            mean = m1.reshape(ps.shape)
+            err = np.sqrt(np.maximum(m2 - m1 * m1, 0.0) / max(S - 1, 1)).reshape(ps.shape)
         else:
             mu, se = self.microcanonical(what, moment=moment)
             grid = self.n
