@@ -48,6 +48,12 @@ CASES = {
                                "mask": _B([[1, 1], [1, 0]], bool),
                                "bonds": _B([[[1, 1], [1, 1]], [[1, 0], [1, 1]]], bool)},
                               "bond"),
+    # 7 bonds on a cylinder: a wrapping ring (row 0) and a square that does not wrap
+    "bond 2x3 cylinder, closed bonds": ({"shape": (2, 3), "periodic": (False, True),
+                                         "stencil": "von_neumann",
+                                         "bonds": _B([[[1, 1, 1], [1, 1, 1]],
+                                                      [[1, 1, 1], [1, 0, 0]]], bool)},
+                                        "bond"),
     # a ring of 7 sites: 7 bonds, wrapping only when all are occupied
     "bond 1-D ring of 7": ({"shape": (7,), "periodic": (True,), "stencil": "von_neumann"},
                            "bond"),
