@@ -1,30 +1,33 @@
-"""Site percolation through the batch processor: spanning curves, the largest cluster,
-and the threshold p_c by finite-size scaling.
+"""Percolation thresholds from Newman-Ziff sweeps, estimated by the library
+(:mod:`catalytic.percolation`), and the cost of a sweep against a labelling.
 
-    python benchmarks/percolation.py --lattice square          # p_c = 0.592746...
-    python benchmarks/percolation.py --lattice cubic           # p_c = 0.3116081...
-    python benchmarks/percolation.py --dims 2 --stencil moore --sizes 32,64,128 --nu 1.3333
-    python benchmarks/percolation.py --dims 2 --aspect 2,1 --sizes 32,64,128 --guess 0.59
+    python benchmarks/percolation.py --lattice square            # site, p_c = 0.59274621
+    python benchmarks/percolation.py --lattice cubic --kind bond # p_c = 0.24881182
+    python benchmarks/percolation.py --lattice cubic             # site, p_c = 0.3116077
+    python benchmarks/percolation.py --lattice square --quick    # a smoke run (seconds)
+    python benchmarks/percolation.py --lattice square --sizes 256 --sweeps 500 --seconds 60
+    python benchmarks/percolation.py --sweep-cost                # a sweep vs a labelling
 
-For each linear size L and each p on a grid around the threshold, ``--samples`` seeded
-lattices (``base.with_mask(mask)``, one geometry) go through ``BatchProcessor.map(
-"spanning_clusters", axes=(0,))``: a cluster touching both faces of axis 0 (open axes)
-or wrapping around it (``--periodic``: every axis periodic) counts as spanning; the
-largest cluster's share of the sites is recorded too. Per L, the spanning probability
-R_L(p) is fitted by maximum likelihood to an error-function step, giving p_50(L) (where
-R_L = 1/2) and its standard error; then p_50(L) = p_c + a L^(-1/nu) is fitted over the
-sizes (nu: 4/3 in 2-D, 0.8765 in 3-D, or ``--nu``), weighted by those errors, and p_c
-is reported with its standard error from the fit (scaled by sqrt(chi2/dof) when that
-exceeds 1). The error-function shape is a model (the 3-D curves are a little skewed),
-and its bias at each size is part of what the extrapolation absorbs; ``--method
-newman-ziff`` needs no model: one sweep per sample (the ``spanning_thresholds``
-operation) gives the sample's spanning threshold, and R_L(p) is their distribution
-convolved with the binomial. Masks come from ``numpy.random.default_rng((seed, L, p index))``: every run
-with the same options draws the same lattices.
+For each linear size L, ``--sweeps`` Newman-Ziff sweeps of the L^d torus
+(``Lattice.newman_ziff``, events only; ``--chunks`` splits them through the
+BatchProcessor, ``--executor dask`` onto a cluster) give per-sweep wrapping occupations.
+The estimate at size L comes from :func:`catalytic.percolation.threshold` (``--estimator
+wrap_any``, ``wrap`` or ``wrap_all``: where the canonical wrapping probability meets its
+known value, :data:`~catalytic.percolation.TARGETS`; square lattices only) or
+:func:`~catalytic.percolation.crossing` (``--estimator crossing``: where the wrapping
+curves of consecutive sizes cross; the estimate is placed at the larger size), each with
+its jackknife error over blocks of sweeps. Then p_L = p_c + a L^(-x) is fitted over the
+sizes, weighted by those errors (x: ``--exponent``, default 2 + 1/nu for a known value,
+whose corrections Newman & Ziff found to fall that fast, and 1/nu + 1 for crossings),
+and p_c is reported with its standard error from the fit (scaled by sqrt(chi2/dof) when
+that exceeds 1) next to the published value and the time taken.
 
-Writes ``--output`` (markdown: the run's options, p_50 per size, p_c, the reference
-value and the difference, times) and ``--plot`` (PNG: the spanning curves and the
-extrapolation).
+``--sweep-cost``: one full sweep (every element added, all observables recorded) against
+one ``connected_components`` labelling of the same lattice, timed in the same run (best
+of ``--repeat``), at 512^2 and 128^3 (``--quick``: 64^2 and 16^3), site and bond.
+
+Writes ``--output`` (markdown: the command, per size the estimate, its error, sweeps and
+seconds, then p_c) and ``--plot`` (PNG: the wrapping curves and the extrapolation).
 """
 
 from __future__ import annotations
@@ -39,226 +42,214 @@ from pathlib import Path
 import numpy as np
 
 import catalytic as cat
+from catalytic import percolation as P
 
 PRESETS = {
-    # name: dims, stencil, sizes, reference p_c and its source
-    "square": (2, "von_neumann", (64, 128, 256, 512), 0.592746,
-               "0.59274621(13), Newman & Ziff, PRL 85, 4104 (2000)"),
-    "cubic": (3, "von_neumann", (16, 24, 32, 48), 0.3116081,
-              "0.3116081(13), Deng & Bloete, PRE 72, 016126 (2005)"),
+    # (name, kind): dims, sizes, sweeps per size, reference p_c and its source
+    ("square", "site"): (2, (64, 128, 256), 4000, 0.59274621,
+                         "0.59274621(13), Newman & Ziff, PRL 85, 4104 (2000)"),
+    ("square", "bond"): (2, (64, 128, 256), 4000, 0.5, "1/2 exactly (self-duality)"),
+    ("cubic", "site"): (3, (16, 24, 32, 48), 2000, 0.3116077,
+                        "0.3116077(2), Wang et al., PRE 87, 052107 (2013)"),
+    ("cubic", "bond"): (3, (16, 24, 32, 48), 2000, 0.24881182,
+                        "0.24881182(10), Wang et al., PRE 87, 052107 (2013)"),
 }
+QUICK = {2: ((16, 32), 300), 3: ((6, 10), 200)}
 NU = {2: 4 / 3, 3: 0.8765}
-#: where to look first (the grid per size is centred on the previous size's p_50)
-GUESS = {("square", False): 0.59, ("cubic", False): 0.31}
+TARGET = {"wrap_any": "square_wrap_any", "wrap": "square_wrap", "wrap_all": "square_wrap_all"}
 
 
-def shape_of(L, dims, aspect):
-    """The lattice of linear size ``L``: ``round(L * aspect[a])`` sites along axis a."""
-    return tuple(max(1, round(L * aspect[a])) for a in range(dims))
+def run_size(L, dims, kind, sweeps, seed, chunks, executor, seconds=None):
+    """``(result, seconds)``: ``sweeps`` events-only sweeps of the L^d torus, or with
+    ``seconds``, rounds of ``sweeps`` sweeps (the next sweep indices) until that much
+    time is spent."""
+    lat = cat.Lattice(shape=(L,) * dims, periodic=True)
+    t0 = time.perf_counter()
+    res = lat.newman_ziff(sweeps, kind=kind, seed=seed, observables=(), chunks=chunks,
+                          executor=executor, progress=False)
+    while seconds is not None and time.perf_counter() - t0 < seconds:
+        res = res.merge(lat.newman_ziff(sweeps, kind=kind, seed=seed, first=res.sweeps,
+                                        observables=(), chunks=chunks, executor=executor,
+                                        progress=False))
+    return res, time.perf_counter() - t0
 
 
-def spanning_run(L, p, samples, seed, periodic, stencil, dims, p_index, aspect):
-    """``(spanning count, mean largest-cluster share)`` of ``samples`` lattices."""
-    shape = shape_of(L, dims, aspect)
-    base = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil)
-    rng = np.random.default_rng((seed, L, p_index))
-    lattices = [base.with_mask(rng.random(shape) < p) for _ in range(samples)]
-    res = cat.BatchProcessor(lattices, progress=False).map("spanning_clusters", axes=(0,))
-    if not res.ok:
-        raise RuntimeError(f"failed samples: {res.errors}")
-    span = sum(bool(r.clusters[0].size) for r in res)
-    largest = np.mean([r.components.sizes.max() / base.n_points if r.components.count else 0.0
-                       for r in res])
-    return span, float(largest)
+def estimate(results, sizes, estimator):
+    """Per size ``(L, Estimate)``: the known-value crossing of each result, or the
+    crossing of each consecutive pair (placed at the larger size)."""
+    if estimator == "crossing":
+        return [(sizes[i + 1], P.crossing(results[i], results[i + 1], "wrap_any"))
+                for i in range(len(sizes) - 1)]
+    axis = {"axis": 0} if estimator == "wrap" else {}
+    return [(L, P.threshold(r, estimator, P.TARGETS[TARGET[estimator]], **axis))
+            for L, r in zip(sizes, results)]
 
 
-def canonical(th, m, p):
-    """Newman-Ziff's convolution: the spanning probability at occupation probability
-    ``p`` from per-sample thresholds ``th`` (occupied sites at first spanning, -1 never)
-    on ``m`` open sites: sum over n of Binomial(m, p)(n) * P(threshold <= n)."""
-    from scipy.stats import binom
-
-    counts = np.bincount(th[th > 0], minlength=m + 1)
-    F = np.cumsum(counts) / len(th)
-    return float(binom.pmf(np.arange(m + 1), m, p) @ F)
-
-
-def newman_ziff_size(L, dims, stencil, samples, seed, ps, aspect):
-    """``(R(p) on ps, p_50, its standard error, thresholds)`` from ``samples`` sweeps
-    (``spanning_thresholds``, routed like any operation). p_50 solves R(p) = 1/2 by
-    bisection; its error is the bootstrap spread of the samples' median threshold
-    (200 resamples), which the binomial smoothing changes by O(1/m) only."""
-    base = cat.Lattice(shape=shape_of(L, dims, aspect), stencil=stencil)
-    th = base.run("spanning_thresholds", samples, axis=0, seed=seed)
-    m = base.geometry.n_open
-    lo, hi = 0.0, 1.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if canonical(th, m, mid) < 0.5 else (lo, mid)
-    rng = np.random.default_rng(seed)
-    boot = [np.median(rng.choice(th, len(th))) / m for _ in range(200)]
-    return [canonical(th, m, p) for p in ps], (lo + hi) / 2, float(np.std(boot)), th
-
-
-def fit_step(ps, k, n):
-    """Maximum-likelihood fit of R(p) = Phi((p - p50) / w) to k of n spanning at each p:
-    ``(p50, w, standard error of p50)`` (the error from the observed information)."""
-    from scipy.optimize import minimize
-    from scipy.special import ndtr
-
-    ps, k, n = (np.asarray(a, dtype=np.float64) for a in (ps, k, n))
-
-    def nll(theta):
-        p50, logw = theta
-        r = np.clip(ndtr((ps - p50) / math.exp(logw)), 1e-12, 1 - 1e-12)
-        return -float(np.sum(k * np.log(r) + (n - k) * np.log(1 - r)))
-
-    frac = k / n
-    start = [float(np.interp(0.5, frac, ps)) if frac[0] < 0.5 < frac[-1] else float(ps.mean()),
-             math.log((ps[-1] - ps[0]) / 4)]
-    best = minimize(nll, start, method="Nelder-Mead",
-                    options={"xatol": 1e-9, "fatol": 1e-9, "maxiter": 4000})
-    p50, logw = best.x
-    h = 1e-5  # observed information for p50 (w profiled at its optimum)
-    d2 = (nll([p50 + h, logw]) - 2 * nll([p50, logw]) + nll([p50 - h, logw])) / h ** 2
-    return float(p50), float(math.exp(logw)), float(1 / math.sqrt(d2)) if d2 > 0 else math.inf
-
-
-def extrapolate(sizes, p50, err, nu):
-    """Weighted fit of p50 = p_c + a L^(-1/nu): ``(p_c, its error, a, chi2/dof)``."""
-    x = np.asarray(sizes, dtype=np.float64) ** (-1 / nu)
+def extrapolate(sizes, p, err, exponent):
+    """Weighted fit of p = p_c + a L^(-exponent): ``(p_c, its error, a, chi2/dof)``;
+    with one size, that size's estimate and error."""
+    if len(sizes) == 1:
+        return float(p[0]), float(err[0]), 0.0, 0.0
+    x = np.asarray(sizes, dtype=np.float64) ** (-exponent)
     A = np.stack([np.ones_like(x), x], axis=1)
     W = 1 / np.asarray(err) ** 2
     cov = np.linalg.inv(A.T @ (A * W[:, None]))
-    coef = cov @ (A.T @ (W * np.asarray(p50)))
-    resid = (np.asarray(p50) - A @ coef) / np.asarray(err)
+    coef = cov @ (A.T @ (W * np.asarray(p)))
+    resid = (np.asarray(p) - A @ coef) / np.asarray(err)
     dof = max(len(sizes) - 2, 1)
     chi2 = float(resid @ resid) / dof
     scale = math.sqrt(max(chi2, 1.0))
     return float(coef[0]), float(math.sqrt(cov[0, 0]) * scale), float(coef[1]), chi2
 
 
+def sweep_cost(quick, repeat, seed):
+    """Rows ``(lattice, kind, sweep seconds, labelling seconds)``: one full sweep with
+    every observable, and one connected_components of the fully open lattice."""
+    rows = []
+    for shape in (((64, 64), (16, 16, 16)) if quick else ((512, 512), (128, 128, 128))):
+        lat = cat.Lattice(shape=shape, periodic=True)
+        lat.connected_components()
+        for kind in ("site", "bond"):
+            lat.newman_ziff(1, kind=kind, seed=seed)  # compile outside the timing
+            best_s = best_l = math.inf
+            for r in range(repeat):
+                t0 = time.perf_counter()
+                lat.newman_ziff(1, kind=kind, seed=seed, first=r)
+                best_s = min(best_s, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                lat.connected_components()
+                best_l = min(best_l, time.perf_counter() - t0)
+            rows.append(("x".join(map(str, shape)), kind, best_s, best_l))
+            print(f"{rows[-1][0]:>12} {kind}: sweep {best_s * 1e3:.1f} ms, labelling "
+                  f"{best_l * 1e3:.1f} ms, ratio {best_s / best_l:.2f}", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lattice", choices=sorted(PRESETS), default=None)
-    ap.add_argument("--dims", type=int, default=None)
-    ap.add_argument("--stencil", default=None, help="von_neumann (default) or moore")
+    ap.add_argument("--lattice", choices=("square", "cubic"), default="square")
+    ap.add_argument("--kind", choices=("site", "bond"), default="site")
     ap.add_argument("--sizes", default=None, help="comma-separated linear sizes")
-    ap.add_argument("--periodic", action="store_true",
-                    help="every axis periodic: spanning = wrapping around axis 0")
-    ap.add_argument("--aspect", default=None,
-                    help="comma-separated length multipliers per axis (default all 1: "
-                    "cubes); e.g. 2,1 spans a 2L x L rectangle along its long axis")
-    ap.add_argument("--method", choices=("batch", "newman-ziff"), default="batch",
-                    help="batch: lattices at each p through the BatchProcessor (default); "
-                    "newman-ziff: one sweep per sample gives the whole curve (open axes)")
-    ap.add_argument("--samples", type=int, default=800, help="lattices per (size, p)")
-    ap.add_argument("--points", type=int, default=9, help="p values per size")
-    ap.add_argument("--guess", type=float, default=None, help="where the threshold is")
-    ap.add_argument("--nu", type=float, default=None)
+    ap.add_argument("--sweeps", type=int, default=None,
+                    help="sweeps per size (with --seconds: per round)")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="time budget of the sweeps, shared equally by the sizes: each "
+                    "size runs rounds of --sweeps sweeps until its share is spent")
+    ap.add_argument("--estimator", choices=("wrap_any", "wrap", "wrap_all", "crossing"),
+                    default=None, help="default: wrap_any on square lattices (the known "
+                    "value), crossing on cubic ones")
+    ap.add_argument("--exponent", type=float, default=None,
+                    help="finite-size correction exponent x in p_L = p_c + a L^-x")
+    ap.add_argument("--chunks", type=int, default=None,
+                    help="split each size's sweeps into this many BatchProcessor runs")
+    ap.add_argument("--executor", choices=("serial", "threads", "dask"), default="serial")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--reference", type=float, default=None)
+    ap.add_argument("--quick", action="store_true", help="small sizes and few sweeps")
+    ap.add_argument("--sweep-cost", action="store_true",
+                    help="time a sweep against a labelling instead")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--output", type=Path, default=None)
     ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
-    name = args.lattice or "custom"
-    dims, stencil, sizes, ref, source = PRESETS.get(name, (2, "von_neumann", (32, 64, 128), None, ""))
-    dims = args.dims or dims
-    stencil = args.stencil or stencil
+    if args.sweep_cost:
+        rows = sweep_cost(args.quick, args.repeat, args.seed)
+        if args.output is not None:
+            _cost_report(args.output, rows)
+            print(f"wrote {args.output}")
+        return 0
+    dims, sizes, sweeps, ref, source = PRESETS[(args.lattice, args.kind)]
+    if args.quick:
+        sizes, sweeps = QUICK[dims]
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else sizes
-    if args.reference is not None:
-        ref, source = args.reference, "given with --reference"
-    nu = args.nu or NU.get(dims, 1.0)
-    aspect = (tuple(float(x) for x in args.aspect.split(",")) if args.aspect
-              else (1.0,) * dims)
-    if len(aspect) != dims or min(aspect) <= 0:
-        ap.error(f"--aspect needs {dims} positive numbers, got {args.aspect!r}")
-    guess = args.guess or GUESS.get((name, args.periodic), 0.5)
+    sweeps = args.sweeps or sweeps
+    estimator = args.estimator or ("wrap_any" if args.lattice == "square" else "crossing")
+    if estimator != "crossing" and args.lattice != "square":
+        ap.error(f"--estimator {estimator} needs a known value: square lattices only")
+    if estimator == "crossing" and len(sizes) < 2:
+        ap.error("--estimator crossing needs at least two sizes")
+    nu = NU[dims]
+    exponent = args.exponent or (2 + 1 / nu if estimator != "crossing" else 1 / nu + 1)
+    name = f"{args.lattice}_{args.kind}"
     out = args.output or Path(f"reports/percolation_{name}.md")
     plot = args.plot or out.with_suffix(".png")
 
     t_start = time.perf_counter()
-    curves = []
-    centre = guess
-    for L in sizes:
-        half = 2.5 * L ** (-1 / nu)  # the transition's width shrinks as L^(-1/nu)
-        ps = np.linspace(centre - half, centre + half, args.points)
-        t0 = time.perf_counter()
-        if args.method == "newman-ziff":
-            if args.periodic:
-                ap.error("--method newman-ziff finds spanning on open axes; drop --periodic")
-            R, p50, err, th = newman_ziff_size(L, dims, stencil, args.samples,
-                                               args.seed * 1_000_003 + L, ps, aspect)
-            k = np.array(R) * args.samples
-            w = float(np.std(th[th > 0]) / np.prod(shape_of(L, dims, aspect)))
-            largest = None
-        else:
-            rows = [spanning_run(L, float(p), args.samples, args.seed, args.periodic,
-                                 stencil, dims, i, aspect) for i, p in enumerate(ps)]
-            k = np.array([r[0] for r in rows])
-            p50, w, err = fit_step(ps, k, np.full(len(ps), args.samples))
-            largest = [r[1] for r in rows]
-        centre = p50
-        curves.append({"L": L, "p": ps, "k": k, "n_samples": args.samples,
-                       "largest": largest, "p50": p50, "w": w, "err": err,
-                       "seconds": time.perf_counter() - t0})
-        what = (f"{args.samples} sweeps" if args.method == "newman-ziff"
-                else f"{args.points} x {args.samples} lattices")
-        print(f"L={L:5d}: p_50 = {p50:.5f} +- {err:.5f}, width {w:.4f} "
-              f"({what}, {curves[-1]['seconds']:.1f} s)", flush=True)
-    pc, pc_err, a, chi2 = extrapolate([c["L"] for c in curves], [c["p50"] for c in curves],
-                                      [c["err"] for c in curves], nu)
+    results, seconds = [], []
+    share = None if args.seconds is None else args.seconds / len(sizes)
+    for i, L in enumerate(sizes):
+        res, sec = run_size(L, dims, args.kind, sweeps, args.seed * 1_000_003 + i,
+                            args.chunks, args.executor, share)
+        results.append(res)
+        seconds.append(sec)
+        print(f"L={L:5d}: {res.sweeps} sweeps of {res.N} {args.kind}s in {sec:.1f} s",
+              flush=True)
+    rows = estimate(results, sizes, estimator)
+    for L, est in rows:
+        print(f"L={L:5d}: p_L = {est.value:.6f} +- {est.stderr:.6f}")
+    pc, pc_err, a, chi2 = extrapolate([L for L, _ in rows], [e.value for _, e in rows],
+                                      [e.stderr for _, e in rows], exponent)
     total = time.perf_counter() - t_start
-    line = f"p_c = {pc:.5f} +- {pc_err:.5f} (fit chi2/dof {chi2:.2f})"
-    if ref is not None:
-        line += f"; reference {ref} ({source}); difference {pc - ref:+.5f}"
-    print(line)
-    _report(out, args, name, dims, stencil, nu, curves, pc, pc_err, a, chi2, ref, source, total)
-    _plot(plot, curves, pc, pc_err, nu, a, ref, name)
-    print(f"wrote {out} and {plot} ({total:.0f} s)")
+    print(f"p_c = {pc:.6f} +- {pc_err:.6f} (fit chi2/dof {chi2:.2f}); reference {ref} "
+          f"({source}); difference {pc - ref:+.6f}; {total:.1f} s")
+    _report(out, args, name, dims, estimator, exponent, sizes, results, seconds, rows, pc,
+            pc_err, a, chi2, ref, source, total)
+    _plot(plot, results, sizes, rows, pc, pc_err, exponent, a, ref, name, estimator)
+    print(f"wrote {out}" + (f" and {plot}" if plot.exists() else ""))
     return 0
 
 
-def _report(path, args, name, dims, stencil, nu, curves, pc, pc_err, a, chi2, ref, source,
-            total):
+def _report(path, args, name, dims, estimator, exponent, sizes, results, seconds, rows, pc,
+            pc_err, a, chi2, ref, source, total):
+    how = ("where the curves of consecutive sizes cross (placed at the larger size)"
+           if estimator == "crossing" else
+           f"where the canonical {estimator} probability meets "
+           f"{P.TARGETS[TARGET[estimator]]}")
     lines = [
-        f"# Site percolation: {name} ({dims}-D, "
-        f"{'L^d' if not args.aspect else 'L x (' + args.aspect + ')'} sites, {stencil}, "
-        f"{'periodic: wrapping' if args.periodic else 'open: spanning'} along axis 0)",
+        f"# Percolation threshold: {name.replace('_', ' ')} ({dims}-D tori, Newman-Ziff)",
         "",
         f"Measured by `python benchmarks/percolation.py {' '.join(sys.argv[1:])}` on "
-        f"{platform.platform()}; "
-        + (f"{args.samples} Newman-Ziff sweeps per size (the spanning threshold of each, "
-           "convolved with the binomial for R(p); p_50 error from a bootstrap of the "
-           "median threshold)" if args.method == "newman-ziff" else
-           f"{args.samples} seeded lattices per (L, p), {args.points} values of p per "
-           "size, through the BatchProcessor")
-        + f", seed {args.seed}; {total:.0f} s in all.",
+        f"{platform.platform()}; seed {args.seed}; p_L "
+        f"{how}, with the jackknife error over 16 blocks of sweeps "
+        f"(`catalytic.percolation`); {total:.1f} s in all.",
         "",
-        "| L | p_50(L) | standard error | width | lattices | seconds |"
-        if args.method == "batch" else
-        "| L | p_50(L) | standard error | width | sweeps | seconds |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| L | p_L | standard error | sweeps | seconds |",
+        "|---:|---:|---:|---:|---:|",
     ]
-    for c in curves:
-        count = (args.samples if args.method == "newman-ziff"
-                 else len(c["p"]) * args.samples)
-        lines.append(f"| {c['L']} | {c['p50']:.5f} | {c['err']:.5f} | {c['w']:.4f} | "
-                     f"{count} | {c['seconds']:.1f} |")
+    sec = dict(zip(sizes, seconds))
+    count = {L: r.sweeps for L, r in zip(sizes, results)}
+    for L, est in rows:
+        lines.append(f"| {L} | {est.value:.6f} | {est.stderr:.6f} | {count[L]} | "
+                     f"{sec[L]:.1f} |")
     lines += [
         "",
-        f"Fit p_50(L) = p_c + a L^(-1/nu) with nu = {nu:.4f}: **p_c = {pc:.5f} +- "
-        f"{pc_err:.5f}**, a = {a:.3f}, chi2/dof = {chi2:.2f}.",
+        f"Fit p_L = p_c + a L^(-{exponent:.4f}): **p_c = {pc:.6f} +- {pc_err:.6f}**, "
+        f"a = {a:.4g}, chi2/dof = {chi2:.2f}.",
+        f"Reference: {ref} ({source}); difference {pc - ref:+.6f} "
+        f"({abs(pc - ref) / pc_err:.1f} standard errors)." if pc_err > 0 else "",
     ]
-    if ref is not None:
-        lines.append(f"Reference: {ref} ({source}); difference {pc - ref:+.5f} "
-                     f"({abs(pc - ref) / pc_err:.1f} standard errors).")
-    lines += ["", f"Spanning curves and the largest cluster: `{path.with_suffix('.png').name}`."]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 
 
-def _plot(path, curves, pc, pc_err, nu, a, ref, name):
+def _cost_report(path, rows):
+    lines = [
+        "# Cost of a Newman-Ziff sweep against a labelling",
+        "",
+        f"Measured by `python benchmarks/percolation.py {' '.join(sys.argv[1:])}` on "
+        f"{platform.platform()}: one full sweep (every element added, every observable "
+        "recorded) and one `connected_components` of the same open torus, best of the "
+        "repeats, in the same run.",
+        "",
+        "| lattice | kind | sweep (ms) | labelling (ms) | ratio |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for shape, kind, s, lab in rows:
+        lines.append(f"| {shape} | {kind} | {s * 1e3:.1f} | {lab * 1e3:.1f} | {s / lab:.2f} |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _plot(path, results, sizes, rows, pc, pc_err, exponent, a, ref, name, estimator):
     try:
         import matplotlib
 
@@ -267,31 +258,27 @@ def _plot(path, curves, pc, pc_err, nu, a, ref, name):
     except ImportError:
         print("matplotlib is not installed: no plot (pip install matplotlib)")
         return
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for c in curves:
-        axes[0].plot(c["p"], c["k"] / c["n_samples"], "o-", ms=3, label=f"L = {c['L']}")
-        if c["largest"] is not None:
-            axes[1].plot(c["p"], c["largest"], "o-", ms=3, label=f"L = {c['L']}")
-    if curves[0]["largest"] is None:
-        axes[1].text(0.5, 0.5, "largest cluster: recorded by the batch method",
-                     ha="center", transform=axes[1].transAxes)
-    for ax in axes[:2]:
-        ax.axvline(pc, color="k", lw=0.8, ls="--")
-        ax.set_xlabel("p")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
-    axes[0].set_ylabel("spanning probability")
-    axes[1].set_ylabel("largest cluster / sites")
-    x = np.array([c["L"] for c in curves], dtype=float) ** (-1 / nu)
-    axes[2].errorbar(x, [c["p50"] for c in curves], yerr=[c["err"] for c in curves], fmt="o")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    ps = np.linspace(max(0.0, pc - 0.1), min(1.0, pc + 0.1), 81)
+    for L, res in zip(sizes, results):
+        m, e = res.canonical("wrap_any", ps)
+        axes[0].plot(ps, m, "-", label=f"L = {L}")
+        axes[0].fill_between(ps, m - e, m + e, alpha=0.3)
+    if estimator != "crossing":
+        axes[0].axhline(P.TARGETS[TARGET[estimator]], color="k", lw=0.8, ls=":")
+    axes[0].axvline(pc, color="k", lw=0.8, ls="--")
+    axes[0].set_xlabel("p")
+    axes[0].set_ylabel("wrapping probability (either axis)")
+    axes[0].legend()
+    x = np.array([L for L, _ in rows], dtype=float) ** (-exponent)
+    axes[1].errorbar(x, [e.value for _, e in rows], yerr=[e.stderr for _, e in rows], fmt="o")
     xs = np.linspace(0, x.max() * 1.05, 50)
-    axes[2].plot(xs, pc + a * xs, "-", label=f"fit: p_c = {pc:.5f} +- {pc_err:.5f}")
-    if ref is not None:
-        axes[2].axhline(ref, color="g", lw=0.8, label=f"reference {ref}")
-    axes[2].set_xlabel(f"L^(-1/nu), nu = {nu:.3f}")
-    axes[2].set_ylabel("p_50(L)")
-    axes[2].legend()
-    fig.suptitle(f"site percolation, {name}")
+    axes[1].plot(xs, pc + a * xs, "-", label=f"fit: p_c = {pc:.6f} +- {pc_err:.6f}")
+    axes[1].axhline(ref, color="g", lw=0.8, label=f"reference {ref}")
+    axes[1].set_xlabel(f"L^(-{exponent:.3f})")
+    axes[1].set_ylabel("p_L")
+    axes[1].legend()
+    fig.suptitle(f"percolation, {name.replace('_', ' ')}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

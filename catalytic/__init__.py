@@ -6,7 +6,7 @@
 4
 """
 
-from catalytic import memory, ops, profiler
+from catalytic import memory, ops, percolation, profiler
 from catalytic.device import devices
 from catalytic.batch import BatchError, BatchProcessor, BatchResult
 from catalytic.engine import Engine, get_engine, reset_engine
@@ -52,6 +52,7 @@ __all__ = [
     "hookimpl",
     "memory",
     "ops",
+    "percolation",
     "profile",
     "profiler",
     "devices",

@@ -245,11 +245,102 @@ def v_thresholds(lat, samples, axis=0, seed=0):
     axis %= d
     if lat.geometry.periodic[axis]:
         raise ValueError(
-            f"axis {axis} is periodic: the Newman-Ziff sweep finds spanning between the "
-            "two faces of an open axis; for wrapping use BatchProcessor(lattices)"
-            ".map('spanning_clusters')")
+            f"axis {axis} is periodic: spanning_thresholds finds spanning between the "
+            "two faces of an open axis; for wrapping use Lattice.newman_ziff (its "
+            "'wrap' events)")
     seed = _check_int(seed, "seed", 0)
     return (lat, samples), {"axis": axis, "seed": seed}
+
+
+#: what a Newman-Ziff sweep occupies, and the per-occupation observables it can record
+NZ_KINDS = ("site", "bond")
+NZ_OBSERVABLES = ("largest", "mean_size", "clusters")
+
+
+def v_newman_ziff(lat, sweeps, kind="site", seed=0, first=0, observables=NZ_OBSERVABLES,
+                  n_stride=1):
+    """``newman_ziff``: ``sweeps`` a positive int (sweeps ``first .. first + sweeps -
+    1``) or a non-empty ``range`` of sweep indices with step 1 (then ``first`` stays 0);
+    ``kind`` site or bond; an integer seed in [0, 2**64); ``observables`` a sequence of
+    distinct names from :data:`NZ_OBSERVABLES` (empty: events only); ``n_stride`` >= 1.
+    Normalised to ``(lat, count)`` and keywords ``first, kind, seed, observables,
+    n_stride``."""
+    if kind not in NZ_KINDS:
+        raise ValueError(f"kind must be one of {NZ_KINDS}, got {kind!r}")
+    if isinstance(sweeps, range):
+        if sweeps.step != 1 or len(sweeps) == 0 or sweeps.start < 0:
+            raise ValueError(f"a range of sweeps must be non-empty, with step 1 and start "
+                             f">= 0, got {sweeps!r}")
+        if first != 0:
+            raise ValueError(f"first={first!r} with a range of sweeps: the range says "
+                             "where they start")
+        first, count = sweeps.start, len(sweeps)
+    else:
+        count = _check_int(sweeps, "sweeps", 1)
+        first = _check_int(first, "first", 0)
+    seed = _check_int(seed, "seed", 0)
+    if seed >= 2**64:
+        raise ValueError(f"seed must be < 2**64, got {seed}")
+    if isinstance(observables, str):
+        observables = (observables,)
+    try:
+        obs = tuple(observables)
+    except TypeError:
+        raise TypeError(f"observables must be a sequence of names, got {observables!r}") from None
+    for name in obs:
+        if name not in NZ_OBSERVABLES:
+            raise ValueError(f"unknown observable {name!r}; use names from {NZ_OBSERVABLES}")
+    if len(set(obs)) != len(obs):
+        raise ValueError(f"observables {obs!r} name one twice")
+    n_stride = _check_int(n_stride, "n_stride", 1)
+    g = lat.geometry
+    if g.dimensions - sum(g.periodic) > 32 or sum(g.periodic) > 62:
+        raise ValueError(f"newman_ziff tracks at most 32 open and 62 periodic axes, got "
+                         f"{g.periodic}")
+    if g.n_points >= 2**31:
+        raise ValueError(f"newman_ziff keeps 32-bit site indices: the lattice has "
+                         f"{g.n_points} sites, at most 2**31 - 1 fit")
+    return (lat, count), {"first": first, "kind": kind, "seed": seed, "observables": obs,
+                          "n_stride": n_stride}
+
+
+def nz_elements(lat, kind) -> int:
+    """An upper bound of the elements a sweep occupies: the existing sites, or one bond
+    per site and forward offset."""
+    g = lat.geometry
+    return g.n_open if kind == "site" else g.n_open * len(g.bond_offsets)
+
+
+def nz_memory(lat, count, *, kind="site", observables=NZ_OBSERVABLES, n_stride=1, threads=1,
+              **_):
+    """``(what, bytes)`` of a ``newman_ziff`` call running ``threads`` groups of sweeps:
+    per group the scratch (parent, size, faces, displacements, the order) and the
+    per-occupation sums, plus the events; ``what`` says how to need less."""
+    g = lat.geometry
+    n, m = g.n_points, nz_elements(lat, kind)
+    groups = max(1, min(threads, count))
+    rows = 2 * len(observables) * (m // n_stride + 1)
+    scratch = n * (16 + 4 * sum(g.periodic)) + 8 * m
+    need = groups * (scratch + 8 * rows) + 8 * rows + 8 * m + count * 8 * (2 * g.dimensions + 2)
+    what = (f"newman_ziff ({count} sweeps on {groups} threads, {len(observables)} observables "
+            f"at {m // n_stride + 1} occupation numbers each; record fewer with "
+            "n_stride= (every m-th n) or observables=, or run fewer sweeps per call, "
+            "e.g. Lattice.newman_ziff(..., chunks=)")
+    return what, int(need)
+
+
+def mem_newman_ziff(lat, count, *, kind="site", **_) -> int:
+    """Host bytes of a ``newman_ziff`` call however it runs: its events and its element
+    list. The per-thread scratch and the per-occupation sums, which ``n_stride`` and
+    ``observables`` control, are checked by each implementation (:func:`nz_memory`),
+    whose error says how to need less."""
+    return 8 * count * (2 * lat.geometry.dimensions + 2) + 8 * nz_elements(lat, kind)
+
+
+def nz_work(lat, count, *, kind="site", **_) -> float:
+    """Work of ``newman_ziff``: per sweep, its elements times the stencil and a sort."""
+    m = nz_elements(lat, kind)
+    return float(count) * m * (len(lat.geometry.offsets) + math.log2(m + 2))
 
 
 def v_spanning(lat, axes=None):
@@ -812,6 +903,8 @@ CATALOGUE = (
      lambda lat, samples, **_: float(samples) * sites_work(lat) * 4,
      lambda lat, samples, **_: 40 * lat.geometry.n_points * min(samples, 64), {},
      "Newman-Ziff occupation at first spanning, per sample."),
+    ("newman_ziff", v_newman_ziff, nz_work, mem_newman_ziff, {},
+     "Newman-Ziff sweeps: spanning, wrapping and cluster observables per occupation."),
 )
 
 

@@ -1,5 +1,6 @@
-"""benchmarks/percolation.py end to end at a tiny size: it runs through the batch
-processor, fits, writes its report, and lands near the square lattice's threshold."""
+"""benchmarks/percolation.py end to end at a tiny size: Newman-Ziff sweeps (through the
+batch processor in chunks), the library's threshold estimates, the extrapolation and the
+report, landing near the square and cubic thresholds; and the sweep-cost table."""
 
 from __future__ import annotations
 
@@ -19,36 +20,30 @@ def _study():
     return mod
 
 
-def test_fit_step_recovers_a_known_step():
-    from scipy.special import ndtr
-
+def test_extrapolation_recovers_a_known_law():
     mod = _study()
-    ps = np.linspace(0.4, 0.6, 9)
-    n = np.full(9, 4000)
-    k = np.round(n * ndtr((ps - 0.51) / 0.03)).astype(int)
-    p50, w, err = mod.fit_step(ps, k, n)
-    assert p50 == pytest.approx(0.51, abs=0.001) and w == pytest.approx(0.03, rel=0.05)
-    assert 0 < err < 0.002
     pc, pc_err, a, chi2 = mod.extrapolate([10, 20, 40], [0.6 + 0.5 * L ** -0.75 for L in
-                                                       (10, 20, 40)], [1e-4] * 3, 4 / 3)
+                                                       (10, 20, 40)], [1e-4] * 3, 0.75)
     assert pc == pytest.approx(0.6, abs=1e-9) and a == pytest.approx(0.5)
 
 
-def test_small_square_study_writes_its_report(tmp_path):
+def test_quick_square_study_writes_its_report(tmp_path):
+    """The quick run: two small tori, the library's threshold (wrapping either axis at
+    its known value) per size, the extrapolation, the report."""
     mod = _study()
     out = tmp_path / "sq.md"
-    assert mod.main(["--lattice", "square", "--sizes", "24,48", "--samples", "60",
-                     "--points", "7", "--output", str(out)]) == 0
+    assert mod.main(["--lattice", "square", "--quick", "--output", str(out)]) == 0
     text = out.read_text()
-    assert "| 24 |" in text and "| 48 |" in text and "p_c =" in text
+    assert "| 16 |" in text and "| 32 |" in text and "p_c =" in text
     pc = float(text.split("**p_c = ")[1].split()[0])
-    assert 0.55 < pc < 0.64  # two small sizes, 420 lattices each: a coarse estimate
+    assert 0.55 < pc < 0.64  # two small sizes, 300 sweeps each: a coarse estimate
 
 
-def test_newman_ziff_route_agrees_with_the_batch_route(tmp_path):
-    """Both routes on the same small study land on the same threshold within their
-    errors, and the sweep's thresholds equal the slow reference's (numpy backend:
-    a binary search over prefixes, each labelled afresh)."""
+def test_crossing_study_and_the_sweep_cost(tmp_path):
+    """Cubic bond percolation from the crossing of two sizes' wrapping curves (through
+    the BatchProcessor in chunks), and the sweep-cost table; spanning_thresholds, the
+    events-only sweep, still equals its slow reference (a binary search over prefixes,
+    each labelled afresh) and refuses periodic axes."""
     import catalytic as cat
 
     L = cat.Lattice(shape=(10, 9), periodic=(False, True),
@@ -59,10 +54,13 @@ def test_newman_ziff_route_agrees_with_the_batch_route(tmp_path):
     with pytest.raises(ValueError, match="periodic"):
         L.run("spanning_thresholds", 5, axis=1)
     mod = _study()
-    out = tmp_path / "nz.md"
-    assert mod.main(["--lattice", "square", "--method", "newman-ziff", "--sizes", "24,48",
-                     "--samples", "400", "--output", str(out)]) == 0
+    out = tmp_path / "cb.md"
+    assert mod.main(["--lattice", "cubic", "--kind", "bond", "--quick", "--chunks", "3",
+                     "--output", str(out)]) == 0
     text = out.read_text()
-    assert "Newman-Ziff sweeps" in text
-    r = mod.canonical(np.array([5, 7, -1, 6]), 10, 1.0)
-    assert r == pytest.approx(0.75)  # at p = 1 every sample that ever spans has spanned
+    assert "curves of consecutive sizes cross" in text and "| 10 |" in text
+    pc = float(text.split("**p_c = ")[1].split()[0])
+    assert 0.2 < pc < 0.3
+    cost = tmp_path / "cost.md"
+    assert mod.main(["--sweep-cost", "--quick", "--repeat", "1", "--output", str(cost)]) == 0
+    assert cost.read_text().count("| 64x64 |") == 2

@@ -328,6 +328,30 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
     return sweeps(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, samples, axis, seed)
 
 
+def newman_ziff(lat, count, *, first=0, kind="site", seed=0,
+                observables=O.NZ_OBSERVABLES, n_stride=1):
+    """Newman-Ziff sweeps, groups of sweeps in parallel (kernels.cpu.newman_ziff)."""
+    from catalytic.kernels.cpu import newman_ziff as nz
+    from catalytic.percolation import NZResult
+
+    g = lat.geometry
+    slot, bits, words, _ = g.bond_args()
+    events, sums, N = nz.sweeps(kind, g.shape_arr, g.periodic_arr, g.offsets, g.open_flat,
+                                slot, bits, words, count, seed, first=first,
+                                observables=observables, n_stride=n_stride)
+    return NZResult(kind=kind, shape=g.shape, periodic=g.periodic, N=N, n_sites=g.n_open,
+                    n_stride=n_stride, seed=seed, ranges=[(first, first + count)],
+                    events=events, sums=sums)
+
+
+def _nz_fits(lat, count, **kwargs):
+    """The sweeps' scratch and sums must fit in free memory (one group per thread)."""
+    from catalytic import memory
+
+    return memory.host_shortfall(*O.nz_memory(lat, count, threads=numba.get_num_threads(),
+                                              **kwargs))
+
+
 def degree(lat):
     return _degree().degree(*_k(lat)).reshape(lat.geometry.shape)
 
@@ -454,6 +478,7 @@ IMPLEMENTATIONS = {
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, None),
     "spanning_thresholds": (spanning_thresholds, None),
+    "newman_ziff": (newman_ziff, _nz_fits),
 }
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
@@ -492,6 +517,7 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = set()
+BONDS.add("newman_ziff")  # its kernel reads the bonds (kernels.cpu.newman_ziff)
 
 
 @hookimpl

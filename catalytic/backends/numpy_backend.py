@@ -574,6 +574,137 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
     return out
 
 
+def newman_ziff(lat, count, *, first=0, kind="site", seed=0, observables=O.NZ_OBSERVABLES,
+                n_stride=1):
+    """Newman-Ziff sweeps the slow, independent way: the kernel's occupation orders
+    (``kernels.cpu.newman_ziff.sample_order``), then every prefix labelled afresh by
+    ``scipy.sparse.csgraph.connected_components`` over the usable bonds, and wrapping
+    found by giving every site of a component a lift (its seam crossings from the
+    component's first site along a breadth-first tree) and testing every bond against
+    it. O(N^2) per sweep: small lattices only."""
+    from collections import deque
+
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components as cc
+
+    from catalytic.kernels.cpu.newman_ziff import sample_order
+    from catalytic.kernels.random import stream_key
+    from catalytic.percolation import NZResult
+
+    g = lat.geometry
+    n, d = g.n_points, g.dimensions
+    sites = g.open_sites()
+    # every usable bond once (from either end's steps), with its ends and seam crossings
+    _, _, e = g.displace(sites, bond_index=True)
+    bonds = np.unique(e)
+    plane, start = np.divmod(bonds, n)
+    c0 = np.stack(np.unravel_index(start, g.shape), axis=1)
+    c1 = c0 + g.bond_offsets[plane]
+    turns = np.floor_divide(c1, np.asarray(g.shape))
+    end = np.ravel_multi_index(tuple((c1 % np.asarray(g.shape)).T), g.shape)
+    pax = [a for a in range(d) if g.periodic[a]]
+    turns = turns[:, pax]
+    elems = sites if kind == "site" else bonds
+    N = len(elems)
+    coords = np.stack(np.unravel_index(np.arange(n), g.shape), axis=1)
+    key = stream_key(seed)
+    stride_n = np.arange(0, N + 1, n_stride)
+    sums = {name: np.zeros((2, len(stride_n))) for name in observables}
+    events = np.full((count, 2 * d + 2), -1, dtype=np.int64)
+
+    def state(occ, active):
+        """Cluster sizes, and per open axis / periodic axis whether a cluster spans /
+        wraps it, of the occupied sites ``occ`` (bool per site) joined by ``active``
+        bonds."""
+        u, v, t = start[active], end[active], turns[active]
+        adj = coo_array((np.ones(len(u)), (u, v)), shape=(n, n))
+        _, lab = cc(adj, directed=False)
+        lab = np.where(occ, lab, -1)
+        ids, sizes = np.unique(lab[occ], return_counts=True)
+        span = np.zeros(d, dtype=bool)
+        for a in range(d):
+            if not g.periodic[a]:
+                lo = np.unique(lab[occ & (coords[:, a] == 0)])
+                hi = np.unique(lab[occ & (coords[:, a] == g.shape[a] - 1)])
+                span[a] = len(np.intersect1d(lo, hi)) > 0
+        wrap = np.zeros(d, dtype=bool)
+        if pax and len(u):
+            nbrs = {}
+            for x, y, tt in zip(u.tolist(), v.tolist(), t.tolist()):
+                nbrs.setdefault(x, []).append((y, np.array(tt)))
+                nbrs.setdefault(y, []).append((x, -np.array(tt)))
+            lift = {}
+            for root in nbrs:
+                if root in lift:
+                    continue
+                lift[root] = np.zeros(len(pax), dtype=np.int64)
+                todo = deque([root])
+                while todo:
+                    x = todo.popleft()
+                    for y, tt in nbrs[x]:
+                        if y not in lift:
+                            lift[y] = lift[x] + tt
+                            todo.append(y)
+            for x, y, tt in zip(u.tolist(), v.tolist(), t):
+                wrap[pax] |= (lift[x] + tt - lift[y]) != 0
+        return sizes, span, wrap
+
+    for q in range(count):
+        order = sample_order(key, first + q, n if kind == "site" else len(g.bond_offsets) * n,
+                             elems)
+        ev = events[q]
+        for t in range(N + 1):
+            if kind == "site":
+                occ = np.zeros(n, dtype=bool)
+                occ[order[:t]] = True
+                active = occ[start] & occ[end]
+            else:
+                occ = np.zeros(n, dtype=bool)
+                occ[sites] = True
+                active = np.isin(bonds, order[:t])
+            sizes, span, wrap = state(occ, active)
+            for a in range(d):
+                if span[a] and ev[a] < 0:
+                    ev[a] = t
+                if wrap[a] and ev[d + a] < 0:
+                    ev[d + a] = t
+            if wrap.any() and ev[2 * d] < 0:
+                ev[2 * d] = t
+            if pax and wrap[pax].all() and ev[2 * d + 1] < 0:
+                ev[2 * d + 1] = t
+            if t % n_stride:
+                continue
+            r = t // n_stride
+            smax = int(sizes.max()) if len(sizes) else 0
+            rest = int(sizes.sum()) - smax
+            values = {"largest": float(smax),
+                      "mean_size": (float((sizes.astype(np.float64) ** 2).sum() - smax * smax)
+                                    / rest if rest > 0 else 0.0),
+                      "clusters": float(len(sizes))}
+            for name in observables:
+                sums[name][0, r] += values[name]
+                sums[name][1, r] += values[name] ** 2
+    return NZResult(kind=kind, shape=g.shape, periodic=g.periodic, N=N, n_sites=len(sites),
+                    n_stride=n_stride, seed=seed, ranges=[(first, first + count)],
+                    events=events, sums=sums)
+
+
+def _nz_fits(lat, count, **kwargs):
+    """The sums and one sweep's scratch must fit in free memory."""
+    return memory.host_shortfall(*O.nz_memory(lat, count, threads=1, **kwargs))
+
+
+#: seconds the reference spends relabelling one prefix of a sweep (at least): its
+#: O(N^2) per sweep is what the work count (O(N log N)) cannot see
+NZ_PREFIX_S = 50e-6
+
+
+def _nz_terms(params, lat, count, *, kind="site", **_):
+    """The reference relabels every prefix of every sweep."""
+    prefix = params.get("nz_prefix_s", NZ_PREFIX_S)
+    return {"relabel every prefix": count * (O.nz_elements(lat, kind) + 1) * prefix}
+
+
 # -- registration ---------------------------------------------------------------------------
 #: this backend's implementation of each operation the core declares (catalytic.catalogue)
 IMPLEMENTATIONS = {
@@ -605,6 +736,7 @@ IMPLEMENTATIONS = {
     "batched.laplacian": batched_laplacian,
     "batched.xor_transform": batched_xor_transform,
     "spanning_thresholds": spanning_thresholds,
+    "newman_ziff": newman_ziff,
 }
 
 #: default cost (overhead_s, throughput) used until ``catalytic calibrate`` measures one
@@ -641,6 +773,7 @@ BONDS: set[str] = {
     "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
     "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
     "batched.laplacian",
+    "newman_ziff",  # its reference reads the usable bonds (Geometry.displace)
 }
 
 
@@ -648,5 +781,7 @@ BONDS: set[str] = {
 def catalytic_add_operations(registry):
     for name, func in IMPLEMENTATIONS.items():
         supports = _graph_fits if name in GRAPH_OPS else None
+        supports = _nz_fits if name == "newman_ziff" else supports
         registry.add_implementation(name, NAME, func, supports=supports, cost=DEFAULT_COST,
-                                    bonds=name in BONDS)
+                                    bonds=name in BONDS,
+                                    terms=_nz_terms if name == "newman_ziff" else None)

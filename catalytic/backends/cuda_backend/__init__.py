@@ -153,6 +153,7 @@ BONDS: set[str] = {
     "spanning_clusters", "degree", "centrality", "laplacian", "diffuse",
     "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
     "batched.distance_field", "batched.laplacian",
+    "newman_ziff",  # its kernel reads the bonds (kernels.cuda.newman_ziff)
 }
 
 

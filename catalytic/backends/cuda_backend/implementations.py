@@ -347,6 +347,33 @@ def random(shape, seed, distribution):
     return to_host(random_cuda(shape, seed, distribution, stream=call_stream()))
 
 
+def newman_ziff(lat, count, *, first=0, kind="site", seed=0, observables=O.NZ_OBSERVABLES,
+                n_stride=1):
+    """One sweep per thread (``kernels.cuda.newman_ziff``); host results."""
+    from catalytic.kernels.cuda.newman_ziff import sweeps_cuda
+    from catalytic.percolation import NZResult
+
+    g = lat.geometry
+    slot, bits, words, _ = g.bond_args()
+    events, sums, N = sweeps_cuda(kind, g.shape_arr, g.periodic_arr, g.offsets, g.open_flat,
+                                  slot, bits, words, count, seed, first=first,
+                                  observables=observables, n_stride=n_stride,
+                                  stream=call_stream())
+    return NZResult(kind=kind, shape=g.shape, periodic=g.periodic, N=N, n_sites=g.n_open,
+                    n_stride=n_stride, seed=seed, ranges=[(first, first + count)],
+                    events=events, sums=sums)
+
+
+def _nz_need(lat, count, *, kind="site", observables=O.NZ_OBSERVABLES, n_stride=1, **_):
+    """Device bytes of a launch: its sweeps' rows and the shared sums."""
+    from catalytic.kernels.cuda.newman_ziff import device_bytes, per_launch
+
+    g = lat.geometry
+    n, m, d, p = g.n_points, O.nz_elements(lat, kind), g.dimensions, sum(g.periodic)
+    rows = 2 * len(observables) * (m // n_stride + 1)
+    return device_bytes(n, m, d, p, per_launch(n, m, d, p, count), rows)
+
+
 IMPLEMENTATIONS = {
     # op: (implementation, device bytes it needs, other condition)
     "distance_field": (distance_field, _sites(24, True), None),
@@ -375,6 +402,7 @@ IMPLEMENTATIONS = {
     "batched.laplacian": (batched_laplacian, _stacked(16), None),
     "batched.xor_transform": (batched_xor_transform, lambda lat, data, key=None: 2 * data.nbytes,
                               _lattice_key_only),
+    "newman_ziff": (newman_ziff, _nz_need, None),
 }
 
 

@@ -31,6 +31,7 @@ from catalytic.kernels.cpu import fields as cpu_fields
 from catalytic.kernels.cuda import arrays as gpu_arrays
 from catalytic.kernels.cuda import fields as gpu_fields
 from catalytic.kernels.cuda import random as gpu_random
+from catalytic.kernels.cuda import newman_ziff as NZ
 
 # The simulator runs device code on NumPy scalars, which warn about the intended
 # wrap-around of uint64 arithmetic and about IEEE inf/NaN results.
@@ -890,6 +891,11 @@ def _kernels():
         ("lap", Fm._lap_kernel, lap + (F64_2D, F64_2D, nt.float64, nt.boolean), "ld.global"),
         ("lap_dedupe", Fm._lap_dedupe_kernel, lap + (F64_2D, F64_2D, nt.float64, nt.boolean), "ld.global"),
     ]
+    nzi = (I64, I64, I64, U8, I64_2D, U8, I64, nt.uint32[::1], nt.int64, I64, I64, I64,
+           nt.int64, I64, nt.int64)  # shape .. stop, as sweeps_cuda launches it
+    out.append(("newman_ziff", NZ._sweeps_kernel,
+                (I64_2D, F64_2D, I64_2D, nt.uint64, nt.int64, I64, nt.int64, nt.int64) + nzi
+                + (nt.int32[:, :, ::1], U64_2D) + (I64_2D,) * 5, "atom.global.add.f64"))
     rargs = (nt.uint64,) * 5
     for name, arr in [
         ("f64", F64),
