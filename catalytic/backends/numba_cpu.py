@@ -264,31 +264,98 @@ def path_catalytic(lat, start, end, aux):
 
 
 # -- components, structure, centrality ---------------------------------------------------
+def _winding():
+    from catalytic.kernels.cpu import winding
+
+    return winding
+
+
+def _bonds(g):
+    """``(bond_slot, bits, words)`` of a geometry (``bits`` empty: every bond open)."""
+    return g.bond_args()[:3]
+
+
+#: the most sites a labelling with int32 labels holds
+_INT32_LIMIT = 2**31 - 1
+
+
+def _by_windings(g) -> bool:
+    """Whether a labelling fits :func:`kernels.cpu.winding.label_windings` (int32
+    labels); larger ones keep the windowed kernels and the host winding check."""
+    return g.n_points <= _INT32_LIMIT
+
+
 def connected_components(lat):
+    """Without closed bonds the run or site labelling (``kernels.cpu.components``); with
+    them the bond-aware one (``kernels.cpu.winding``)."""
+    g = lat.geometry
+    if g.bond_bits is not None:
+        labels, count, sizes, _ = _winding().label_windings(*_k(lat)[:4], *_bonds(g))
+        return R.Components(labels.reshape(g.shape), count, sizes)
     labels, count, sizes = _components().connected_components(*_k(lat), sizes=True)
-    return R.Components(labels.reshape(lat.geometry.shape), count, sizes)
+    return R.Components(labels.reshape(g.shape), count, sizes)
 
 
-def percolates(lat, *, axis=0):
-    return C.percolates_with(connected_components, lat, axis)
+def _spanning_from(g, comp, axes, wrapped, wraps):
+    """:class:`SpanningClusters` from a labelling and its wrap bits (bit q of
+    ``wraps[c]``: cluster c wraps ``wrapped[q]``); open axes by their faces."""
+    out = {}
+    for a in axes:
+        if g.periodic[a]:
+            out[a] = np.flatnonzero(wraps & (1 << wrapped.index(a))).astype(np.int64)
+        else:
+            out[a] = C.face_spanning(comp.labels, a)
+    return R.SpanningClusters(out, comp)
 
 
 def spanning_clusters(lat, *, axes):
-    """Labels from this backend's kernels; the winding check on the host (SciPy)."""
-    return C.spanning_with(connected_components, lat, axes)
+    """Periodic axes (or closed bonds): the wrapping clusters found in the labelling
+    itself (``kernels.cpu.winding``); open axes only: any labelling and its faces."""
+    g = lat.geometry
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not (wrapped or g.bond_bits is not None) or not _by_windings(g):
+        return C.spanning_with(connected_components, lat, axes)
+    labels, count, sizes, wraps = _winding().label_windings(*_k(lat)[:4], *_bonds(g),
+                                                            wrapped)
+    comp = R.Components(labels.reshape(g.shape), count, sizes)
+    return _spanning_from(g, comp, axes, wrapped, wraps)
+
+
+def percolates(lat, *, axis=0):
+    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
 
 
 def _label_stack(lat, stack):
     """``(labels, comps)``: the rows labelled by one parallel kernel (lattices shared out
-    over threads), each row into an array of its own (``labels``: the list of them);
-    lattices too large for one serial labelling one by one (each across threads;
-    ``labels`` is then None)."""
+    over threads), each row into an array of its own (``labels``: the list of them;
+    with closed bonds one (B, n) array); lattices too large for one serial labelling one
+    by one (each across threads; ``labels`` is then None)."""
     g = lat.geometry
     if not _components().batch_fits(g.shape, g.offsets):
         return None, [connected_components(one) for one in C.each_lattice(lat, stack)]
+    if g.bond_bits is not None:
+        labels, counts, sizes, _ = _winding().label_windings_batched(
+            g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g))
+        return labels, C.components_of_stack(g, labels, counts, sizes)
     labels, counts, sizes = _batched().connected_components_rows(
         g.shape_arr, g.periodic_arr, g.offsets, stack)
     return labels, C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_spanning_clusters(lat, stack, *, axes):
+    """Periodic axes: every row labelled with its wrapping clusters by one parallel
+    kernel (``kernels.cpu.winding``); open axes only: the stack's labelling and one
+    parallel face kernel."""
+    g = lat.geometry
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not wrapped:
+        return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
+    if not _components().batch_fits(g.shape, g.offsets):
+        return [spanning_clusters(one, axes=axes) for one in C.each_lattice(lat, stack)]
+    labels, counts, sizes, wraps = _winding().label_windings_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g), wrapped)
+    comps = C.components_of_stack(g, labels, counts, sizes)
+    return [_spanning_from(g, c, axes, wrapped, w) for c, w in zip(comps, wraps)]
 
 
 def _batched():
@@ -298,15 +365,16 @@ def _batched():
 
 
 def batched_percolates(lat, stack, *, axis=0):
-    """Open axes: the rows' run union-find and face check without labels
-    (``kernels.cpu.batched.percolates_batched``); periodic axes (the winding check) and
-    other stencils from the stack's labelling."""
+    """Open axes without closed bonds: the rows' run union-find and face check without
+    labels (``kernels.cpu.batched.percolates_batched``); otherwise from
+    :func:`batched_spanning_clusters`."""
     g = lat.geometry
-    if _batched().spans_fits(g.shape, g.periodic, g.offsets, axis):
+    if g.bond_bits is None and _batched().spans_fits(g.shape, g.periodic, g.offsets, axis):
         out = _batched().percolates_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
                                             axis)
         return [bool(x) for x in out]
-    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
+    return [bool(s.clusters[axis].size)
+            for s in batched_spanning_clusters(lat, stack, axes=(axis,))]
 
 
 def batched_distance_field(lat, stack, sources):
@@ -450,6 +518,7 @@ IMPLEMENTATIONS = {
     "random": (random, None),
     **{twin: (func, None) for twin, func in C.stack_twins(_label_stack).items()},
     "batched.percolates": (batched_percolates, None),
+    "batched.spanning_clusters": (batched_spanning_clusters, None),
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, None),
@@ -491,7 +560,9 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
-BONDS: set[str] = set()
+BONDS: set[str] = {"connected_components", "percolates", "spanning_clusters",
+                   "batched.connected_components", "batched.percolates",
+                   "batched.spanning_clusters"}
 
 
 @hookimpl

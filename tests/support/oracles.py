@@ -276,3 +276,62 @@ def winding_oracle(shape, periodic, stencil, mask):
                             if pos[v][a] != q[a]:
                                 wraps[a].add(count)
     return np.array(labels, dtype=np.int64).reshape(shape), wraps
+
+
+def bond_winding_oracle(spec):
+    """``(labels, wraps)`` of :func:`winding_oracle` for a spec with bonds: the graph is
+    built bond by bond (bond ``(s, c)`` joins ``c`` to ``c + forward[s]``, usable when
+    open and both ends exist), every bond counted separately (parallel bonds of short
+    periodic axes and self-loop bonds too), each carrying its offset as displacement.
+    BFS per cluster over unwrapped positions; a usable bond between two visited sites
+    whose positions differ by something other than its offset closes a cycle of
+    non-zero winding."""
+    shape = tuple(spec["shape"])
+    d = len(shape)
+    periodic = _per(spec["periodic"], d)
+    mask = spec.get("mask")
+    bonds = spec.get("bonds")
+    n = math.prod(shape)
+    steps = [[] for _ in range(n)]  # site -> [(other end, displacement)]
+    for s, off in enumerate(forward_offsets(spec["stencil"], d)):
+        for i in range(n):
+            c = coords_of(i, shape)
+            if bonds is not None and not bonds[(s,) + c]:
+                continue
+            t = []
+            for a, (x, o, m) in enumerate(zip(c, off, shape)):
+                y = x + o
+                if periodic[a]:
+                    y %= m
+                elif not 0 <= y < m:
+                    break
+                t.append(y)
+            else:
+                j = flat_index(t, shape)
+                if is_open(mask, i) and is_open(mask, j):
+                    steps[i].append((j, off))
+                    steps[j].append((i, tuple(-o for o in off)))
+    labels = [0] * n
+    pos = {}
+    wraps = {a: set() for a in range(d) if periodic[a]}
+    count = 0
+    for s in range(n):
+        if not is_open(mask, s) or labels[s]:
+            continue
+        count += 1
+        labels[s] = count
+        pos[s] = coords_of(s, shape)
+        queue = deque([s])
+        while queue:
+            u = queue.popleft()
+            for v, off in steps[u]:
+                q = tuple(x + o for x, o in zip(pos[u], off))
+                if not labels[v]:
+                    labels[v] = count
+                    pos[v] = q
+                    queue.append(v)
+                else:
+                    for a in wraps:
+                        if pos[v][a] != q[a]:
+                            wraps[a].add(count)
+    return np.array(labels, dtype=np.int64).reshape(shape), wraps
