@@ -397,7 +397,8 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
 
 
 def degree(lat):
-    return _degree().degree(*_k(lat)).reshape(lat.geometry.shape)
+    g = lat.geometry
+    return _degree().degree(*_k(lat), bonds=g.bond_args()).reshape(g.shape)
 
 
 def centrality(lat, *, method="degree", k=None, seed=None):
@@ -437,18 +438,24 @@ def _components_size(lat, *args, **kwargs):
 
 
 # -- fields -------------------------------------------------------------------------------
+def _field_bonds(g):
+    """The bonds the field kernels take (conductances), or None without any."""
+    return g.bond_args() if g.has_bonds else None
+
+
 def laplacian(lat, field):
     g = lat.geometry
     f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
     out = np.empty(g.n_points, dtype=np.float64)
-    return _fields().laplacian(*_k(lat), f, out).reshape(g.shape)
+    return _fields().laplacian(*_k(lat), f, out, bonds=_field_bonds(g)).reshape(g.shape)
 
 
 def diffuse(lat, field, *, steps=1, alpha=0.1):
     g = lat.geometry
     f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
     out = np.empty(g.n_points, dtype=np.float64)
-    return _fields().diffuse(*_k(lat), f, steps, alpha, out).reshape(g.shape)
+    return _fields().diffuse(*_k(lat), f, steps, alpha, out,
+                             bonds=_field_bonds(g)).reshape(g.shape)
 
 
 def batched_laplacian(lat, fields):
@@ -456,7 +463,7 @@ def batched_laplacian(lat, fields):
     g = lat.geometry
     out = np.empty_like(fields)
     for f, o in zip(fields, out):
-        _fields().laplacian(*_k(lat), f, o)
+        _fields().laplacian(*_k(lat), f, o, bonds=_field_bonds(g))
     return [o.reshape(g.shape) for o in out]
 
 
@@ -560,9 +567,9 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
-BONDS: set[str] = {"connected_components", "percolates", "spanning_clusters",
-                   "batched.connected_components", "batched.percolates",
-                   "batched.spanning_clusters"}
+BONDS: set[str] = {"connected_components", "percolates", "spanning_clusters", "degree",
+                   "laplacian", "diffuse", "batched.connected_components",
+                   "batched.percolates", "batched.spanning_clusters", "batched.laplacian"}
 
 
 @hookimpl

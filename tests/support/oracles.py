@@ -278,7 +278,7 @@ def winding_oracle(shape, periodic, stencil, mask):
     return np.array(labels, dtype=np.int64).reshape(shape), wraps
 
 
-def bond_winding_oracle(spec):
+def bond_graph_windings(spec):
     """``(labels, wraps)`` of :func:`winding_oracle` for a spec with bonds: the graph is
     built bond by bond (bond ``(s, c)`` joins ``c`` to ``c + forward[s]``, usable when
     open and both ends exist), every bond counted separately (parallel bonds of short
