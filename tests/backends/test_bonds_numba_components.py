@@ -280,3 +280,28 @@ def test_batched_kernel_rows_equal_single_calls_with_shared_bonds():
         assert counts[b] == one[1]
         np.testing.assert_array_equal(sizes[b], one[2])
         np.testing.assert_array_equal(wraps[b], one[3])
+
+
+def test_a_large_labelling_runs_in_many_kernel_calls_with_the_same_result(monkeypatch):
+    from catalytic.kernels.cpu import _budget, winding
+
+    L, spec = _torus((23, 29), 0.9, 0.6, 7)
+    g = L.geometry
+    args = (g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, *g.bond_args()[:3], (0, 1))
+    whole = label_windings(*args)
+    calls = []
+
+    def counted(*a, _real=winding._wind_rows):
+        calls.append(a[6:8])
+        return _real(*a)
+
+    monkeypatch.setattr(winding, "_wind_rows", counted)
+    monkeypatch.setattr(_budget, "_BUDGET", 50)
+    parts = label_windings(*args)
+    assert len(calls) == 23  # one row of unions a call
+    for a, b in zip(parts, whole):
+        np.testing.assert_array_equal(a, b)
+    labels, spans = spanning_oracle(spec)
+    np.testing.assert_array_equal(parts[0].reshape(L.shape), labels)
+    for q in (0, 1):
+        assert set(np.flatnonzero(parts[3] & (1 << q)).tolist()) == spans[q]

@@ -26,6 +26,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _INT32_LIMIT
 from catalytic.kernels.cpu._rows import _next_row, _row_coords
 from catalytic.kernels.cpu.components import _first_overlap, _stencil_halves, _union
@@ -102,7 +103,7 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
     Without tracked axes the unions are Rem's (:func:`_union`); with them, path halving
     that keeps each element's winding relative to its parent (``disp``, P per element),
     the larger root linked under the smaller so that ``parent[x] <= x`` holds as
-    :func:`_finish` needs; a step inside one set whose windings disagree sets the
+    :func:`_relabel_runs` needs; a step inside one set whose windings disagree sets the
     root's ``flag`` bit of each axis where they do. Written out in the loop (no helper
     taking arrays): Numba's array bookkeeping around such helpers cost several times
     the unions."""
@@ -251,16 +252,15 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
 
 
 @njit(cache=True, nogil=True)
-def _finish(out, sizes, wraps, parent, flag, rs, re, row_ptr, L, P):
+def _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, hi, count, P):
     """Number the sets 1..count by their root (the smallest run, so the order of the
-    lowest flat index), write every site's label, each label's sites and wrap bits.
-    ``parent`` becomes the labels of the runs. Returns the count."""
-    nrow = row_ptr.shape[0] - 1
-    R = row_ptr[nrow]
-    count = 0
-    wraps[0] = 0
-    sizes[0] = 0
-    for a in range(R):
+    lowest flat index), runs [lo, hi) of them (call it for consecutive ranges from 0,
+    passing the count so far): ``parent`` becomes the runs' labels, ``sizes`` and
+    ``wraps`` (index = label) each label's sites and wrap bits. Returns the count."""
+    if lo == 0:
+        wraps[0] = 0
+        sizes[0] = 0
+    for a in range(lo, hi):
         p = parent[a]
         if p == a:
             count += 1
@@ -270,12 +270,27 @@ def _finish(out, sizes, wraps, parent, flag, rs, re, row_ptr, L, P):
         else:
             parent[a] = parent[p]
         sizes[parent[a]] += re[a] - rs[a]
-    for row in range(nrow):
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _write_labels(out, lab, rs, re, row_ptr, L, row_lo, row_hi):
+    """Every site's label, rows [row_lo, row_hi): its run's (``lab``), 0 off the runs."""
+    for row in range(row_lo, row_hi):
         base = row * L
         out[base:base + L] = 0
         for a in range(row_ptr[row], row_ptr[row + 1]):
-            out[base + rs[a]:base + re[a]] = parent[a]
-    return count
+            out[base + rs[a]:base + re[a]] = lab[a]
+
+
+@njit(cache=True, nogil=True)
+def _init_runs(parent, flag, disp, P, lo, hi):
+    """Every run of [lo, hi) its own set, at winding 0, wrapping nothing."""
+    for a in range(lo, hi):
+        parent[a] = a
+    if P:
+        flag[lo:hi] = 0
+        disp[lo * P:hi * P] = 0
 
 
 @njit(cache=True, nogil=True)
@@ -288,14 +303,12 @@ def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, 
     P = wax.shape[0]
     R = _scan_rows(open_, bits, words, us, L, 0, nrow, row_ptr, rs, re, 0)
     row_ptr[nrow] = R
-    for a in range(R):
-        parent[a] = a
-    if P:
-        flag[:R] = 0
-        disp[:R * P] = 0
+    _init_runs(parent, flag, disp, P, 0, R)
     _wind_rows(parent, disp, flag, rs, re, row_ptr, 0, nrow, 0, nrow, False, bits, words,
                hslot, unit_h, half, shape, periodic, wax, c, tv, t, du, dv)
-    return _finish(out, sizes, wraps, parent, flag, rs, re, row_ptr, L, P)
+    count = _relabel_runs(parent, flag, sizes, wraps, rs, re, 0, R, 0, P)
+    _write_labels(out, parent, rs, re, row_ptr, L, 0, nrow)
+    return count
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -400,8 +413,12 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     that joins two sets fixes the new root's winding, a step inside one set whose
     windings disagree marks the set as wrapping. Without tracked axes the unions are
     Rem's (see :func:`catalytic.kernels.cpu.components._union`). A bond check costs a
-    word of bits per 32 sites of overlap. O(n + R k alpha) time for R runs; one serial
-    call; besides the labels about (17 + 4 P) bytes per site of scratch for P axes.
+    word of bits per 32 sites of overlap. O(n + R k alpha) time for R runs, serial;
+    besides the labels about (17 + 4 P) bytes per site of scratch for P axes. A
+    lattice whose labelling fits in one ``_budget._BUDGET`` is labelled by one kernel
+    call, a larger one by calls of about that many units each, so a signal handler
+    (Ctrl-C) runs between two of them (see "Interrupts" in
+    :mod:`catalytic.kernels.cpu._budget`).
 
     Examples
     --------
@@ -432,14 +449,39 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         open_ = np.ones(n, dtype=np.uint8)
     P = wax.shape[0]
     L = int(shape[-1])
-    row_ptr, rs, re, parent, disp, flag, c, tv, t, du, dv = _scratch(1, n, n // L, d, P)
+    row_ptr, rs, re, parent, disp, flag, c, tv, t, du, dv = (
+        a[0] for a in _scratch(1, n, n // L, d, P))
     labels = np.empty(n, dtype=np.int32)
     sizes = np.empty(n + 1, dtype=np.int64)
     wraps = np.empty(n + 1, dtype=np.uint8)
-    count = int(_wind_whole(labels, sizes, wraps, open_, bits, int(words), us, half, hslot,
-                            unit_h, shape, periodic, wax, row_ptr[0], rs[0], re[0], parent[0],
-                            disp[0], flag[0], c[0], tv[0], t[0], du[0], dv[0]))
-    return labels, count, sizes[1:count + 1].copy(), wraps[:count + 1].copy()
+    words = int(words)
+    if n * (4 + 4 * half.shape[0]) <= _budget._BUDGET:
+        count = int(_wind_whole(labels, sizes, wraps, open_, bits, words, us, half, hslot,
+                                unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp,
+                                flag, c, tv, t, du, dv))
+        return labels, count, sizes[1:count + 1].copy(), wraps[:count + 1].copy()
+    # every phase in calls of about _BUDGET units (see "Interrupts" in _budget)
+    nrow = n // L
+    step = max(1, _budget._BUDGET)
+    wr = max(1, step // L)
+    R = 0
+    for lo in range(0, nrow, wr):
+        R = _scan_rows(open_, bits, words, us, L, lo, min(nrow, lo + wr), row_ptr, rs, re, R)
+    row_ptr[nrow] = R
+    for lo in range(0, R, step):
+        _init_runs(parent, flag, disp, P, lo, min(R, lo + step))
+    w = max(1, step // (L * 4 * max(half.shape[0], 1)))
+    for lo in range(0, nrow, w):
+        _wind_rows(parent, disp, flag, rs, re, row_ptr, lo, min(nrow, lo + w), 0, nrow,
+                   False, bits, words, hslot, unit_h, half, shape, periodic, wax, c, tv, t,
+                   du, dv)
+    count = 0
+    for lo in range(0, R, step):
+        count = _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, min(R, lo + step),
+                              count, P)
+    for lo in range(0, nrow, wr):
+        _write_labels(labels, parent, rs, re, row_ptr, L, lo, min(nrow, lo + wr))
+    return labels, int(count), sizes[1:count + 1].copy(), wraps[:count + 1].copy()
 
 
 def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits, words,
