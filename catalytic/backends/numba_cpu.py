@@ -279,10 +279,11 @@ def _bonds(g):
 _INT32_LIMIT = 2**31 - 1
 
 
-def _by_windings(g) -> bool:
-    """Whether a labelling fits :func:`kernels.cpu.winding.label_windings` (int32
-    labels); larger ones keep the windowed kernels and the host winding check."""
-    return g.n_points <= _INT32_LIMIT
+def _by_windings(g, wrapped=()) -> bool:
+    """Whether a labelling fits :func:`kernels.cpu.winding.label_windings`: int32 labels
+    and at most 4 axes to wrap (others keep the windowed kernels and the host winding
+    check)."""
+    return g.n_points <= _INT32_LIMIT and len(wrapped) <= 4
 
 
 def connected_components(lat):
@@ -313,7 +314,7 @@ def spanning_clusters(lat, *, axes):
     itself (``kernels.cpu.winding``); open axes only: any labelling and its faces."""
     g = lat.geometry
     wrapped = [a for a in axes if g.periodic[a]]
-    if not (wrapped or g.bond_bits is not None) or not _by_windings(g):
+    if not (wrapped or g.bond_bits is not None) or not _by_windings(g, wrapped):
         return C.spanning_with(connected_components, lat, axes)
     labels, count, sizes, wraps = _winding().label_windings(*_k(lat)[:4], *_bonds(g),
                                                             wrapped)
@@ -350,7 +351,7 @@ def batched_spanning_clusters(lat, stack, *, axes):
     wrapped = [a for a in axes if g.periodic[a]]
     if not wrapped:
         return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
-    if not _components().batch_fits(g.shape, g.offsets):
+    if not (_components().batch_fits(g.shape, g.offsets) and _by_windings(g, wrapped)):
         return [spanning_clusters(one, axes=axes) for one in C.each_lattice(lat, stack)]
     labels, counts, sizes, wraps = _winding().label_windings_batched(
         g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g), wrapped)

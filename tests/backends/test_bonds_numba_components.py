@@ -305,3 +305,20 @@ def test_a_large_labelling_runs_in_many_kernel_calls_with_the_same_result(monkey
     np.testing.assert_array_equal(parts[0].reshape(L.shape), labels)
     for q in (0, 1):
         assert set(np.flatnonzero(parts[3] & (1 << q)).tolist()) == spans[q]
+
+
+def test_more_than_four_wrapped_axes_are_refused_by_the_kernel_and_answered_by_the_backend():
+    from tests.support.oracles import winding_oracle
+
+    mask = np.random.default_rng(6).random((2, 3, 2, 2, 3)) < 0.7
+    L = cat.Lattice(shape=mask.shape, periodic=True, mask=mask)
+    g = L.geometry
+    with pytest.raises(ValueError, match="at most 4 axes"):
+        label_windings(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat,
+                       *g.bond_args()[:3], range(5))
+    labels, wraps = winding_oracle(mask.shape, (True,) * 5, "von_neumann", mask)
+    res = L.spanning_clusters(range(5), backend=B)
+    np.testing.assert_array_equal(res.components.labels, labels)
+    assert all(set(res.clusters[a].tolist()) == wraps[a] for a in range(5))
+    four = L.spanning_clusters(range(4), backend=B)
+    assert all(set(four.clusters[a].tolist()) == wraps[a] for a in range(4))

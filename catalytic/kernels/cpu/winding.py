@@ -33,6 +33,9 @@ from catalytic.kernels.cpu.components import _first_overlap, _stencil_halves, _u
 
 __all__ = ["label_windings", "label_windings_batched"]
 
+#: axes whose windings a labelling tracks at most (lanes of ``disp`` per run)
+_LANES = 4
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _bit(bits, word0, g):
@@ -93,8 +96,7 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
 
 @njit(cache=True, nogil=True)
 def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, chunk_hi,
-               cross, bits, words, hslot, unit_h, half, shape, periodic, wax, c, tv, t, du,
-               dv):
+               cross, bits, words, hslot, unit_h, half, shape, periodic, wax):
     """Join the runs of rows [row_lo, row_hi) with the runs they reach along each offset
     of ``half`` through open bonds, with the seam crossings of the tracked axes ``wax``.
     With ``cross`` False only target rows inside [chunk_lo, chunk_hi), with ``cross``
@@ -117,6 +119,9 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
     for q in range(P):
         if wax[q] == d - 1:
             lastq = q
+    c = np.empty(d - 1, dtype=np.int64)  # the row's coordinates
+    tv = np.empty(d, dtype=np.int64)  # seam crossings of a row step, per axis
+    t = np.zeros(_LANES, dtype=np.int64)  # ... of the step, per tracked axis
     _row_coords(row_lo, shape, c)
     for row in range(row_lo, row_hi):
         if row > row_lo:
@@ -201,6 +206,12 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
                         e = min(p1, L)
                     if lastq >= 0 and not seam:
                         t[lastq] = q0
+                    # the step's seam crossings, one lane per tracked axis (4 lanes, the
+                    # unused ones 0): scalars, so the unions below keep them in registers
+                    t0 = t[0]
+                    t1 = t[1]
+                    t2 = t[2]
+                    t3 = t[3]
                     while b < b1 and (seam or rs[b] < e):
                         if hasb and not seam and not _any_bit(
                                 bits, wb, tb + max(s0, rs[b]), tb + min(e, re[b])):
@@ -211,41 +222,64 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
                         else:
                             # roots of a and b with their windings (path halving)
                             u = a
-                            for q in range(P):
-                                du[q] = 0
+                            u0 = u1 = u2 = u3 = 0
                             while parent[u] != u:
                                 pu = parent[u]
-                                for q in range(P):
-                                    disp[u * P + q] += disp[pu * P + q]
-                                    du[q] += disp[u * P + q]
+                                x = u * 4
+                                y = pu * 4
+                                w0 = disp[x] + disp[y]
+                                w1 = disp[x + 1] + disp[y + 1]
+                                w2 = disp[x + 2] + disp[y + 2]
+                                w3 = disp[x + 3] + disp[y + 3]
+                                disp[x] = w0
+                                disp[x + 1] = w1
+                                disp[x + 2] = w2
+                                disp[x + 3] = w3
+                                u0 += w0
+                                u1 += w1
+                                u2 += w2
+                                u3 += w3
                                 parent[u] = parent[pu]
                                 u = parent[u]
                             v = b
-                            for q in range(P):
-                                dv[q] = 0
+                            v0 = v1 = v2 = v3 = 0
                             while parent[v] != v:
                                 pv = parent[v]
-                                for q in range(P):
-                                    disp[v * P + q] += disp[pv * P + q]
-                                    dv[q] += disp[v * P + q]
+                                x = v * 4
+                                y = pv * 4
+                                w0 = disp[x] + disp[y]
+                                w1 = disp[x + 1] + disp[y + 1]
+                                w2 = disp[x + 2] + disp[y + 2]
+                                w3 = disp[x + 3] + disp[y + 3]
+                                disp[x] = w0
+                                disp[x + 1] = w1
+                                disp[x + 2] = w2
+                                disp[x + 3] = w3
+                                v0 += w0
+                                v1 += w1
+                                v2 += w2
+                                v3 += w3
                                 parent[v] = parent[pv]
                                 v = parent[v]
+                            # pos(b) - pos(a) through the tree minus through this step
+                            z0 = u0 + t0 - v0
+                            z1 = u1 + t1 - v1
+                            z2 = u2 + t2 - v2
+                            z3 = u3 + t3 - v3
                             if u == v:
-                                f = 0
-                                for q in range(P):
-                                    if du[q] + t[q] != dv[q]:
-                                        f |= 1 << q
-                                flag[u] |= f
-                            elif u < v:
-                                parent[v] = u
-                                for q in range(P):
-                                    disp[v * P + q] = du[q] + t[q] - dv[q]
-                                flag[u] |= flag[v]
+                                flag[u] |= ((z0 != 0) | ((z1 != 0) << 1) | ((z2 != 0) << 2)
+                                            | ((z3 != 0) << 3))
                             else:
-                                parent[u] = v
-                                for q in range(P):
-                                    disp[u * P + q] = dv[q] - du[q] - t[q]
-                                flag[v] |= flag[u]
+                                if u > v:
+                                    u, v = v, u
+                                    z0, z1, z2, z3 = -z0, -z1, -z2, -z3
+                                parent[v] = u
+                                x = v * 4
+                                disp[x] = z0
+                                disp[x + 1] = z1
+                                disp[x + 2] = z2
+                                disp[x + 3] = z3
+                                flag[u] |= flag[v]
                         if seam:
                             break
                         b += 1
@@ -290,12 +324,12 @@ def _init_runs(parent, flag, disp, P, lo, hi):
         parent[a] = a
     if P:
         flag[lo:hi] = 0
-        disp[lo * P:hi * P] = 0
+        disp[lo * _LANES:hi * _LANES] = 0
 
 
 @njit(cache=True, nogil=True)
 def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, shape,
-                periodic, wax, row_ptr, rs, re, parent, disp, flag, c, tv, t, du, dv):
+                periodic, wax, row_ptr, rs, re, parent, disp, flag):
     """One lattice in one serial call: runs, unions with windings, labels. ``sizes`` and
     ``wraps`` hold at least runs + 1 entries (index = label). Returns the count."""
     L = shape[shape.shape[0] - 1]
@@ -305,7 +339,7 @@ def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, 
     row_ptr[nrow] = R
     _init_runs(parent, flag, disp, P, 0, R)
     _wind_rows(parent, disp, flag, rs, re, row_ptr, 0, nrow, 0, nrow, False, bits, words,
-               hslot, unit_h, half, shape, periodic, wax, c, tv, t, du, dv)
+               hslot, unit_h, half, shape, periodic, wax)
     count = _relabel_runs(parent, flag, sizes, wraps, rs, re, 0, R, 0, P)
     _write_labels(out, parent, rs, re, row_ptr, L, 0, nrow)
     return count
@@ -313,16 +347,14 @@ def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _wind_batched(out, sizes, wraps, counts, stack, lo, hi, bits, words, us, half, hslot,
-                  unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp, flag, c, tv,
-                  t, du, dv):
+                  unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp, flag):
     """:func:`_wind_whole` on lattices [lo, hi) of a stack, in parallel, scratch per
     thread (one row of each scratch array)."""
     for b in prange(lo, hi):
         k = numba.get_thread_id()
         counts[b] = _wind_whole(out[b], sizes[b], wraps[b], stack[b], bits, words, us, half,
                                 hslot, unit_h, shape, periodic, wax, row_ptr[k], rs[k],
-                                re[k], parent[k], disp[k], flag[k], c[k], tv[k], t[k], du[k],
-                                dv[k])
+                                re[k], parent[k], disp[k], flag[k])
 
 
 @functools.lru_cache(maxsize=256)
@@ -358,21 +390,19 @@ def _prepare(shape, offsets, bond_slot, bits, axes):
         us = -1  # one site per row: runs are sites, no unit bond to read
     bits = np.ascontiguousarray(bits, dtype=np.uint32).reshape(-1)
     wax = np.array([int(a) for a in axes], dtype=np.int64)
-    if wax.shape[0] > 8:
-        raise ValueError(f"at most 8 axes can be tracked for wrapping, got {len(wax)}")
+    if wax.shape[0] > _LANES:
+        raise ValueError(f"at most {_LANES} axes can be tracked for wrapping, got {len(wax)}")
     return shape, d, half, hslot, unit_h, us, bits, wax
 
 
-def _scratch(T, n, nrow, d, P):
-    """Per-thread scratch rows of :func:`_wind_whole` (runs <= n)."""
+def _scratch(T, n, nrow, P):
+    """Per-thread scratch rows of :func:`_wind_whole` (runs <= n):
+    ``(row_ptr, rs, re, parent, disp, flag)``."""
     m = n + 1
-    return (np.empty((T, nrow + 1), dtype=np.int64),
+    return (np.empty((T, nrow + 1), dtype=np.int64), np.empty((T, m), dtype=np.int32),
             np.empty((T, m), dtype=np.int32), np.empty((T, m), dtype=np.int32),
-            np.empty((T, m), dtype=np.int32), np.empty((T, m * P), dtype=np.int32),
-            np.empty((T, m if P else 0), dtype=np.uint8),
-            np.empty((T, max(d - 1, 0)), dtype=np.int64), np.empty((T, d), dtype=np.int64),
-            np.empty((T, P), dtype=np.int64), np.empty((T, P), dtype=np.int64),
-            np.empty((T, P), dtype=np.int64))
+            np.empty((T, m * _LANES if P else 0), dtype=np.int32),
+            np.empty((T, m if P else 0), dtype=np.uint8))
 
 
 def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes=()):
@@ -388,7 +418,7 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         The bonds, as ``Geometry.bond_args()`` gives them (``bits`` of length 0: every
         bond open).
     axes : sequence of int, optional
-        Periodic axes (at most 8) whose wrapping clusters are wanted; empty: labels only.
+        Periodic axes (at most 4) whose wrapping clusters are wanted; empty: labels only.
 
     Returns
     -------
@@ -404,7 +434,7 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     Raises
     ------
     ValueError
-        More than 8 axes, or a lattice of 2**31 sites or more.
+        More than 4 axes, or a lattice of 2**31 sites or more.
 
     Notes
     -----
@@ -449,8 +479,7 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         open_ = np.ones(n, dtype=np.uint8)
     P = wax.shape[0]
     L = int(shape[-1])
-    row_ptr, rs, re, parent, disp, flag, c, tv, t, du, dv = (
-        a[0] for a in _scratch(1, n, n // L, d, P))
+    row_ptr, rs, re, parent, disp, flag = (a[0] for a in _scratch(1, n, n // L, P))
     labels = np.empty(n, dtype=np.int32)
     sizes = np.empty(n + 1, dtype=np.int64)
     wraps = np.empty(n + 1, dtype=np.uint8)
@@ -458,7 +487,7 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     if n * (4 + 4 * half.shape[0]) <= _budget._BUDGET:
         count = int(_wind_whole(labels, sizes, wraps, open_, bits, words, us, half, hslot,
                                 unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp,
-                                flag, c, tv, t, du, dv))
+                                flag))
         return labels, count, sizes[1:count + 1].copy(), wraps[:count + 1].copy()
     # every phase in calls of about _BUDGET units (see "Interrupts" in _budget)
     nrow = n // L
@@ -473,8 +502,7 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     w = max(1, step // (L * 4 * max(half.shape[0], 1)))
     for lo in range(0, nrow, w):
         _wind_rows(parent, disp, flag, rs, re, row_ptr, lo, min(nrow, lo + w), 0, nrow,
-                   False, bits, words, hslot, unit_h, half, shape, periodic, wax, c, tv, t,
-                   du, dv)
+                   False, bits, words, hslot, unit_h, half, shape, periodic, wax)
     count = 0
     for lo in range(0, R, step):
         count = _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, min(R, lo + step),
@@ -538,15 +566,14 @@ def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits
     stack = np.ascontiguousarray(stack, dtype=np.uint8)
     P = wax.shape[0]
     T = numba.get_num_threads()
-    row_ptr, rs, re, parent, disp, flag, c, tv, t, du, dv = _scratch(
-        T, n, n // int(shape[-1]), d, P)
+    row_ptr, rs, re, parent, disp, flag = _scratch(T, n, n // int(shape[-1]), P)
     sizes = np.empty((B, n + 1), dtype=np.int64)
     wraps = np.empty((B, n + 1), dtype=np.uint8)
     prev = numba.set_parallel_chunksize(1)
     try:
         _wind_batched(labels, sizes, wraps, counts, stack, 0, B, bits, int(words), us, half,
                       hslot, unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp,
-                      flag, c, tv, t, du, dv)
+                      flag)
     finally:
         numba.set_parallel_chunksize(prev)
     return (labels, counts, [sizes[b, 1:counts[b] + 1].copy() for b in range(B)],
