@@ -62,11 +62,13 @@ def _any_bit(bits, word0, g0, g1):
 
 
 @njit(cache=True, nogil=True)
-def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
+def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k, out):
     """Runs of rows [row_lo, row_hi) from slot ``k``: ``rs``/``re`` (start, exclusive end
     along the last axis), ``row_ptr[row]`` the row's first run; one slot past the last
     run receives scratch. ``us`` is the unit bond's plane (-1: no unit step, every site
-    its own run). Branch-free over the sites; returns the next free slot."""
+    its own run). ``out`` receives each open site's run, -1 on the others (the labels
+    are gathered from it later). Branch-free over the sites; returns the next free
+    slot."""
     hasb = bits.shape[0] != 0
     ub = max(us, 0) * words
     unit = np.int64(1 if us >= 0 else 0)
@@ -87,6 +89,7 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
             ke += prev & cut
             rs[ks] = x
             ks += o & cut
+            out[base + x] = o * ks - 1
             prev = o
         if prev:
             re[ke] = L
@@ -308,13 +311,11 @@ def _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, hi, count, P):
 
 
 @njit(cache=True, nogil=True)
-def _write_labels(out, lab, rs, re, row_ptr, L, row_lo, row_hi):
-    """Every site's label, rows [row_lo, row_hi): its run's (``lab``), 0 off the runs."""
-    for row in range(row_lo, row_hi):
-        base = row * L
-        out[base:base + L] = 0
-        for a in range(row_ptr[row], row_ptr[row + 1]):
-            out[base + rs[a]:base + re[a]] = lab[a]
+def _write_labels(out, lab, lo, hi):
+    """Labels of sites [lo, hi), which hold their run (-1 off the runs): ``lab[a + 1]``
+    is run a's label, ``lab[0]`` 0. Branch-free; O(hi - lo)."""
+    for i in range(lo, hi):
+        out[i] = lab[out[i] + 1]
 
 
 @njit(cache=True, nogil=True)
@@ -329,32 +330,35 @@ def _init_runs(parent, flag, disp, P, lo, hi):
 
 @njit(cache=True, nogil=True)
 def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, shape,
-                periodic, wax, row_ptr, rs, re, parent, disp, flag):
+                periodic, wax, row_ptr, rs, re, lab, disp, flag):
     """One lattice in one serial call: runs, unions with windings, labels. ``sizes`` and
-    ``wraps`` hold at least runs + 1 entries (index = label). Returns the count."""
+    ``wraps`` hold at least runs + 1 entries (index = label), ``lab`` runs + 2 (the run
+    forest from index 1). Returns the count."""
     L = shape[shape.shape[0] - 1]
     nrow = out.shape[0] // L
     P = wax.shape[0]
-    R = _scan_rows(open_, bits, words, us, L, 0, nrow, row_ptr, rs, re, 0)
+    R = _scan_rows(open_, bits, words, us, L, 0, nrow, row_ptr, rs, re, 0, out)
     row_ptr[nrow] = R
+    lab[0] = 0
+    parent = lab[1:]
     _init_runs(parent, flag, disp, P, 0, R)
     _wind_rows(parent, disp, flag, rs, re, row_ptr, 0, nrow, 0, nrow, False, bits, words,
                hslot, unit_h, half, shape, periodic, wax)
     count = _relabel_runs(parent, flag, sizes, wraps, rs, re, 0, R, 0, P)
-    _write_labels(out, parent, rs, re, row_ptr, L, 0, nrow)
+    _write_labels(out, lab, 0, out.shape[0])
     return count
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _wind_batched(out, sizes, wraps, counts, stack, lo, hi, bits, words, us, half, hslot,
-                  unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp, flag):
+                  unit_h, shape, periodic, wax, row_ptr, rs, re, lab, disp, flag):
     """:func:`_wind_whole` on lattices [lo, hi) of a stack, in parallel, scratch per
     thread (one row of each scratch array)."""
     for b in prange(lo, hi):
         k = numba.get_thread_id()
         counts[b] = _wind_whole(out[b], sizes[b], wraps[b], stack[b], bits, words, us, half,
                                 hslot, unit_h, shape, periodic, wax, row_ptr[k], rs[k],
-                                re[k], parent[k], disp[k], flag[k])
+                                re[k], lab[k], disp[k], flag[k])
 
 
 @functools.lru_cache(maxsize=256)
@@ -397,10 +401,10 @@ def _prepare(shape, offsets, bond_slot, bits, axes):
 
 def _scratch(T, n, nrow, P):
     """Per-thread scratch rows of :func:`_wind_whole` (runs <= n):
-    ``(row_ptr, rs, re, parent, disp, flag)``."""
+    ``(row_ptr, rs, re, lab, disp, flag)``."""
     m = n + 1
     return (np.empty((T, nrow + 1), dtype=np.int64), np.empty((T, m), dtype=np.int32),
-            np.empty((T, m), dtype=np.int32), np.empty((T, m), dtype=np.int32),
+            np.empty((T, m), dtype=np.int32), np.empty((T, m + 1), dtype=np.int32),
             np.empty((T, m * _LANES if P else 0), dtype=np.int32),
             np.empty((T, m if P else 0), dtype=np.uint8))
 
@@ -479,14 +483,14 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         open_ = np.ones(n, dtype=np.uint8)
     P = wax.shape[0]
     L = int(shape[-1])
-    row_ptr, rs, re, parent, disp, flag = (a[0] for a in _scratch(1, n, n // L, P))
+    row_ptr, rs, re, lab, disp, flag = (a[0] for a in _scratch(1, n, n // L, P))
     labels = np.empty(n, dtype=np.int32)
     sizes = np.empty(n + 1, dtype=np.int64)
     wraps = np.empty(n + 1, dtype=np.uint8)
     words = int(words)
     if n * (4 + 4 * half.shape[0]) <= _budget._BUDGET:
         count = int(_wind_whole(labels, sizes, wraps, open_, bits, words, us, half, hslot,
-                                unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp,
+                                unit_h, shape, periodic, wax, row_ptr, rs, re, lab, disp,
                                 flag))
         return labels, count, sizes[1:count + 1].copy(), wraps[:count + 1].copy()
     # every phase in calls of about _BUDGET units (see "Interrupts" in _budget)
@@ -495,8 +499,11 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     wr = max(1, step // L)
     R = 0
     for lo in range(0, nrow, wr):
-        R = _scan_rows(open_, bits, words, us, L, lo, min(nrow, lo + wr), row_ptr, rs, re, R)
+        R = _scan_rows(open_, bits, words, us, L, lo, min(nrow, lo + wr), row_ptr, rs, re, R,
+                       labels)
     row_ptr[nrow] = R
+    lab[0] = 0
+    parent = lab[1:]
     for lo in range(0, R, step):
         _init_runs(parent, flag, disp, P, lo, min(R, lo + step))
     w = max(1, step // (L * 4 * max(half.shape[0], 1)))
@@ -507,8 +514,8 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     for lo in range(0, R, step):
         count = _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, min(R, lo + step),
                               count, P)
-    for lo in range(0, nrow, wr):
-        _write_labels(labels, parent, rs, re, row_ptr, L, lo, min(nrow, lo + wr))
+    for lo in range(0, n, step):
+        _write_labels(labels, lab, lo, min(n, lo + step))
     return labels, int(count), sizes[1:count + 1].copy(), wraps[:count + 1].copy()
 
 
@@ -566,13 +573,13 @@ def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits
     stack = np.ascontiguousarray(stack, dtype=np.uint8)
     P = wax.shape[0]
     T = numba.get_num_threads()
-    row_ptr, rs, re, parent, disp, flag = _scratch(T, n, n // int(shape[-1]), P)
+    row_ptr, rs, re, lab, disp, flag = _scratch(T, n, n // int(shape[-1]), P)
     sizes = np.empty((B, n + 1), dtype=np.int64)
     wraps = np.empty((B, n + 1), dtype=np.uint8)
     prev = numba.set_parallel_chunksize(1)
     try:
         _wind_batched(labels, sizes, wraps, counts, stack, 0, B, bits, int(words), us, half,
-                      hslot, unit_h, shape, periodic, wax, row_ptr, rs, re, parent, disp,
+                      hslot, unit_h, shape, periodic, wax, row_ptr, rs, re, lab, disp,
                       flag)
     finally:
         numba.set_parallel_chunksize(prev)
