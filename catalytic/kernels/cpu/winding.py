@@ -399,10 +399,17 @@ def _prepare(shape, offsets, bond_slot, bits, axes):
     return shape, d, half, hslot, unit_h, us, bits, wax
 
 
-def _scratch(T, n, nrow, P):
-    """Per-thread scratch rows of :func:`_wind_whole` (runs <= n):
+def _bound(n, L, us, bits) -> int:
+    """Runs a lattice can hold, plus one: one per two sites of a row when open neighbours
+    along the last axis always join (the unit step, no bonds), else one per site."""
+    if us >= 0 and bits.shape[0] == 0:
+        return n // L * ((L + 1) // 2) + 1
+    return n + 1
+
+
+def _scratch(T, m, nrow, P):
+    """Per-thread scratch rows of :func:`_wind_whole` for ``m - 1`` runs at most:
     ``(row_ptr, rs, re, lab, disp, flag)``."""
-    m = n + 1
     return (np.empty((T, nrow + 1), dtype=np.int64), np.empty((T, m), dtype=np.int32),
             np.empty((T, m), dtype=np.int32), np.empty((T, m + 1), dtype=np.int32),
             np.empty((T, m * _LANES if P else 0), dtype=np.int32),
@@ -483,10 +490,11 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         open_ = np.ones(n, dtype=np.uint8)
     P = wax.shape[0]
     L = int(shape[-1])
-    row_ptr, rs, re, lab, disp, flag = (a[0] for a in _scratch(1, n, n // L, P))
+    m = _bound(n, L, us, bits)
+    row_ptr, rs, re, lab, disp, flag = (a[0] for a in _scratch(1, m, n // L, P))
     labels = np.empty(n, dtype=np.int32)
-    sizes = np.empty(n + 1, dtype=np.int64)
-    wraps = np.empty(n + 1, dtype=np.uint8)
+    sizes = np.empty(m, dtype=np.int64)
+    wraps = np.empty(m, dtype=np.uint8)
     words = int(words)
     if n * (4 + 4 * half.shape[0]) <= _budget._BUDGET:
         count = int(_wind_whole(labels, sizes, wraps, open_, bits, words, us, half, hslot,
@@ -573,9 +581,10 @@ def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits
     stack = np.ascontiguousarray(stack, dtype=np.uint8)
     P = wax.shape[0]
     T = numba.get_num_threads()
-    row_ptr, rs, re, lab, disp, flag = _scratch(T, n, n // int(shape[-1]), P)
-    sizes = np.empty((B, n + 1), dtype=np.int64)
-    wraps = np.empty((B, n + 1), dtype=np.uint8)
+    m = _bound(n, int(shape[-1]), us, bits)
+    row_ptr, rs, re, lab, disp, flag = _scratch(T, m, n // int(shape[-1]), P)
+    sizes = np.empty((B, m), dtype=np.int64)
+    wraps = np.empty((B, m), dtype=np.uint8)
     prev = numba.set_parallel_chunksize(1)
     try:
         _wind_batched(labels, sizes, wraps, counts, stack, 0, B, bits, int(words), us, half,
