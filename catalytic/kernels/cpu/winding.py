@@ -173,7 +173,10 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
             tb = rt * L
             wrap = per_last and cl != 0
             bm = b0
-            for a in range(a0 if not seam else a0, a0 + 1 if seam else a1):
+            # the seam step joins the row's first run with its last: one pass of the
+            # loops below with a = a0, b = a1 - 1 and no bond left to check
+            chk = hasb and not seam
+            for a in range(a0, a0 + 1 if seam else a1):
                 # the overlap of run a shifted by cl with the target row: one or (when
                 # the shift crosses the seam) two pieces at two windings
                 if seam:
@@ -194,9 +197,11 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
                     while bm < b1 and re[bm] <= p0:
                         bm += 1
                 for piece in range(2 if p1 > L else 1):
+                    bend = b1
                     if seam:
                         b = a1 - 1
-                        e = a1
+                        bend = a1
+                        e = L + 1
                         s0 = 0
                     elif piece == 1:
                         q0 += 1
@@ -215,8 +220,8 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
                     t1 = t[1]
                     t2 = t[2]
                     t3 = t[3]
-                    while b < b1 and (seam or rs[b] < e):
-                        if hasb and not seam and not _any_bit(
+                    while b < bend and rs[b] < e:
+                        if chk and not _any_bit(
                                 bits, wb, tb + max(s0, rs[b]), tb + min(e, re[b])):
                             b += 1
                             continue
@@ -283,8 +288,6 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
                                 disp[x + 2] = z2
                                 disp[x + 3] = z3
                                 flag[u] |= flag[v]
-                        if seam:
-                            break
                         b += 1
 
 
