@@ -277,13 +277,8 @@ def _bonds(g):
 
 #: the most sites a labelling with int32 labels holds
 _INT32_LIMIT = 2**31 - 1
-
-
-def _by_windings(g, wrapped=()) -> bool:
-    """Whether a labelling fits :func:`kernels.cpu.winding.label_windings`: int32 labels
-    and at most 4 axes to wrap (others keep the windowed kernels and the host winding
-    check)."""
-    return g.n_points <= _INT32_LIMIT and len(wrapped) <= 4
+#: periodic axes one labelling tracks windings along (``kernels.cpu.winding._LANES``)
+_LANES = 4
 
 
 def connected_components(lat):
@@ -297,29 +292,43 @@ def connected_components(lat):
     return R.Components(labels.reshape(g.shape), count, sizes)
 
 
-def _spanning_from(g, comp, axes, wrapped, wraps):
-    """:class:`SpanningClusters` from a labelling and its wrap bits (bit q of
-    ``wraps[c]``: cluster c wraps ``wrapped[q]``); open axes by their faces."""
-    out = {}
-    for a in axes:
-        if g.periodic[a]:
-            out[a] = np.flatnonzero(wraps & (1 << wrapped.index(a))).astype(np.int64)
-        else:
-            out[a] = C.face_spanning(comp.labels, a)
+def _spanning_from(g, comp, axes, wrapping):
+    """:class:`SpanningClusters` from a labelling and ``wrapping`` (periodic axis ->
+    labels of the clusters wrapping it); open axes by their faces."""
+    out = {a: wrapping[a] if g.periodic[a] else C.face_spanning(comp.labels, a)
+           for a in axes}
     return R.SpanningClusters(out, comp)
+
+
+def _wrapping(wrapped, found) -> list:
+    """Per lattice, ``{axis: labels}`` from the wrap bits of :func:`_windings_of` (one
+    array per lattice and group of at most ``_LANES`` axes)."""
+    out = []
+    for per_group in found:
+        d = {}
+        for g0, wraps in zip(range(0, len(wrapped), _LANES), per_group):
+            for q, a in enumerate(wrapped[g0:g0 + _LANES]):
+                d[a] = np.flatnonzero(wraps & (1 << q)).astype(np.int64)
+        out.append(d)
+    return out
 
 
 def spanning_clusters(lat, *, axes):
     """Periodic axes (or closed bonds): the wrapping clusters found in the labelling
-    itself (``kernels.cpu.winding``); open axes only: any labelling and its faces."""
+    itself (``kernels.cpu.winding``; one labelling per 4 periodic axes); open axes
+    only: any labelling and its faces."""
     g = lat.geometry
     wrapped = [a for a in axes if g.periodic[a]]
-    if not (wrapped or g.bond_bits is not None) or not _by_windings(g, wrapped):
+    if not (wrapped or g.bond_bits is not None) or g.n_points > _INT32_LIMIT:
         return C.spanning_with(connected_components, lat, axes)
-    labels, count, sizes, wraps = _winding().label_windings(*_k(lat)[:4], *_bonds(g),
-                                                            wrapped)
+    groups = [wrapped[i:i + _LANES] for i in range(0, len(wrapped), _LANES)] or [[]]
+    found = []
+    for group in groups:
+        labels, count, sizes, wraps = _winding().label_windings(*_k(lat)[:4], *_bonds(g),
+                                                                group)
+        found.append(wraps)
     comp = R.Components(labels.reshape(g.shape), count, sizes)
-    return _spanning_from(g, comp, axes, wrapped, wraps)
+    return _spanning_from(g, comp, axes, _wrapping(wrapped, [found])[0])
 
 
 def percolates(lat, *, axis=0):
@@ -351,12 +360,16 @@ def batched_spanning_clusters(lat, stack, *, axes):
     wrapped = [a for a in axes if g.periodic[a]]
     if not wrapped:
         return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
-    if not (_components().batch_fits(g.shape, g.offsets) and _by_windings(g, wrapped)):
+    if not _components().batch_fits(g.shape, g.offsets):
         return [spanning_clusters(one, axes=axes) for one in C.each_lattice(lat, stack)]
-    labels, counts, sizes, wraps = _winding().label_windings_batched(
-        g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g), wrapped)
+    found = []
+    for i in range(0, len(wrapped), _LANES):
+        labels, counts, sizes, wraps = _winding().label_windings_batched(
+            g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g), wrapped[i:i + _LANES])
+        found.append(wraps)
     comps = C.components_of_stack(g, labels, counts, sizes)
-    return [_spanning_from(g, c, axes, wrapped, w) for c, w in zip(comps, wraps)]
+    return [_spanning_from(g, c, axes, w)
+            for c, w in zip(comps, _wrapping(wrapped, list(zip(*found))))]
 
 
 def _batched():

@@ -322,3 +322,21 @@ def test_more_than_four_wrapped_axes_are_refused_by_the_kernel_and_answered_by_t
     assert all(set(res.clusters[a].tolist()) == wraps[a] for a in range(5))
     four = L.spanning_clusters(range(4), backend=B)
     assert all(set(four.clusters[a].tolist()) == wraps[a] for a in range(4))
+
+
+def test_five_wrapped_axes_with_bonds_single_and_batched():
+    rng = np.random.default_rng(12)
+    shape = (2, 3, 2, 2, 3)
+    L0 = cat.Lattice(shape=shape, periodic=True)
+    bonds = rng.random((5,) + shape) < 0.7
+    L = L0.with_bonds(bonds)
+    stack = rng.random((3,) + shape) < 0.8
+    spans = cat.get_engine().run("batched.spanning_clusters", L, stack, axes=range(5),
+                                 backend=B)
+    for b in range(3):
+        spec = {"shape": shape, "periodic": (True,) * 5, "stencil": "von_neumann",
+                "mask": stack[b], "bonds": bonds}
+        labels, wraps = bond_graph_windings(spec)
+        for res in (spans[b], L.with_mask(stack[b]).spanning_clusters(range(5), backend=B)):
+            np.testing.assert_array_equal(res.components.labels, labels)
+            assert all(set(res.clusters[a].tolist()) == wraps[a] for a in range(5))
