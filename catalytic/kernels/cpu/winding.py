@@ -457,8 +457,9 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     that joins two sets fixes the new root's winding, a step inside one set whose
     windings disagree marks the set as wrapping. Without tracked axes the unions are
     Rem's (see :func:`catalytic.kernels.cpu.components._union`). A bond check costs a
-    word of bits per 32 sites of overlap. O(n + R k alpha) time for R runs, serial;
-    besides the labels about (17 + 4 P) bytes per site of scratch for P axes. A
+    word of bits per 32 sites of overlap. O(n + R k alpha) time for R runs, serial.
+    Besides 4 bytes of labels per site, 21 bytes per possible run (37 with tracked
+    axes): R <= n/2 + 1 without bonds when the stencil holds the unit step, else n. A
     lattice whose labelling fits in one ``_budget._BUDGET`` is labelled by one kernel
     call, a larger one by calls of about that many units each, so a signal handler
     (Ctrl-C) runs between two of them (see "Interrupts" in
@@ -551,8 +552,8 @@ def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits
 
     Notes
     -----
-    Scratch per thread; per lattice 4 n bytes of labels, 9 n of sizes and wrap bits
-    until they are cut to the counts. The result does not depend on the thread count.
+    Scratch per thread; per lattice 4 n bytes of labels, and 9 bytes per possible run
+    of sizes and wrap bits until they are cut to the counts. The result does not depend on the thread count.
 
     Examples
     --------
