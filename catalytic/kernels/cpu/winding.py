@@ -176,6 +176,24 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
             # the seam step joins the row's first run with its last: one pass of the
             # loops below with a = a0, b = a1 - 1 and no bond left to check
             chk = hasb and not seam
+            if P == 0 and not seam and not wrap:
+                # labels only, no shift across the seam: the merge walk of
+                # components._runs_union_rows, plus the bond check
+                bm = b0
+                for a in range(a0, a1):
+                    p0 = max(rs[a] + cl, 0)
+                    p1 = min(re[a] + cl, L)
+                    if p0 >= p1:
+                        continue
+                    while bm < b1 and re[bm] <= p0:
+                        bm += 1
+                    b = bm
+                    while b < b1 and rs[b] < p1:
+                        if not chk or _any_bit(bits, wb, tb + max(p0, rs[b]),
+                                               tb + min(p1, re[b])):
+                            _union(parent, a, b)
+                        b += 1
+                continue
             for a in range(a0, a0 + 1 if seam else a1):
                 # the overlap of run a shifted by cl with the target row: one or (when
                 # the shift crosses the seam) two pieces at two windings
