@@ -48,14 +48,22 @@ CLOCK = [time.perf_counter]
 
 
 def best(f, repeat, number):
-    f()
-    times = []
+    return together([f], repeat, number)[0]
+
+
+def together(fs, repeat, number):
+    """The best time of each of ``fs``, their rounds interleaved (so a change of load
+    reaches every one of them alike)."""
+    for f in fs:
+        f()
+    times = [[] for _ in fs]
     for _ in range(repeat):
-        t0 = CLOCK[0]()
-        for _ in range(number):
-            f()
-        times.append((CLOCK[0]() - t0) / number)
-    return min(times)
+        for f, ts in zip(fs, times):
+            t0 = CLOCK[0]()
+            for _ in range(number):
+                f()
+            ts.append((CLOCK[0]() - t0) / number)
+    return [min(ts) for ts in times]
 
 
 def row(name, t, base=None):
@@ -72,24 +80,25 @@ def wrapping(repeat, batch):
     eng = cat.get_engine()
     print("\n## wrapping vs labelling, 128^2 torus at p_c (von Neumann)\n")
     print("| call | time | vs labelling |\n|---|---|---|")
-    lab = best(lambda: CC.connected_components(*k, sizes=True), repeat, 50)
+    lab, wrap, rlab, rspan = together([
+        lambda: CC.connected_components(*k, sizes=True),
+        lambda: label_windings(*k[:4], *g.bond_args()[:3], (0, 1)),
+        lambda: L.connected_components(backend=B_ROUTE),
+        lambda: L.spanning_clusters((0, 1), backend=B_ROUTE)], repeat, 50)
     row("kernel: components.connected_components (labelling)", lab)
-    row("kernel: winding.label_windings, axes (0, 1)",
-        best(lambda: label_windings(*k[:4], *g.bond_args()[:3], (0, 1)), repeat, 50), lab)
+    row("kernel: winding.label_windings, axes (0, 1)", wrap, lab)
     labels = CC.connected_components(*k)[0].reshape(g.shape)
     row("host winding check: _common.spanning_clusters (before)",
         best(lambda: C.spanning_clusters(g, labels, (0, 1)), repeat, 5), lab)
-    rlab = best(lambda: L.connected_components(backend=B_ROUTE), repeat, 50)
     row("routed: L.connected_components", rlab)
-    row("routed: L.spanning_clusters((0, 1))",
-        best(lambda: L.spanning_clusters((0, 1), backend=B_ROUTE), repeat, 50), rlab)
+    row("routed: L.spanning_clusters((0, 1))", rspan, rlab)
     stack = rng.random((batch, 128, 128)) < P_C
-    blab = best(lambda: eng.run("batched.connected_components", L, stack, backend=B_ROUTE),
-                repeat, 3) / batch
+    blab, bspan = (t / batch for t in together([
+        lambda: eng.run("batched.connected_components", L, stack, backend=B_ROUTE),
+        lambda: eng.run("batched.spanning_clusters", L, stack, axes=(0, 1),
+                        backend=B_ROUTE)], repeat, 3))
     row(f"routed batched.connected_components, per lattice (B={batch})", blab)
-    row(f"routed batched.spanning_clusters((0, 1)), per lattice (B={batch})",
-        best(lambda: eng.run("batched.spanning_clusters", L, stack, axes=(0, 1),
-                             backend=B_ROUTE), repeat, 3) / batch, blab)
+    row(f"routed batched.spanning_clusters((0, 1)), per lattice (B={batch})", bspan, blab)
 
 
 def bonds(repeat, p_bond):
@@ -102,13 +111,13 @@ def bonds(repeat, p_bond):
         L = cat.Lattice(shape=shape, periodic=True, mask=rng.random(shape) < p_site)
         kf = len(L.bond_offsets)
         name = "x".join(map(str, shape)) + f" | {p_site}"
-        base = best(lambda: L.connected_components(backend=B_ROUTE), repeat, 3)
+        cases = ((f"random, p = {p_bond}", L.with_bonds(rng.random((kf,) + shape) < p_bond)),
+                 ("all open", L.with_bonds(np.ones((kf,) + shape, bool))))
+        base, *times = together([lambda M=M: M.connected_components(backend=B_ROUTE)
+                                 for M in (L,) + tuple(M for _, M in cases)], repeat, 3)
         row(f"{name} | none", base)
-        for label, bmask in ((f"random, p = {p_bond}", rng.random((kf,) + shape) < p_bond),
-                             ("all open", np.ones((kf,) + shape, bool))):
-            M = L.with_bonds(bmask)
-            row(f"{name} | {label}",
-                best(lambda: M.connected_components(backend=B_ROUTE), repeat, 3), base)
+        for (label, _), t in zip(cases, times):
+            row(f"{name} | {label}", t, base)
 
 
 def tori(count, chunk):

@@ -78,19 +78,30 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k, ou
         row_ptr[row] = ks
         base = row * L
         prev = np.int64(0)
-        for x in range(L):
-            o = (np.int64(open_[base + x]) + 255) >> 8
-            if hasb:
-                link = _bit(bits, ub, max(base + x - 1, 0)) & unit
-            else:
-                link = unit
-            cut = (o & prev & link) ^ 1
-            re[ke] = x
-            ke += prev & cut
-            rs[ks] = x
-            ks += o & cut
-            out[base + x] = o * ks - 1
-            prev = o
+        if hasb and unit:
+            # the unit bond into site x starts at x - 1 (at x = 0 the bit read is
+            # unused: prev is 0)
+            for x in range(L):
+                o = (np.int64(open_[base + x]) + 255) >> 8
+                g = base + x - 1
+                link = (np.int64(bits[ub + (g >> 5)]) >> (g & 31)) & 1
+                cut = (o & prev & link) ^ 1
+                re[ke] = x
+                ke += prev & cut
+                rs[ks] = x
+                ks += o & cut
+                out[base + x] = o * ks - 1
+                prev = o
+        else:
+            for x in range(L):
+                o = (np.int64(open_[base + x]) + 255) >> 8
+                cut = (o & prev & unit) ^ 1
+                re[ke] = x
+                ke += prev & cut
+                rs[ks] = x
+                ks += o & cut
+                out[base + x] = o * ks - 1
+                prev = o
         if prev:
             re[ke] = L
             ke += 1
