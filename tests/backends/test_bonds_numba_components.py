@@ -8,9 +8,6 @@ winding check the kernel replaced."""
 
 from __future__ import annotations
 
-import math
-
-import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -21,7 +18,7 @@ from scipy.sparse.csgraph import connected_components as csgraph_components
 import catalytic as cat
 from catalytic.backends._common import wrapping_labels
 from catalytic.kernels.cpu.winding import label_windings, label_windings_batched
-from tests.support.oracles import bond_graph, bond_graph_windings, coords_of
+from tests.support.oracles import bond_graph, bond_graph_windings
 from tests.support.strategies import lattice_specs, make
 from tests.test_bonds import L1, L2
 
@@ -87,7 +84,8 @@ def test_components_spanning_and_percolation_match_the_bond_graph(spec):
     comp = L.connected_components(backend=B)
     np.testing.assert_array_equal(comp.labels, want)
     assert comp.count == want.max(initial=0)
-    assert comp.sizes.tolist() == np.bincount(want.reshape(-1), minlength=comp.count + 1)[1:].tolist()
+    sizes = np.bincount(want.reshape(-1), minlength=comp.count + 1)[1:]
+    assert comp.sizes.tolist() == sizes.tolist()
     labels, spans = spanning_oracle(spec)
     np.testing.assert_array_equal(labels, want)
     d = L.dimensions
@@ -123,7 +121,8 @@ def test_degree_laplacian_and_diffusion_match_the_bond_graph(spec, seed):
     for _ in range(3):
         g = g - alpha * laplacian_oracle(spec, g)
     got = cat.get_engine().run("diffuse", L, f, steps=3, alpha=alpha, backend=B)
-    np.testing.assert_allclose(got.reshape(-1), g, rtol=1e-9, atol=1e-12 * (1 + np.abs(g).max()))
+    np.testing.assert_allclose(got.reshape(-1), g, rtol=1e-9,
+                               atol=1e-12 * (1 + np.abs(g).max()))
 
 
 def test_a_closed_first_bond_does_not_hide_an_open_parallel_one():

@@ -117,8 +117,9 @@ def degree(shape, periodic, offsets, open_, dedupe, *, bonds=None) -> np.ndarray
     -----
     Parallel over rows: O(n k) time without ``dedupe``, O(n k^2) with it or with closed
     bonds (parallel over sites; k int64 and k float64 of scratch per thread). One
-    kernel call over the whole lattice: not split for interrupts (see :mod:`catalytic.kernels.cpu._budget`). The result does not depend on
-    the thread count.
+    kernel call over the whole lattice: not split for interrupts (see
+    :mod:`catalytic.kernels.cpu._budget`). The result does not depend on the thread
+    count.
 
     Examples
     --------

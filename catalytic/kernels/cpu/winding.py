@@ -582,7 +582,8 @@ def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits
     Notes
     -----
     Scratch per thread; per lattice 4 n bytes of labels, and 9 bytes per possible run
-    of sizes and wrap bits until they are cut to the counts. The result does not depend on the thread count.
+    of sizes and wrap bits until they are cut to the counts. The result does not depend
+    on the thread count.
 
     Examples
     --------
