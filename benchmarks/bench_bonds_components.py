@@ -7,7 +7,9 @@
    replaced.
 2. Bond-masked components against the same call without bonds at 512^2 and 128^3
    (every site open; bonds open with probability ``--p-bond``, and all open).
-3. ``--tori N``: N 128^2 tori at p_c through ``batched.spanning_clusters`` on numba-cpu,
+3. ``--no-bonds``: calls on lattices without bonds, the same on any checkout (run it
+   with ``PYTHONPATH`` at an older tree for the times before a change).
+4. ``--tori N``: N 128^2 tori at p_c through ``batched.spanning_clusters`` on numba-cpu,
    their wrapping probabilities against the exact values of the infinite torus (Pinson,
    J. Stat. Phys. 75, 1167 (1994); Newman and Ziff, PRE 64, 016706 (2001)), in standard
    errors.
@@ -33,7 +35,6 @@ import numpy as np
 import catalytic as cat
 from catalytic.backends import _common as C
 from catalytic.kernels.cpu import components as CC
-from catalytic.kernels.cpu.winding import label_windings
 
 P_C = 0.59274621
 #: wrapping probabilities of the infinite square torus at p_c (axis 0, either, both)
@@ -72,6 +73,8 @@ def row(name, t, base=None):
 
 
 def wrapping(repeat, batch):
+    from catalytic.kernels.cpu.winding import label_windings
+
     rng = np.random.default_rng(0)
     mask = rng.random((128, 128)) < P_C
     L = cat.Lattice(shape=(128, 128), periodic=True, mask=mask)
@@ -120,6 +123,37 @@ def bonds(repeat, p_bond):
             row(f"{name} | {label}", t, base)
 
 
+def no_bonds(repeat):
+    rng = np.random.default_rng(0)
+    T = cat.Lattice(shape=(128, 128), periodic=True, mask=rng.random((128, 128)) < P_C)
+    S = cat.Lattice(shape=(512, 512), mask=rng.random((512, 512)) < 0.6)
+    K = cat.Lattice(shape=(128,) * 3, mask=rng.random((128,) * 3) < 0.3116)
+    f = rng.normal(size=(512, 512))
+    stack = rng.random((32, 128, 128)) < P_C
+    eng = cat.get_engine()
+    cases = {
+        "128^2 torus at p_c: connected_components": lambda: T.connected_components(
+            backend=B_ROUTE),
+        "128^2 torus at p_c: spanning_clusters((0, 1))": lambda: T.spanning_clusters(
+            (0, 1), backend=B_ROUTE),
+        "128^2 torus at p_c: batched.spanning_clusters((0, 1)), B = 32 (per call)":
+            lambda: eng.run("batched.spanning_clusters", T, stack, axes=(0, 1),
+                            backend=B_ROUTE),
+        "512^2 open, p = 0.6: connected_components": lambda: S.connected_components(
+            backend=B_ROUTE),
+        "512^2 open, p = 0.6: spanning_clusters((0, 1))": lambda: S.spanning_clusters(
+            (0, 1), backend=B_ROUTE),
+        "128^3 open, p = 0.3116: connected_components": lambda: K.connected_components(
+            backend=B_ROUTE),
+        "512^2 open, p = 0.6: degree": lambda: S.degree(backend=B_ROUTE),
+        "512^2 open, p = 0.6: laplacian": lambda: S.laplacian(f, backend=B_ROUTE),
+    }
+    print(f"\n## without bonds ({cat.__file__})\n")
+    print("| call | time |\n|---|---|")
+    for (name, _), t in zip(cases.items(), together(list(cases.values()), repeat, 3)):
+        row(name, t)
+
+
 def tori(count, chunk):
     eng = cat.get_engine()
     L = cat.Lattice(shape=(128, 128), periodic=True)
@@ -151,6 +185,8 @@ def main():
     ap.add_argument("--p-bond", type=float, default=0.6)
     ap.add_argument("--tori", type=int, default=0)
     ap.add_argument("--skip", nargs="*", default=(), choices=("wrapping", "bonds"))
+    ap.add_argument("--no-bonds", action="store_true",
+                    help="only the calls without bonds (runs on older checkouts too)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time this thread's CPU time (use with NUMBA_NUM_THREADS=1)")
     args = ap.parse_args()
@@ -159,6 +195,9 @@ def main():
     print(f"numba threads {numba.get_num_threads()}, "
           f"{'CPU time' if args.cpu_time else 'wall time'}, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.no_bonds:
+        no_bonds(args.repeat)
+        return
     if "wrapping" not in args.skip:
         wrapping(args.repeat, args.batch)
     if "bonds" not in args.skip:
