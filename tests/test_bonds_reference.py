@@ -19,7 +19,7 @@ from scipy.sparse.csgraph import connected_components as scipy_cc
 import catalytic as cat
 from catalytic.backends._common import path_result
 from catalytic.catalogue import diffusion_limit
-from tests.support.oracles import (FLOAT_ATOL, FLOAT_RTOL, bond_graph, bond_winding_oracle,
+from tests.support.oracles import (FLOAT_ATOL, FLOAT_RTOL, bond_graph, bond_graph_windings,
                                    open_sites, step_cost_digraph)
 from tests.support.strategies import lattice_specs, make
 from tests.test_bonds import L1, L2
@@ -258,7 +258,7 @@ def test_components_spanning_and_wrapping_match_the_bond_oracles(spec):
     assert comp.labels.reshape(-1).tolist() == want.tolist()
     assert comp.count == int(want.max(initial=0))
     assert comp.sizes.tolist() == np.bincount(want, minlength=comp.count + 1)[1:].tolist()
-    wind_labels, wraps = bond_winding_oracle(spec)
+    wind_labels, wraps = bond_graph_windings(spec)
     assert _canonical(wind_labels.reshape(-1), n).tolist() == want.tolist()
     d = len(spec["shape"])
     res = L.spanning_clusters(backend=NP)
@@ -318,7 +318,7 @@ def test_batched_twins_on_a_lattice_with_bonds_match_the_oracles(spec, seed):
         G = bond_graph(row)
         want = _oracle_labels(row, G)
         assert comps[b].labels.reshape(-1).tolist() == want.tolist()
-        _, wraps = bond_winding_oracle(row)
+        _, wraps = bond_graph_windings(row)
         if spec["periodic"][0]:
             assert spans[b].clusters[0].tolist() == sorted(wraps[0])
             assert perc[b] is bool(wraps[0])

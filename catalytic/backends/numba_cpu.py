@@ -264,31 +264,112 @@ def path_catalytic(lat, start, end, aux):
 
 
 # -- components, structure, centrality ---------------------------------------------------
+def _winding():
+    from catalytic.kernels.cpu import winding
+
+    return winding
+
+
+def _bonds(g):
+    """``(bond_slot, bits, words)`` of a geometry (``bits`` empty: every bond open)."""
+    return g.bond_args()[:3]
+
+
+#: the most sites a labelling with int32 labels holds
+_INT32_LIMIT = 2**31 - 1
+#: periodic axes one labelling tracks windings along (``kernels.cpu.winding._LANES``)
+_LANES = 4
+
+
 def connected_components(lat):
+    """Without closed bonds the run or site labelling (``kernels.cpu.components``); with
+    them the bond-aware one (``kernels.cpu.winding``)."""
+    g = lat.geometry
+    if g.bond_bits is not None:
+        labels, count, sizes, _ = _winding().label_windings(*_k(lat)[:4], *_bonds(g))
+        return R.Components(labels.reshape(g.shape), count, sizes)
     labels, count, sizes = _components().connected_components(*_k(lat), sizes=True)
-    return R.Components(labels.reshape(lat.geometry.shape), count, sizes)
+    return R.Components(labels.reshape(g.shape), count, sizes)
 
 
-def percolates(lat, *, axis=0):
-    return C.percolates_with(connected_components, lat, axis)
+def _spanning_from(g, comp, axes, wrapping):
+    """:class:`SpanningClusters` from a labelling and ``wrapping`` (periodic axis ->
+    labels of the clusters wrapping it); open axes by their faces."""
+    out = {a: wrapping[a] if g.periodic[a] else C.face_spanning(comp.labels, a)
+           for a in axes}
+    return R.SpanningClusters(out, comp)
+
+
+def _wrapping(wrapped, found) -> list:
+    """Per lattice, ``{axis: labels}`` from the wrap bits of :func:`_windings_of` (one
+    array per lattice and group of at most ``_LANES`` axes)."""
+    out = []
+    for per_group in found:
+        d = {}
+        for g0, wraps in zip(range(0, len(wrapped), _LANES), per_group):
+            for q, a in enumerate(wrapped[g0:g0 + _LANES]):
+                d[a] = np.flatnonzero(wraps & (1 << q)).astype(np.int64)
+        out.append(d)
+    return out
 
 
 def spanning_clusters(lat, *, axes):
-    """Labels from this backend's kernels; the winding check on the host (SciPy)."""
-    return C.spanning_with(connected_components, lat, axes)
+    """Periodic axes (or closed bonds): the wrapping clusters found in the labelling
+    itself (``kernels.cpu.winding``; one labelling per 4 periodic axes); open axes
+    only: any labelling and its faces."""
+    g = lat.geometry
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not (wrapped or g.bond_bits is not None) or g.n_points > _INT32_LIMIT:
+        return C.spanning_with(connected_components, lat, axes)
+    groups = [wrapped[i:i + _LANES] for i in range(0, len(wrapped), _LANES)] or [[]]
+    found = []
+    for group in groups:
+        labels, count, sizes, wraps = _winding().label_windings(*_k(lat)[:4], *_bonds(g),
+                                                                group)
+        found.append(wraps)
+    comp = R.Components(labels.reshape(g.shape), count, sizes)
+    return _spanning_from(g, comp, axes, _wrapping(wrapped, [found])[0])
+
+
+def percolates(lat, *, axis=0):
+    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
 
 
 def _label_stack(lat, stack):
     """``(labels, comps)``: the rows labelled by one parallel kernel (lattices shared out
-    over threads), each row into an array of its own (``labels``: the list of them);
-    lattices too large for one serial labelling one by one (each across threads;
-    ``labels`` is then None)."""
+    over threads), each row into an array of its own (``labels``: the list of them;
+    with closed bonds one (B, n) array); lattices too large for one serial labelling one
+    by one (each across threads; ``labels`` is then None)."""
     g = lat.geometry
     if not _components().batch_fits(g.shape, g.offsets):
         return None, [connected_components(one) for one in C.each_lattice(lat, stack)]
+    if g.bond_bits is not None:
+        labels, counts, sizes, _ = _winding().label_windings_batched(
+            g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g))
+        return labels, C.components_of_stack(g, labels, counts, sizes)
     labels, counts, sizes = _batched().connected_components_rows(
         g.shape_arr, g.periodic_arr, g.offsets, stack)
     return labels, C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_spanning_clusters(lat, stack, *, axes):
+    """Periodic axes: every row labelled with its wrapping clusters by one parallel
+    kernel (``kernels.cpu.winding``); open axes only: the stack's labelling and one
+    parallel face kernel."""
+    g = lat.geometry
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not wrapped:
+        return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
+    if not _components().batch_fits(g.shape, g.offsets):
+        return [spanning_clusters(one, axes=axes) for one in C.each_lattice(lat, stack)]
+    found = []
+    for i in range(0, len(wrapped), _LANES):
+        labels, counts, sizes, wraps = _winding().label_windings_batched(
+            g.shape_arr, g.periodic_arr, g.offsets, stack, *_bonds(g), wrapped[i:i + _LANES])
+        found.append(wraps)
+    comps = C.components_of_stack(g, labels, counts, sizes)
+    return [_spanning_from(g, c, axes, w)
+            for c, w in zip(comps, _wrapping(wrapped, list(zip(*found))))]
 
 
 def _batched():
@@ -298,15 +379,16 @@ def _batched():
 
 
 def batched_percolates(lat, stack, *, axis=0):
-    """Open axes: the rows' run union-find and face check without labels
-    (``kernels.cpu.batched.percolates_batched``); periodic axes (the winding check) and
-    other stencils from the stack's labelling."""
+    """Open axes without closed bonds: the rows' run union-find and face check without
+    labels (``kernels.cpu.batched.percolates_batched``); otherwise from
+    :func:`batched_spanning_clusters`."""
     g = lat.geometry
-    if _batched().spans_fits(g.shape, g.periodic, g.offsets, axis):
+    if g.bond_bits is None and _batched().spans_fits(g.shape, g.periodic, g.offsets, axis):
         out = _batched().percolates_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
                                             axis)
         return [bool(x) for x in out]
-    return C.percolates_of_stack(lat, stack, *_label_stack(lat, stack), axis)
+    return [bool(s.clusters[axis].size)
+            for s in batched_spanning_clusters(lat, stack, axes=(axis,))]
 
 
 def batched_distance_field(lat, stack, sources):
@@ -353,7 +435,8 @@ def _nz_fits(lat, count, **kwargs):
 
 
 def degree(lat):
-    return _degree().degree(*_k(lat)).reshape(lat.geometry.shape)
+    g = lat.geometry
+    return _degree().degree(*_k(lat), bonds=g.bond_args()).reshape(g.shape)
 
 
 def centrality(lat, *, method="degree", k=None, seed=None):
@@ -393,18 +476,24 @@ def _components_size(lat, *args, **kwargs):
 
 
 # -- fields -------------------------------------------------------------------------------
+def _field_bonds(g):
+    """The bonds the field kernels take (conductances), or None without any."""
+    return g.bond_args() if g.has_bonds else None
+
+
 def laplacian(lat, field):
     g = lat.geometry
     f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
     out = np.empty(g.n_points, dtype=np.float64)
-    return _fields().laplacian(*_k(lat), f, out).reshape(g.shape)
+    return _fields().laplacian(*_k(lat), f, out, bonds=_field_bonds(g)).reshape(g.shape)
 
 
 def diffuse(lat, field, *, steps=1, alpha=0.1):
     g = lat.geometry
     f = np.ascontiguousarray(field.reshape(-1), dtype=np.float64)
     out = np.empty(g.n_points, dtype=np.float64)
-    return _fields().diffuse(*_k(lat), f, steps, alpha, out).reshape(g.shape)
+    return _fields().diffuse(*_k(lat), f, steps, alpha, out,
+                             bonds=_field_bonds(g)).reshape(g.shape)
 
 
 def batched_laplacian(lat, fields):
@@ -412,7 +501,7 @@ def batched_laplacian(lat, fields):
     g = lat.geometry
     out = np.empty_like(fields)
     for f, o in zip(fields, out):
-        _fields().laplacian(*_k(lat), f, o)
+        _fields().laplacian(*_k(lat), f, o, bonds=_field_bonds(g))
     return [o.reshape(g.shape) for o in out]
 
 
@@ -474,6 +563,7 @@ IMPLEMENTATIONS = {
     "random": (random, None),
     **{twin: (func, None) for twin, func in C.stack_twins(_label_stack).items()},
     "batched.percolates": (batched_percolates, None),
+    "batched.spanning_clusters": (batched_spanning_clusters, None),
     "batched.distance_field": (batched_distance_field, None),
     "batched.laplacian": (batched_laplacian, None),
     "batched.xor_transform": (batched_xor_transform, None),
@@ -516,8 +606,10 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
-BONDS: set[str] = set()
-BONDS.add("newman_ziff")  # its kernel reads the bonds (kernels.cpu.newman_ziff)
+BONDS: set[str] = {"connected_components", "percolates", "spanning_clusters", "degree",
+                   "laplacian", "diffuse", "batched.connected_components",
+                   "batched.percolates", "batched.spanning_clusters", "batched.laplacian",
+                   "newman_ziff"}  # the Newman-Ziff kernel reads the bonds
 
 
 @hookimpl

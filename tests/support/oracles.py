@@ -278,33 +278,45 @@ def winding_oracle(shape, periodic, stencil, mask):
     return np.array(labels, dtype=np.int64).reshape(shape), wraps
 
 
-def bond_winding_oracle(spec):
-    """``(labels, wraps)`` as :func:`winding_oracle` gives them, for a spec with bonds:
-    a step along stencil row ``off`` crosses the bond ``(s, c)`` of forward offset ``s``
-    from its start ``c`` (the site itself for a forward row, the far end for the
-    negation of one) and is taken only when that bond is open. Every bond is a step of
-    its own: parallel bonds and a bond from a site to itself carry their own winding.
-    No catalytic code is used."""
+def bond_graph_windings(spec):
+    """``(labels, wraps)`` of :func:`winding_oracle` for a spec with bonds: the graph is
+    built bond by bond (bond ``(s, c)`` joins ``c`` to ``c + forward[s]``, usable when
+    open and both ends exist), every bond counted separately (parallel bonds of short
+    periodic axes and self-loop bonds too), each carrying its offset as displacement.
+    BFS per cluster over unwrapped positions; a usable bond between two visited sites
+    whose positions differ by something other than its offset closes a cycle of
+    non-zero winding."""
     shape = tuple(spec["shape"])
     d = len(shape)
     periodic = _per(spec["periodic"], d)
-    mask, bonds = spec.get("mask"), spec.get("bonds")
-    forward = forward_offsets(spec["stencil"], d)
+    mask = spec.get("mask")
+    bonds = spec.get("bonds")
     n = math.prod(shape)
-    is_open = [mask is None or bool(mask.reshape(-1)[i]) for i in range(n)]
-    steps = []  # (offset, plane, read at the far end)
-    for off in offsets_of(spec["stencil"], d):
-        o = tuple(int(x) for x in off)
-        if o in forward:
-            steps.append((o, forward.index(o), False))
-        else:
-            steps.append((o, forward.index(tuple(-x for x in o)), True))
+    steps = [[] for _ in range(n)]  # site -> [(other end, displacement)]
+    for s, off in enumerate(forward_offsets(spec["stencil"], d)):
+        for i in range(n):
+            c = coords_of(i, shape)
+            if bonds is not None and not bonds[(s,) + c]:
+                continue
+            t = []
+            for a, (x, o, m) in enumerate(zip(c, off, shape)):
+                y = x + o
+                if periodic[a]:
+                    y %= m
+                elif not 0 <= y < m:
+                    break
+                t.append(y)
+            else:
+                j = flat_index(t, shape)
+                if is_open(mask, i) and is_open(mask, j):
+                    steps[i].append((j, off))
+                    steps[j].append((i, tuple(-o for o in off)))
     labels = [0] * n
     pos = {}
     wraps = {a: set() for a in range(d) if periodic[a]}
     count = 0
     for s in range(n):
-        if not is_open[s] or labels[s]:
+        if not is_open(mask, s) or labels[s]:
             continue
         count += 1
         labels[s] = count
@@ -312,28 +324,14 @@ def bond_winding_oracle(spec):
         queue = deque([s])
         while queue:
             u = queue.popleft()
-            pu = pos[u]
-            for off, plane, far in steps:
-                q = tuple(x + o for x, o in zip(pu, off))
-                c = []
-                for a in range(d):
-                    if periodic[a]:
-                        c.append(q[a] % shape[a])
-                    elif 0 <= q[a] < shape[a]:
-                        c.append(q[a])
-                    else:
-                        break
+            for v, off in steps[u]:
+                q = tuple(x + o for x, o in zip(pos[u], off))
+                if not labels[v]:
+                    labels[v] = count
+                    pos[v] = q
+                    queue.append(v)
                 else:
-                    v = flat_index(c, shape)
-                    start = tuple(c) if far else coords_of(u, shape)
-                    if not is_open[v] or (bonds is not None and not bonds[(plane,) + start]):
-                        continue
-                    if not labels[v]:
-                        labels[v] = count
-                        pos[v] = q
-                        queue.append(v)
-                    else:
-                        for a in wraps:
-                            if pos[v][a] != q[a]:
-                                wraps[a].add(count)
+                    for a in wraps:
+                        if pos[v][a] != q[a]:
+                            wraps[a].add(count)
     return np.array(labels, dtype=np.int64).reshape(shape), wraps

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from catalytic.kernels.cpu.neighbors import c_strides, neighbors_into
+from catalytic.kernels.cpu.neighbors import bond_neighbors_into, c_strides, neighbors_into
 from catalytic.kernels.cpu._rows import _row_coords, _row_target
 
 __all__ = ["degree"]
@@ -74,7 +74,27 @@ def _degree_dedupe(deg, buf_t, open_, offs, shape, strides, periodic):
                 deg[i] = neighbors_into(i, shape, strides, periodic, offs, open_, True, buf)
 
 
-def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
+@njit(cache=True, nogil=True, parallel=True)
+def _degree_bonds(deg, buf_t, wbuf_t, open_, offs, shape, strides, periodic, dedupe,
+                  bond_slot, bits, words, bw):
+    """Degree as the size of the neighbour set through open bonds
+    (``bond_neighbors_into``), thread slot t taking sites t, t+T, ... O(n k^2)."""
+    T = buf_t.shape[0]
+    n = deg.shape[0]
+    has_mask = open_.shape[0] != 0
+    for tt in prange(T):
+        t = np.int64(tt)
+        buf = buf_t[t]
+        wbuf = wbuf_t[t]
+        for i in range(t, n, T):
+            if has_mask and open_[i] == 0:
+                deg[i] = 0
+            else:
+                deg[i] = bond_neighbors_into(i, shape, strides, periodic, offs, open_, dedupe,
+                                             bond_slot, bits, words, bw, buf, wbuf)
+
+
+def degree(shape, periodic, offsets, open_, dedupe, *, bonds=None) -> np.ndarray:
     """Size of each site's neighbour set.
 
     Parameters
@@ -83,6 +103,10 @@ def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
         The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance`. With
         ``dedupe`` the duplicates and self-loops that small periodic axes create are not
         counted.
+    bonds : tuple, optional
+        ``(bond_slot, bits, words, bw)`` as ``Geometry.bond_args()`` gives them: steps
+        through closed bonds are not counted (parallel bonds count once when one of them
+        is open). None or empty ``bits``: every bond open.
 
     Returns
     -------
@@ -91,10 +115,11 @@ def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
 
     Notes
     -----
-    Parallel over rows: O(n k) time without ``dedupe``, O(n k^2) with it (k int64 of
-    scratch per thread). One kernel call over the whole lattice: not split for
-    interrupts (see :mod:`catalytic.kernels.cpu._budget`). The result does not depend on
-    the thread count.
+    Parallel over rows: O(n k) time without ``dedupe``, O(n k^2) with it or with closed
+    bonds (parallel over sites; k int64 and k float64 of scratch per thread). One
+    kernel call over the whole lattice: not split for interrupts (see
+    :mod:`catalytic.kernels.cpu._budget`). The result does not depend on the thread
+    count.
 
     Examples
     --------
@@ -112,7 +137,16 @@ def degree(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     deg = np.empty(n, dtype=np.int64)
     if n == 0:
         return deg
-    if dedupe:
+    if bonds is not None and len(bonds[1]):
+        slot, bits, words, bw = bonds
+        T = max(1, min(numba.get_num_threads(), n))
+        k = max(offs.shape[0], 1)
+        _degree_bonds(deg, np.empty((T, k), dtype=np.int64), np.empty((T, k)), open_, offs,
+                      shape, c_strides(shape), periodic, bool(dedupe),
+                      np.ascontiguousarray(slot, dtype=np.int64),
+                      np.ascontiguousarray(bits, dtype=np.uint32), int(words),
+                      np.ascontiguousarray(bw, dtype=np.float64))
+    elif dedupe:
         T = max(1, min(numba.get_num_threads(), n))
         buf_t = np.empty((T, max(offs.shape[0], 1)), dtype=np.int64)
         _degree_dedupe(deg, buf_t, open_, offs, shape, c_strides(shape), periodic)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from catalytic.kernels.cpu.neighbors import c_strides, neighbors_into
+from catalytic.kernels.cpu.neighbors import bond_neighbors_into, c_strides, neighbors_into
 
 __all__ = ["laplacian", "diffuse"]
 
@@ -86,6 +86,47 @@ def _generic_kernel(
                 for q in range(m):
                     acc += field[buf[q]]
                 lap = m * fi - acc
+            if euler:
+                out[i] = fi - alpha * lap
+            else:
+                out[i] = lap
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _bond_kernel(
+    shape, strides, periodic, offsets, open_, dedupe, bond_slot, bits, words, bw, field, out,
+    alpha, euler, nbr, wnbr, chunk, s_lo, s_hi,
+):
+    """``_generic_kernel`` through open bonds with conductances: ``(L f)_i = sum_j c_ij
+    (f_i - f_j)`` formed as ``deg_i f_i - acc`` with ``deg_i = sum_j c_ij`` and ``acc =
+    sum_j c_ij f_j`` in stencil order, ``c_ij`` the least bond weight over the usable
+    parallel bonds (1.0 without bond weights, which gives the unweighted result bit for
+    bit). ``wnbr`` is float64 scratch shaped like ``nbr``."""
+    has_mask = open_.shape[0] != 0
+    hasw = bw.shape[0] != 0
+    for c in prange(nbr.shape[0]):
+        buf = nbr[c]
+        wbuf = wnbr[c]
+        lo = s_lo + c * chunk
+        hi = min(s_hi, lo + chunk)
+        for i in range(lo, hi):
+            fi = field[i]
+            if has_mask and open_[i] == 0:
+                lap = 0.0
+            else:
+                m = bond_neighbors_into(i, shape, strides, periodic, offsets, open_, dedupe,
+                                        bond_slot, bits, words, bw, buf, wbuf)
+                acc = 0.0
+                if hasw:
+                    deg = 0.0
+                    for q in range(m):
+                        acc += wbuf[q] * field[buf[q]]
+                        deg += wbuf[q]
+                    lap = deg * fi - acc
+                else:
+                    for q in range(m):
+                        acc += field[buf[q]]
+                    lap = m * fi - acc
             if euler:
                 out[i] = fi - alpha * lap
             else:
@@ -277,7 +318,8 @@ def _check_field(name, a, n):
         raise ValueError(f"{name} must be a contiguous 1-d array of length {n}, got shape {a.shape}")
 
 
-def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler):
+def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha, euler,
+            bonds=None):
     """Pick the kernel and the chunking, allocate the per-chunk scratch, run one pass in
     kernel calls of about ``_BUDGET`` neighbour reads each (one call when the lattice is
     smaller)."""
@@ -286,7 +328,20 @@ def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha,
     if n == 0:
         return
     T = get_num_threads()
-    if dedupe:
+    if bonds is not None:
+        slot, bits, words, bw = bonds
+        per_call = min(n, max(1, _BUDGET // (k * k)))  # sites per kernel call
+        chunk = max(_CHUNK_SITES, -(-per_call // (8 * T)))
+        nbr = np.empty((-(-per_call // chunk), k), dtype=np.int64)
+        wnbr = np.empty(nbr.shape, dtype=np.float64)
+        for lo in range(0, n, per_call):
+            hi = min(n, lo + per_call)
+            m = -(-(hi - lo) // chunk)
+            _bond_kernel(
+                shape, strides, periodic, offsets, open_, bool(dedupe), slot, bits, words, bw,
+                field, out, float(alpha), euler, nbr[:m], wnbr[:m], chunk, lo, hi,
+            )
+    elif dedupe:
         per_call = min(n, max(1, _BUDGET // (k * k)))  # sites per kernel call
         chunk = max(_CHUNK_SITES, -(-per_call // (8 * T)))
         nbr = np.empty((-(-per_call // chunk), k), dtype=np.int64)
@@ -314,7 +369,7 @@ def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha,
             )
 
 
-def laplacian(shape, periodic, offsets, open_, dedupe, field, out):
+def laplacian(shape, periodic, offsets, open_, dedupe, field, out, *, bonds=None):
     """Graph Laplacian of a site field over the lattice neighbour set.
 
     Parameters
@@ -335,11 +390,16 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out):
         Input values, flat C order.
     out : ndarray of float64, (n,)
         Output buffer, must not overlap ``field``.
+    bonds : tuple, optional
+        ``(bond_slot, bits, words, bw)`` as ``Geometry.bond_args()`` gives them: the
+        neighbour set through open bonds, each edge weighted by its conductance ``c_ij``
+        (the least bond weight over usable parallel bonds; 1 without bond weights).
 
     Returns
     -------
     out : ndarray of float64, (n,)
-        ``(L f)_i = deg_i f_i - sum_{j in N(i)} f_j``, 0 at blocked sites.
+        ``(L f)_i = deg_i f_i - sum_{j in N(i)} f_j``, 0 at blocked sites; with
+        ``bonds``, ``sum_{j in N(i)} c_ij (f_i - f_j)``.
 
     Raises
     ------
@@ -369,11 +429,23 @@ def laplacian(shape, periodic, offsets, open_, dedupe, field, out):
     _check_field("out", out, n)
     if np.shares_memory(field, out):
         raise ValueError("out must not overlap field")
-    _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, 0.0, False)
+    _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, 0.0, False,
+            _bond_arrays(bonds))
     return out
 
 
-def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out):
+def _bond_arrays(bonds):
+    """``bonds`` as the bond kernel takes them, or None."""
+    if bonds is None:
+        return None
+    slot, bits, words, bw = bonds
+    return (np.ascontiguousarray(slot, dtype=np.int64),
+            np.ascontiguousarray(bits, dtype=np.uint32), int(words),
+            np.ascontiguousarray(bw, dtype=np.float64))
+
+
+def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *,
+            bonds=None):
     """Explicit-Euler diffusion ``f <- f - alpha * L f``, repeated ``steps`` times.
 
     Parameters
@@ -386,9 +458,11 @@ def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out):
         Number of Euler steps, >= 0.
     alpha : float
         Step size. The scheme is stable for ``0 <= alpha <= 1 / max_deg`` (symmetric
-        stencils); it is not checked.
+        stencils; with bond weights the largest weighted degree); it is not checked.
     out : ndarray of float64, (n,)
         Output buffer, must not overlap ``field``.
+    bonds : tuple, optional
+        As in :func:`laplacian` (bond weights are conductances).
 
     Returns
     -------
@@ -433,8 +507,10 @@ def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out):
         return out
     scratch = np.empty(n, dtype=np.float64) if steps > 1 else out
     src = field
+    bonds = _bond_arrays(bonds)
     for s in range(steps):
         dst = out if (steps - 1 - s) % 2 == 0 else scratch
-        _launch(shape, strides, periodic, offsets, open_, dedupe, src, dst, alpha, True)
+        _launch(shape, strides, periodic, offsets, open_, dedupe, src, dst, alpha, True,
+                bonds)
         src = dst
     return out

@@ -104,6 +104,42 @@ def neighbors_into(i, shape, strides, periodic, offsets, open_, dedupe, out):
     return m
 
 
+@njit(cache=True, nogil=True)
+def bond_neighbors_into(i, shape, strides, periodic, offsets, open_, dedupe, bond_slot, bits,
+                        words, bw, out, wout):
+    """:func:`neighbors_into` honouring bonds: a step through a closed bond is dropped
+    before duplicates are (the first *usable* occurrence wins), and ``wout[q]`` receives
+    the least bond weight over the usable steps to ``out[q]`` (0.0 without bond
+    weights). ``bond_slot``, ``bits``, ``words``, ``bw`` as ``Geometry.bond_args()``
+    gives them. Returns the count."""
+    n = shape[0] * strides[0]
+    hasw = bw.shape[0] != 0
+    m = 0
+    for k in range(offsets.shape[0]):
+        j = neighbor(i, k, shape, strides, periodic, offsets, open_)
+        if j < 0:
+            continue
+        slot = bond_slot[k]
+        if not bond_open(i, j, slot, bits, words):
+            continue
+        w = bw[bond_at(i, j, slot, n)] if hasw else 0.0
+        if dedupe:
+            if j == i:
+                continue
+            seen = -1
+            for q in range(m):
+                if out[q] == j:
+                    seen = q
+                    break
+            if seen >= 0:
+                wout[seen] = min(wout[seen], w)
+                continue
+        out[m] = j
+        wout[m] = w
+        m += 1
+    return m
+
+
 def c_strides(shape) -> np.ndarray:
     """C-order strides, in sites, of ``shape`` as an int64 array."""
     shape = np.asarray(shape, dtype=np.int64)
