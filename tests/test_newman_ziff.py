@@ -236,6 +236,17 @@ def test_spanning_thresholds_is_the_events_only_sweep():
     assert np.array_equal(th, res.event("span", axis=0))
 
 
+def test_spanning_thresholds_honour_closed_bonds_on_both_backends():
+    bonds = np.random.default_rng(3).random((2, 8, 7)) < 0.7
+    L = cat.Lattice(shape=(8, 7), periodic=(False, True), bonds=bonds)
+    fast = L.run("spanning_thresholds", 20, axis=0, seed=2, backend="numba-cpu")
+    slow = L.run("spanning_thresholds", 20, axis=0, seed=2, backend="numpy")
+    assert np.array_equal(fast, slow)
+    # closed bonds delay spanning: never earlier than with every bond open
+    free = L.with_bonds(None).run("spanning_thresholds", 20, axis=0, seed=2)
+    assert np.all((fast == -1) | (fast >= free)) and np.any(fast != free)
+
+
 # -- memory and bad input -----------------------------------------------------------------
 def test_memory_guard_names_the_remedy(monkeypatch):
     from catalytic import memory

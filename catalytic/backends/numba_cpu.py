@@ -407,7 +407,8 @@ def spanning_thresholds(lat, samples, *, axis=0, seed=0):
     from catalytic.kernels.cpu.percolation import spanning_thresholds as sweeps
 
     g = lat.geometry
-    return sweeps(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, samples, axis, seed)
+    return sweeps(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, samples, axis, seed,
+                  bond_args=g.bond_args())
 
 
 def newman_ziff(lat, count, *, first=0, kind="site", seed=0,
@@ -609,7 +610,7 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 BONDS: set[str] = {"connected_components", "percolates", "spanning_clusters", "degree",
                    "laplacian", "diffuse", "batched.connected_components",
                    "batched.percolates", "batched.spanning_clusters", "batched.laplacian",
-                   "newman_ziff"}  # the Newman-Ziff kernel reads the bonds
+                   "newman_ziff", "spanning_thresholds"}  # the Newman-Ziff kernel reads them
 
 
 @hookimpl

@@ -774,6 +774,7 @@ BONDS: set[str] = {
     "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
     "batched.laplacian",
     "newman_ziff",  # its reference reads the usable bonds (Geometry.displace)
+    "spanning_thresholds",  # each prefix labelled by percolates, which honours them
 }
 
 
