@@ -746,8 +746,8 @@ def closeness(shape, periodic, offsets, open_, dedupe, *, bonds=None, cache=None
     nbatch = -(-ns // S)
     per_thread = g.psize * _CELL_BYTES
     if per_thread > _BITS_BYTES:
-        return _bfs.closeness(shape, periodic, offsets, open_, dedupe, None, bonds=bonds,
-                              cache=cache)
+        kw = {} if bonds is None else {"bonds": bonds, "cache": cache}
+        return _bfs.closeness(shape, periodic, offsets, open_, dedupe, None, **kw)
     T = max(1, min(numba.get_num_threads(), nbatch, _BITS_BYTES // per_thread))
     src = _block_order(open_idx, g.shape, S) if ns > S else open_idx
     psrc = _padded._to_padded(src, g)
