@@ -389,10 +389,10 @@ class BondCells(NamedTuple):
     """The bonds of a lattice in the padded index space of a :class:`Plan` (built by
     :func:`bond_cells`); the traversal kernels take its fields as arguments.
 
-    ``bits``   uint32[psize * nw]: bit ``k & 31`` of word ``p * nw + (k >> 5)`` is set
+    ``bits``   uint8[psize * nw]: bit ``k & 7`` of byte ``p * nw + (k >> 3)`` is set
                when the bond that stencil step ``k`` of the plan (``offs[k]``) crosses
                from cell ``p`` is open; 0 on halo cells. Length 0: every bond open.
-    ``nw``     words per cell, ``ceil(k / 32)``.
+    ``nw``     bytes per cell, ``ceil(k / 8)``.
     ``bw``     float64[kf * psize]: the weight of forward bond ``s`` that starts at
                cell ``p`` at ``s * psize + p`` (0 on halo cells). Length 0: no bond
                weights.
@@ -408,7 +408,7 @@ class BondCells(NamedTuple):
     fwd: np.ndarray
 
 
-NO_BONDS = BondCells(np.zeros(0, dtype=np.uint32), 1, np.zeros(0, dtype=np.float64),
+NO_BONDS = BondCells(np.zeros(0, dtype=np.uint8), 1, np.zeros(0, dtype=np.float64),
                      np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
@@ -418,8 +418,8 @@ def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
 
     A backward step's bit is the forward bond's bit read at the neighbour the step
     reaches (a roll of its plane by the step), so a kernel tests every step of a cell
-    in the one word of that cell. Blocked sites and halo cells get no bits (the
-    kernels never step from them). O(k n) NumPy work; 4 ceil(k/32) bytes per padded
+    in the bytes of that cell. Blocked sites and halo cells get no bits (the
+    kernels never step from them). O(k n) NumPy work; ceil(k/8) bytes per padded
     cell, plus 8 kf with bond weights.
     """
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, g.shape.shape[0])
@@ -433,20 +433,20 @@ def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
     shape = tuple(int(x) for x in g.shape)
     n = g.n
     pbits = NO_BONDS.bits
-    nw = max(1, (K + 31) // 32)
+    nw = max(1, (K + 7) // 8)
     if np.asarray(bits).shape[0] and K:
         raw = np.ascontiguousarray(bits, dtype="<u4").view(np.uint8).reshape(
             np.asarray(bits).shape[0] // words, -1)
         planes = np.unpackbits(raw, axis=1, count=n, bitorder="little").astype(bool)
-        real = np.zeros((nw, n), dtype=np.uint32)
+        real = np.zeros((nw, n), dtype=np.uint8)
         for k in range(K):
             b = planes[slot[k]]
             if not fwd[k]:  # the bond starts at the neighbour j + offs[k]
                 b = np.roll(b.reshape(shape), tuple((-g.offs[k]).tolist()),
                             axis=tuple(range(len(shape)))).reshape(-1)
-            real[k >> 5] |= b.astype(np.uint32) << np.uint32(k & 31)
-        pbits = np.empty((nw, g.psize), dtype=np.uint32)
-        z = np.uint32(0)
+            real[k >> 3] |= b.astype(np.uint8) << np.uint8(k & 7)
+        pbits = np.empty((nw, g.psize), dtype=np.uint8)
+        z = np.uint8(0)
         for w in range(nw):
             _fill_classes(pbits[w], real[w], nomask, z, z, z)
         pbits = np.ascontiguousarray(pbits.T).reshape(-1)

@@ -51,6 +51,19 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
     K = foff.shape[0]
     if bits.shape[0] != 0:
         # the bond loops: the claim also needs the step's bit of the cell's word
+        if mode == 1 and nw == 1:
+            for h in range(lo, hi):
+                p = src[h]
+                word = np.int64(bits[p])
+                for k in range(K):
+                    q = p + foff[k]
+                    v = work[q]
+                    c = (v == UNVISITED) & ((word & 1) != 0)
+                    word >>= 1
+                    work[q] = dn if c else v
+                    dst[m] = q
+                    m += c
+            return m
         for h in range(lo, hi):
             p = src[h]
             base = p * nw
@@ -66,7 +79,7 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
                     if mode == 2 and v == PORTAL:
                         q = _resolve(p, k, offs, r, shape, pstrides, periodic)
                         v = work[q]
-                c = (v == UNVISITED) & (((bits[base + (k >> 5)] >> (k & 31)) & 1) != 0)
+                c = (v == UNVISITED) & (((bits[base + (k >> 3)] >> (k & 7)) & 1) != 0)
                 work[q] = dn if c else v
                 dst[m] = q
                 m += c

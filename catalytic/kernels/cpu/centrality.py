@@ -103,7 +103,7 @@ def _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic, mode, ded
     m = 0
     hb = bits.shape[0] != 0
     for k in range(foff.shape[0]):
-        if hb and ((bits[v * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+        if hb and ((bits[v * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
             continue
         if mode == 0:
             q = _padded._resolve(v, k, offs, r, shape, pstrides, periodic)
@@ -572,7 +572,7 @@ def _bitbfs_slot(cls, bits, stamp, lists, far, cnt, st, psrc, step, budget, foff
                     u = cur[hh]
                     base = u * nw
                     for k in range(K):
-                        if ((bond[base + (k >> 5)] >> (k & 31)) & 1) == 0:
+                        if ((bond[base + (k >> 3)] >> (k & 7)) & 1) == 0:
                             continue
                         if mode == 0:
                             q = _padded._resolve(u, k, offs, r, shape, pstrides, periodic)

@@ -199,7 +199,7 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
                 w = pw[q]
             if w < 0:
                 continue
-            if hb and ((bits[p * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+            if hb and ((bits[p * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                 continue
             if hw:
                 w = bw[slot[k] * P + (p if fwd[k] != 0 else q)] + w

@@ -58,7 +58,7 @@ def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, peri
             if u < 0:
                 continue
             # u -> v is step k from u
-            if hb and ((bits[u * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+            if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                 continue
             if work[u] == D - 1 and (best < 0 or u < best):
                 best = u
@@ -124,7 +124,7 @@ def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides
                 q = _resolve(p, k, offs, r, shape, pstrides, periodic)
                 if q < 0:
                     continue
-            if hb and ((bits[p * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+            if hb and ((bits[p * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                 continue
             if dedupe:
                 dup = False
@@ -198,7 +198,7 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
             if pw[u] < 0:
                 continue
             # u -> v is step k from u
-            if hb and ((bits[u * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+            if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                 continue
             c = wv
             if hw:
@@ -262,7 +262,7 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                         u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
                 if pw[u] < 0 or depth[u] != -1 or pd[u] != c:
                     continue
-                if hb and ((bits[u * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+                if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                     continue
                 if hw and c + (bw[slot[k] * P + (u if fwd[k] != 0 else x)] + pw[x]) != c:
                     continue
@@ -290,7 +290,7 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                         u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
                 if pw[u] < 0 or pd[u] >= c:
                     continue
-                if hb and ((bits[u * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+                if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                     continue
                 cx = pw[x]
                 if hw:
@@ -319,7 +319,7 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                         y = _resolve(x, k, offs, r, shape, pstrides, periodic)
                 if pw[y] < 0 or depth[y] != -2 or pd[y] != c:
                     continue
-                if hb and ((bits[x * nw + (k >> 5)] >> (k & 31)) & 1) == 0:
+                if hb and ((bits[x * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                     continue
                 cy = pw[y]
                 if hw:
