@@ -154,6 +154,29 @@ def test_shortest_path_is_a_tight_walk_of_the_bond_graph_by_the_tie_rule(spec, d
         assert len(path) <= G.number_of_nodes()
 
 
+def test_the_hop_walk_back_skips_a_closed_bond_to_a_smaller_neighbour():
+    # 3 x 3: the centre 4 is two hops from 0 by 1 and by 3; the bond 1 -> 4 is closed,
+    # so the walk back from 4 must take 3 although 1 is the smaller index
+    bonds = np.ones((2, 3, 3), bool)
+    bonds[0, 0, 1] = False  # forward offset (1, 0) from (0, 1) = site 1
+    L = cat.Lattice(shape=(3, 3), bonds=bonds)
+    assert L.distance_field(0, backend=CPU).reshape(-1)[4] == 2
+    assert L.find_shortest_path(0, 4, backend=CPU).path.tolist() == [0, 3, 4]
+
+
+def test_an_entry_into_a_plateau_pays_the_bond_weight():
+    # a ring 0-1-2-3-0: 0 -> 3 costs 1 and 3 -> 2 costs 2**-53, absorbed (a plateau at
+    # cost 1); 1 is at 1 - 2**-53 and 1 -> 2 would reach exactly 1 on the site weight
+    # alone, but its bond weighs 1: 2 is no entry of the plateau, its depth is 1
+    eps = 2.0**-53
+    bw = np.array([[1 - eps, 1.0, 0.0, 1.0]])  # bonds 0-1, 1-2, 2-3, 3-0 (the seam)
+    w = np.array([0.0, 0.0, eps, 0.0])
+    L = cat.Lattice(shape=(4,), periodic=True, weights=w, bond_weights=bw)
+    assert L.distance_field(0, backend=CPU).tolist() == [0.0, 1 - eps, 1.0, 1.0]
+    r = L.find_shortest_path(0, 2, backend=CPU)
+    assert r.path.tolist() == [0, 3, 2] and r.distance == 1.0
+
+
 def test_plateaus_of_zero_bond_weights_walk_by_depth():
     # a row of 5 sites where crossing every bond is free but the middle site costs 1:
     # the costs are 0,0,1,1,1 and the walk from 4 back to 0 crosses the plateau 2..4
