@@ -16,6 +16,14 @@ unpadded array instead (``Plan.mode`` 0) and compute every step from coordinates
 results, slower steps. Without periodic halos (``Plan.mode`` 1) the hot loops skip the
 portal test.
 
+Bonds reach the traversals as :class:`BondCells` (built once per lattice by
+:func:`plan_bonds`, kept in its numba-cpu cache): ``ceil(k/8)`` bytes per padded cell
+whose bit ``k`` says whether the bond that stencil step ``k`` crosses from that cell is
+open, backward steps included (their bit is the forward bond's, read at the far end when
+the bytes are built), so a step tests a bit of the cell it leaves; and, with bond
+weights, one float64 plane per forward offset, read at the cell the bond starts from.
+Given length-0 arrays, a kernel runs its loops without bonds.
+
 Numba does not inline a helper ``@njit`` function into code that runs inside a
 ``prange`` loop, so the hot loops of the traversals spell out what a helper would do.
 
