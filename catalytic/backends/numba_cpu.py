@@ -276,7 +276,8 @@ def _unweighted_only(lat, *args, **kwargs):
 
 def _no_bond_weights(lat, *args, **kwargs):
     if lat.geometry.bond_weights is not None:
-        return "catalytic paths are hop paths; bond weights are implemented in the numpy backend only"
+        return ("catalytic paths are hop paths; bond weights are implemented in the numpy "
+                "backend only")
     return None
 
 

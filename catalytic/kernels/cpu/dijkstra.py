@@ -358,11 +358,11 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
     The costs are those of any float64 Dijkstra (the indexed binary heap this queue
     replaced, SciPy's), bit for bit, whatever order it settles equal costs in. Each
     ends with ``D(v) = min fl(D(u) + c(u, v))`` over the in-steps ``u -> v`` (0 at
-    sources), ``c`` the step cost. Were ``D1(v) < D2(v)`` for two of them, take the first cell ``x`` with
-    ``D1(x) < D2(x)`` on the path that gave ``v`` its cost in the first: its
-    predecessor ``u`` has ``D2(u) <= D1(u)``, and ``fl(a + w)`` does not decrease with
-    ``a``, so ``D2(x) <= fl(D2(u) + w[x]) <= fl(D1(u) + w[x]) = D1(x)``, a
-    contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
+    sources), ``c`` the step cost. Were ``D1(v) < D2(v)`` for two of them, take the
+    first cell ``x`` with ``D1(x) < D2(x)`` on the path that gave ``v`` its cost in the
+    first: its predecessor ``u`` has ``D2(u) <= D1(u)``, and ``fl(a + c)`` does not
+    decrease with ``a``, so ``D2(x) <= fl(D2(u) + c(u, x)) <= fl(D1(u) + c(u, x)) =
+    D1(x)``, a contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
     which is all the walk back from ``stop`` reads.
     """
     wf = np.zeros(0) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
