@@ -209,6 +209,15 @@ def test_count_shortest_paths_matches_networkx(spec, data):
     assert L.count_shortest_paths(s, e, backend=CPU) == want
 
 
+def test_path_counts_past_int64_are_recounted_over_the_open_bonds():
+    # 40 x 40 corner to corner with the bond (0, 0) -> (1, 0) closed: every path starts
+    # with (0, 0) -> (0, 1), C(77, 38) of them, more than 2**63
+    bonds = np.ones((2, 40, 40), bool)
+    bonds[0, 0, 0] = False
+    L = cat.Lattice(shape=(40, 40), bonds=bonds)
+    assert L.count_shortest_paths(0, L.n_points - 1, backend=CPU) == math.comb(77, 38)
+
+
 def test_weighted_path_counts_are_refused_with_bond_weights_as_with_site_weights():
     L = cat.Lattice(shape=(3, 3), bond_weights=np.ones((2, 3, 3)))
     with pytest.raises(NoBackendError, match="weighted path counting"):
