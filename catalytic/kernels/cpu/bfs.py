@@ -35,22 +35,39 @@ __all__ = ["bfs_distance", "closeness"]
 
 @njit(cache=True, nogil=True)
 def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, periodic, mode,
-            bits, nw):
+            bits, nw, shared):
     """Label every unvisited neighbour of ``src[lo:hi]`` with ``dn`` and append it to
     ``dst`` from position ``m``; return the new end. O((hi - lo) k). ``bits``/``nw``:
     the bond words of :class:`~catalytic.kernels.cpu._padded.BondCells` (length 0:
-    every bond open); a step through a closed bond claims nothing.
+    every bond open); a step through a closed bond claims nothing and, when other
+    threads expand into ``work`` at the same time (``shared``), writes nothing either.
 
     Branch-free claim: each neighbour cell is read, written back (unchanged, or ``dn``
     over ``UNVISITED``), and written to ``dst[m]`` with ``m`` advanced only when it was
     claimed, so ``dst`` needs one spare slot past the last claim. Cell values only ever
     go from ``UNVISITED`` to a distance, which makes the write-back safe when two threads
     expand disjoint frontier slices at once: both may claim one cell (same ``dn``, one
-    duplicate entry in the next frontier), nothing else can happen.
+    duplicate entry in the next frontier), nothing else can happen. A closed step must
+    not write back an ``UNVISITED`` it read: another thread may have claimed the cell
+    since, so with ``shared`` it re-reads and writes back ``p`` itself (labelled for
+    good) instead.
     """
     K = foff.shape[0]
     if bits.shape[0] != 0:
         # the bond loops: the claim also needs the step's bit of the cell's word
+        if mode == 1 and nw == 1 and shared:
+            for h in range(lo, hi):
+                p = src[h]
+                word = np.int64(bits[p])
+                for k in range(K):
+                    q = p + (foff[k] & -(word & 1))
+                    word >>= 1
+                    v = work[q]
+                    c = v == UNVISITED
+                    work[q] = dn if c else v
+                    dst[m] = q
+                    m += c
+            return m
         if mode == 1 and nw == 1:
             for h in range(lo, hi):
                 p = src[h]
@@ -68,6 +85,8 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
             p = src[h]
             base = p * nw
             for k in range(K):
+                if ((bits[base + (k >> 3)] >> (k & 7)) & 1) == 0:
+                    continue
                 if mode == 0:
                     q = _resolve(p, k, offs, r, shape, pstrides, periodic)
                     if q < 0:
@@ -79,7 +98,7 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
                     if mode == 2 and v == PORTAL:
                         q = _resolve(p, k, offs, r, shape, pstrides, periodic)
                         v = work[q]
-                c = (v == UNVISITED) & (((bits[base + (k >> 3)] >> (k & 7)) & 1) != 0)
+                c = v == UNVISITED
                 work[q] = dn if c else v
                 dst[m] = q
                 m += c
@@ -146,7 +165,7 @@ def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, pe
     while lo < hi:
         e = min(hi, lo + max((budget - used) // K, 1))
         t = _expand(work, queue, lo, e, queue, t, dn, foff, offs, r, shape, pstrides,
-                    periodic, mode, bits, nw)
+                    periodic, mode, bits, nw, False)
         used += (e - lo) * K + _LEVEL_COST
         lo = e
         if lo == hi:
@@ -179,7 +198,7 @@ def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides
         a = lo + m * t // T
         b = lo + m * (t + 1) // T
         cnt[t] = _expand(work, cur, a, b, bufs[t], _ZERO, dn, foff, offs, r, shape, pstrides,
-                         periodic, mode, bits, nw)
+                         periodic, mode, bits, nw, True)
 
 
 @njit(cache=True, nogil=True)
@@ -249,11 +268,11 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
                 # the whole level: constant start positions let LLVM specialise the call
                 hi = m
                 m2 = _expand(work, cur, _ZERO, m, nxt, _ZERO, dn, foff, offs, r, shape, pstrides,
-                             periodic, mode, bits, nw)
+                             periodic, mode, bits, nw, False)
             else:
                 hi = min(m, lo + max((budget - used) // K, 1))
                 m2 = _expand(work, cur, lo, hi, nxt, m2, dn, foff, offs, r, shape,
-                             pstrides, periodic, mode, bits, nw)
+                             pstrides, periodic, mode, bits, nw, False)
         else:
             hi = min(m, lo + T * chunk)
             _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
