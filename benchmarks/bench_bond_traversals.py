@@ -1,13 +1,17 @@
 """Bond-masked distance fields against the same call without bonds, on numba-cpu.
 
     python benchmarks/bench_bond_traversals.py [--rounds 7] [--shapes 512x512 128x128x128]
+                                               [--every-thread] [--no-bonds]
 
 For each shape (von Neumann, open axes, mask at p = 0.9): ``distance_field`` from the
 first site without bonds, with every bond open (given explicitly, so the bond loops
 run), and with random bonds open at p = 0.7; the bond calls are timed warm (their
 padded bond words already in the lattice's numba-cpu cache) and the first call that
 builds them separately. Calls alternate between the variants, each figure the median of
-``--rounds`` calls (JIT compilation excluded by a warm-up call). Run it with
+``--rounds`` calls (JIT compilation excluded by a warm-up call). The backend picks the
+thread count of each call from the free CPUs; with ``--every-thread`` every call takes
+all of Numba's threads (set ``NUMBA_NUM_THREADS`` to fix them). ``--no-bonds`` times
+the call without bonds alone, the same work on any checkout. Run it with
 ``PYTHONPATH`` on another checkout to time that checkout's no-bond path in the same way
 (its bond rows are skipped when the backend refuses bonds there).
 """
@@ -15,12 +19,14 @@ builds them separately. Calls alternate between the variants, each figure the me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
 import numpy as np
 
 import catalytic as cat
+from catalytic.backends import numba_cpu
 from catalytic.errors import NoBackendError
 
 CPU = "numba-cpu"
@@ -40,7 +46,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--shapes", nargs="+", default=["512x512", "128x128x128"])
+    ap.add_argument("--every-thread", action="store_true",
+                    help="every call on all of Numba's threads, however busy the machine")
+    ap.add_argument("--no-bonds", action="store_true", help="only the call without bonds")
     args = ap.parse_args(argv)
+    with numba_cpu.every_thread() if args.every_thread else contextlib.nullcontext():
+        _run(args)
+
+
+def _run(args):
     for text in args.shapes:
         shape = _shape(text)
         rng = np.random.default_rng(0)
@@ -50,7 +64,8 @@ def main(argv=None):
         kf = len(L.bond_offsets)
         variants = {"no bonds": L}
         try:
-            for name, p in (("all bonds open", 1.0), ("bonds at 0.7", 0.7)):
+            bonded = (("all bonds open", 1.0), ("bonds at 0.7", 0.7))
+            for name, p in () if args.no_bonds else bonded:
                 B = L.with_bonds(rng.random((kf,) + shape) < p)
                 B.distance_field(0, backend=CPU)  # the backend refuses bonds before this change
                 fresh = B.with_bonds(B.bonds)  # an empty cache
