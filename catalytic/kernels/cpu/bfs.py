@@ -75,7 +75,7 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
                 for k in range(K):
                     q = p + foff[k]
                     v = work[q]
-                    c = (v == UNVISITED) & ((word & 1) != 0)
+                    c = np.int64(v == UNVISITED) & word  # 0 or 1: bit 0 is step k's
                     word >>= 1
                     work[q] = dn if c else v
                     dst[m] = q
