@@ -162,6 +162,9 @@ def test_the_hop_walk_back_skips_a_closed_bond_to_a_smaller_neighbour():
     L = cat.Lattice(shape=(3, 3), bonds=bonds)
     assert L.distance_field(0, backend=CPU).reshape(-1)[4] == 2
     assert L.find_shortest_path(0, 4, backend=CPU).path.tolist() == [0, 3, 4]
+    # the weighted walk back: the same tie at cost 2
+    W = cat.Lattice(shape=(3, 3), bonds=bonds, weights=np.ones((3, 3)))
+    assert W.find_shortest_path(0, 4, backend=CPU).path.tolist() == [0, 3, 4]
 
 
 def test_an_entry_into_a_plateau_pays_the_bond_weight():
@@ -175,6 +178,36 @@ def test_an_entry_into_a_plateau_pays_the_bond_weight():
     assert L.distance_field(0, backend=CPU).tolist() == [0.0, 1 - eps, 1.0, 1.0]
     r = L.find_shortest_path(0, 2, backend=CPU)
     assert r.path.tolist() == [0, 3, 2] and r.distance == 1.0
+
+
+def test_a_closed_bond_makes_no_entry_into_a_plateau():
+    # the ring of the test above: 1 -> 2 would be a rising step to cost 1 (0.5 + 0.5),
+    # but its bond is closed, so 2 is reached on the plateau from 3
+    bonds = np.array([[True, False, True, True]])
+    bw = np.array([[0.5, 0.5, 0.0, 1.0]])
+    L = cat.Lattice(shape=(4,), periodic=True, bonds=bonds, bond_weights=bw)
+    assert L.distance_field(0, backend=CPU).tolist() == [0.0, 0.5, 1.0, 1.0]
+    r = L.find_shortest_path(0, 2, backend=CPU)
+    assert r.path.tolist() == [0, 3, 2] and r.distance == 1.0
+
+
+@pytest.mark.parametrize("bond_1_4", ["closed", "weight 2"])
+def test_plateau_depths_follow_only_free_open_bonds(bond_1_4):
+    # 2 x 3: 0 -> 1 costs 1, then a plateau 1 -> 2 -> 5 -> 4 of free bonds; the bond
+    # 1 -> 4 (closed, or costing 2) gives 4 no depth 1: the walk back from 4 goes
+    # round the plateau
+    bonds = np.ones((2, 2, 3), bool)
+    bw = np.zeros((2, 2, 3))
+    bw[0, 0, 0] = 5.0  # 0 -> 3
+    bw[1, 0, 0] = 1.0  # 0 -> 1
+    if bond_1_4 == "closed":
+        bonds[0, 0, 1] = False
+    else:
+        bw[0, 0, 1] = 2.0
+    L = cat.Lattice(shape=(2, 3), bonds=bonds, bond_weights=bw)
+    assert L.distance_field(0, backend=CPU).tolist() == [[0, 1, 1], [1, 1, 1]]
+    r = L.find_shortest_path(0, 4, backend=CPU)
+    assert r.path.tolist() == [0, 1, 2, 5, 4] and r.distance == 1.0
 
 
 def test_plateaus_of_zero_bond_weights_walk_by_depth():
