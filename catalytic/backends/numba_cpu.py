@@ -86,6 +86,21 @@ def _k(lat):
     return lat.geometry.kernel_args()
 
 
+def _bk(lat):
+    """The keyword arguments that make a traversal kernel honour the lattice's bonds
+    (none without bonds): the bond arrays, and this backend's cache of the lattice,
+    where the kernels keep the bonds laid out in their padded index space."""
+    g = lat.geometry
+    if not g.has_bonds:
+        return {}
+    return {"bonds": g.bond_args(), "cache": lat.backend_cache(NAME)}
+
+
+def _weighted(g) -> bool:
+    """Whether distances on ``g`` are costs (site weights or bond weights), not hops."""
+    return g.weights is not None or g.bond_weights is not None
+
+
 # -- threads -------------------------------------------------------------------------------
 #: below this many sites a graph call runs on one thread (parallel launches cost more than
 #: they save there, and it skips the /proc reads of free_threads)
@@ -227,21 +242,26 @@ def thread_safe(func):
 # -- paths --------------------------------------------------------------------------------
 def distance_field(lat, sources):
     g = lat.geometry
-    if g.weights is None:
-        d = _bfs().bfs_distance(*_k(lat), sources)
+    if not _weighted(g):
+        d = _bfs().bfs_distance(*_k(lat), sources, **_bk(lat))
     else:
-        d = _dijkstra().dijkstra_distance(*_k(lat), g.weights.reshape(-1), sources)
+        w = None if g.weights is None else g.weights.reshape(-1)
+        d = _dijkstra().dijkstra_distance(*_k(lat), w, sources, **_bk(lat))
     return d.reshape(g.shape)
 
 
 def shortest_path(lat, start, end):
     g = lat.geometry
     w = None if g.weights is None else g.weights.reshape(-1)
-    return C.path_result(g, _paths().shortest_path(*_k(lat), start, end, w))
+    if g.bond_weights is None:
+        return C.path_result(g, _paths().shortest_path(*_k(lat), start, end, w, **_bk(lat)))
+    # the cost as the search summed it: step costs (bond weight + site weight) in order
+    path, cost = _paths().shortest_path(*_k(lat), start, end, w, with_cost=True, **_bk(lat))
+    return R.PathResult(path, cost)
 
 
 def count_shortest_paths(lat, start, end):
-    count, overflowed = _paths().count_shortest_paths(*_k(lat), start, end)
+    count, overflowed = _paths().count_shortest_paths(*_k(lat), start, end, **_bk(lat))
     if overflowed:
         # more than 2**63 - 1 paths: recount exactly with Python integers
         return C.count_paths_exact(lat.geometry, start, end)
@@ -249,8 +269,15 @@ def count_shortest_paths(lat, start, end):
 
 
 def _unweighted_only(lat, *args, **kwargs):
-    if lat.geometry.weights is not None:
+    if _weighted(lat.geometry):
         return "weighted path counting is implemented in the numpy backend only"
+    return None
+
+
+def _no_bond_weights(lat, *args, **kwargs):
+    if lat.geometry.bond_weights is not None:
+        return ("catalytic paths are hop paths; bond weights are implemented in the numpy "
+                "backend only")
     return None
 
 
@@ -259,7 +286,8 @@ def path_catalytic(lat, start, end, aux):
 
     g = lat.geometry
     with borrowed_scratch(lat, aux, g.n_points) as (state, _):
-        path = _catalytic_path().catalytic_path(*_k(lat), start, end, state)
+        path = _catalytic_path().catalytic_path(*_k(lat), start, end, state,
+                                                bonds=_bk(lat).get("bonds"))
     return C.path_result(g, path)
 
 
@@ -396,9 +424,11 @@ def batched_distance_field(lat, stack, sources):
     (``kernels.cpu.batched.bfs_distance_batched``); the fields are the rows of one
     (B, n) array, as the cuda twin returns them."""
     g = lat.geometry
+    if g.bond_weights is not None:  # costs: a search per lattice
+        return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
     src = np.broadcast_to(np.asarray(sources, dtype=np.int64), (stack.shape[0], len(sources)))
     d = _batched().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
-                                        g.dedupe, src)
+                                        g.dedupe, src, **_bk(lat))
     return [row.reshape(g.shape) for row in d]
 
 
@@ -443,11 +473,12 @@ def degree(lat):
 def centrality(lat, *, method="degree", k=None, seed=None):
     g = lat.geometry
     if method == "degree":
-        return C.finish_centrality(g, _degree().degree(*_k(lat)), degree=True)
+        deg = _degree().degree(*_k(lat), bonds=g.bond_args())
+        return C.finish_centrality(g, deg, degree=True)
     if method == "closeness":
-        vals = _centrality().closeness(*_k(lat))
+        vals = _centrality().closeness(*_k(lat), **_bk(lat))
     else:
-        vals = _centrality().betweenness_centrality(*_k(lat), k=k, seed=seed)
+        vals = _centrality().betweenness_centrality(*_k(lat), k=k, seed=seed, **_bk(lat))
     return C.finish_centrality(g, vals, degree=False)
 
 
@@ -547,7 +578,7 @@ IMPLEMENTATIONS = {
     "distance_field": (distance_field, None),
     "shortest_path": (shortest_path, None),
     "count_shortest_paths": (count_shortest_paths, _unweighted_only),
-    "path_catalytic": (path_catalytic, None),
+    "path_catalytic": (path_catalytic, _no_bond_weights),
     "connected_components": (connected_components, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
@@ -607,10 +638,13 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
-BONDS: set[str] = {"connected_components", "percolates", "spanning_clusters", "degree",
-                   "laplacian", "diffuse", "batched.connected_components",
-                   "batched.percolates", "batched.spanning_clusters", "batched.laplacian",
-                   "newman_ziff", "spanning_thresholds"}  # the Newman-Ziff kernel reads them
+BONDS: set[str] = {
+    "distance_field", "shortest_path", "count_shortest_paths", "path_catalytic", "centrality",
+    "batched.distance_field", "connected_components", "percolates", "spanning_clusters",
+    "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",
+    "batched.spanning_clusters", "batched.laplacian",
+    "newman_ziff", "spanning_thresholds",  # the Newman-Ziff kernel reads them
+}
 
 
 @hookimpl

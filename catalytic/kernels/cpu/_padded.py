@@ -16,6 +16,14 @@ unpadded array instead (``Plan.mode`` 0) and compute every step from coordinates
 results, slower steps. Without periodic halos (``Plan.mode`` 1) the hot loops skip the
 portal test.
 
+Bonds reach the traversals as :class:`BondCells` (built once per lattice by
+:func:`plan_bonds`, kept in its numba-cpu cache): ``ceil(k/8)`` bytes per padded cell
+whose bit ``k`` says whether the bond that stencil step ``k`` crosses from that cell is
+open, backward steps included (their bit is the forward bond's, read at the far end when
+the bytes are built), so a step tests a bit of the cell it leaves; and, with bond
+weights, one float64 plane per forward offset, read at the cell the bond starts from.
+Given length-0 arrays, a kernel runs its loops without bonds.
+
 Numba does not inline a helper ``@njit`` function into code that runs inside a
 ``prange`` loop, so the hot loops of the traversals spell out what a helper would do.
 
@@ -383,6 +391,96 @@ def _work_array(g: Plan, open_val=UNVISITED) -> np.ndarray:
     t = g.itype
     _fill_classes(work, empty, g, t(open_val), t(WALL), t(PORTAL))
     return work
+
+
+class BondCells(NamedTuple):
+    """The bonds of a lattice in the padded index space of a :class:`Plan` (built by
+    :func:`bond_cells`); the traversal kernels take its fields as arguments.
+
+    ``bits``   uint8[psize * nw]: bit ``k & 7`` of byte ``p * nw + (k >> 3)`` is set
+               when the bond that stencil step ``k`` of the plan (``offs[k]``) crosses
+               from cell ``p`` is open; 0 on halo cells. Length 0: every bond open.
+    ``nw``     bytes per cell, ``ceil(k / 8)``.
+    ``bw``     float64[kf * psize]: the weight of forward bond ``s`` that starts at
+               cell ``p`` at ``s * psize + p`` (0 on halo cells). Length 0: no bond
+               weights.
+    ``slot``   int64[k]: the forward offset ``s`` step ``k`` crosses a bond of.
+    ``fwd``    uint8[k]: 1 when step ``k`` is forward (its bond starts at the cell
+               stepped from), 0 when backward (it starts at the cell stepped to).
+    """
+
+    bits: np.ndarray
+    nw: int
+    bw: np.ndarray
+    slot: np.ndarray
+    fwd: np.ndarray
+
+
+NO_BONDS = BondCells(np.zeros(0, dtype=np.uint8), 1, np.zeros(0, dtype=np.float64),
+                     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
+
+
+def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
+    """The bonds of ``Geometry.bond_args()`` laid out for plan ``g`` (whose ``offs`` are
+    ``offsets`` less the rows that never land).
+
+    A backward step's bit is the forward bond's bit read at the neighbour the step
+    reaches (a roll of its plane by the step), so a kernel tests every step of a cell
+    in the bytes of that cell. Blocked sites and halo cells get no bits (the
+    kernels never step from them). O(k n) NumPy work; ceil(k/8) bytes per padded
+    cell, plus 8 kf with bond weights.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, g.shape.shape[0])
+    where = {tuple(r): i for i, r in enumerate(offsets.tolist())}
+    sl = np.asarray(bond_slot, dtype=np.int64)
+    plan_slot = np.array([sl[where[tuple(r)]] for r in g.offs.tolist()], dtype=np.int64)
+    K = plan_slot.shape[0]
+    slot = np.where(plan_slot >= 0, plan_slot, ~plan_slot).astype(np.int64)
+    fwd = (plan_slot >= 0).astype(np.uint8)
+    nomask = g._replace(open_=np.zeros(0, dtype=np.uint8))
+    shape = tuple(int(x) for x in g.shape)
+    n = g.n
+    pbits = NO_BONDS.bits
+    nw = max(1, (K + 7) // 8)
+    if np.asarray(bits).shape[0] and K:
+        raw = np.ascontiguousarray(bits, dtype="<u4").view(np.uint8).reshape(
+            np.asarray(bits).shape[0] // words, -1)
+        planes = np.unpackbits(raw, axis=1, count=n, bitorder="little").astype(bool)
+        real = np.zeros((nw, n), dtype=np.uint8)
+        for k in range(K):
+            b = planes[slot[k]]
+            if not fwd[k]:  # the bond starts at the neighbour j + offs[k]
+                b = np.roll(b.reshape(shape), tuple((-g.offs[k]).tolist()),
+                            axis=tuple(range(len(shape)))).reshape(-1)
+            real[k >> 3] |= b.astype(np.uint8) << np.uint8(k & 7)
+        pbits = np.empty((nw, g.psize), dtype=np.uint8)
+        z = np.uint8(0)
+        for w in range(nw):
+            _fill_classes(pbits[w], real[w], nomask, z, z, z)
+        pbits = np.ascontiguousarray(pbits.T).reshape(-1)
+    pbw = NO_BONDS.bw
+    bw = np.asarray(bw, dtype=np.float64)
+    if bw.shape[0]:
+        kf = bw.shape[0] // max(n, 1)
+        pbw = np.empty(kf * g.psize, dtype=np.float64)
+        for s in range(kf):
+            _fill_classes(pbw[s * g.psize:(s + 1) * g.psize],
+                          np.ascontiguousarray(bw[s * n:(s + 1) * n]), nomask, 0.0, 0.0, 0.0)
+    return BondCells(pbits, nw, pbw, slot, fwd)
+
+
+def plan_bonds(g: Plan, offsets, bonds, cache=None) -> BondCells:
+    """:func:`bond_cells` of ``bonds`` (``Geometry.bond_args()``, or None: no bonds) for
+    plan ``g``, kept in ``cache`` (a lattice's backend cache, or None) under
+    ``"padded_bonds"``: the cells depend on the geometry only, never on a plan's mask."""
+    if bonds is None:
+        return NO_BONDS
+    cells = None if cache is None else cache.get("padded_bonds")
+    if cells is None:
+        cells = bond_cells(g, offsets, *bonds)
+        if cache is not None:
+            cache["padded_bonds"] = cells
+    return cells
 
 
 def _geo(g: Plan):

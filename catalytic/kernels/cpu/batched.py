@@ -33,6 +33,7 @@ from catalytic.kernels.cpu._padded import (
     _to_padded,
     _unpad_row,
     make_plan,
+    plan_bonds,
 )
 from catalytic.kernels.cpu.bfs import _bfs_queue
 from catalytic.kernels.cpu.components import (
@@ -380,11 +381,13 @@ def percolates_batched(shape, periodic, offsets, open_stack, axis) -> np.ndarray
 
 @njit(cache=True, nogil=True)
 def _bfs_one(out, open_, psrc, work, queue, st, vals, cls, foff, offs, r, shape, pstrides,
-             periodic, mode, pshape, n_prow):
+             periodic, mode, pshape, n_prow, bits, nw):
     """Hop distances of one lattice into ``out`` (n int64): the padded cell classes of
     ``_padded._fill_padded`` row by row, the queue BFS of ``bfs._bfs_queue`` from the
     padded sources ``psrc`` to the end, then the interior copied out with unreachable
-    and blocked sites as -1 (``_padded._unpad``)."""
+    and blocked sites as -1 (``_padded._unpad``). ``bits``/``nw``: the bond words the
+    lattices share (:class:`~catalytic.kernels.cpu._padded.BondCells`; length 0: all
+    open)."""
     PL = pshape[pshape.shape[0] - 1]
     for prow in range(n_prow):
         _fill_row(work, prow, _ZERO, PL, vals, open_, cls[0], cls[1], cls[2], shape,
@@ -401,7 +404,7 @@ def _bfs_one(out, open_, psrc, work, queue, st, vals, cls, foff, offs, r, shape,
     big = np.int64(1) << 62
     while st[0] < st[1]:
         _bfs_queue(work, queue, st, np.int64(-1), big, foff, offs, r, shape, pstrides,
-                   periodic, mode)
+                   periodic, mode, bits, nw)
     L = shape[shape.shape[0] - 1]
     nrow = out.shape[0] // L
     for row in range(nrow):
@@ -410,16 +413,17 @@ def _bfs_one(out, open_, psrc, work, queue, st, vals, cls, foff, offs, r, shape,
 
 @njit(cache=True, nogil=True, parallel=True)
 def _bfs_rows(lo, hi, out, stack, psrc, work, queue, st, vals, cls, foff, offs, r, shape,
-              pstrides, periodic, mode, pshape, n_prow):
+              pstrides, periodic, mode, pshape, n_prow, bits, nw):
     """:func:`_bfs_one` for rows [lo, hi) of the stack (row b from ``psrc[b]``), scratch
     per thread."""
     for b in prange(lo, hi):
         t = numba.get_thread_id()
         _bfs_one(out[b], stack[b], psrc[b], work[t], queue[t], st[t], vals, cls, foff, offs,
-                 r, shape, pstrides, periodic, mode, pshape, n_prow)
+                 r, shape, pstrides, periodic, mode, pshape, n_prow, bits, nw)
 
 
-def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) -> np.ndarray:
+def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, *, bonds=None,
+                         cache=None) -> np.ndarray:
     """Hop distances on a stack of same-shape lattices, the lattices shared out over the
     threads (twin: :func:`catalytic.kernels.cuda.graph.bfs_distance_batched`).
 
@@ -431,6 +435,9 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) 
         Row b is lattice b's ``open_``; (B, 0) means every site of every lattice is open.
     sources : array_like of int, (B,) or (B, m)
         The open source site of each lattice (or its ``m`` sources, distance 0).
+    bonds, cache
+        The bonds every lattice of the stack shares, as in ``bfs.bfs_distance`` (hops
+        over the open bonds).
 
     Returns
     -------
@@ -494,7 +501,8 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources) 
     cls = np.array([UNVISITED, WALL, PORTAL], dtype=g.itype)
     K = max(g.offs.shape[0], 1)
     n_prow = g.psize // int(g.pshape[-1])
+    cells = plan_bonds(g, offsets, bonds, cache)
     _launch(_bfs_rows, B, g.psize + n * K, out, stack, psrc, work, queue, st, vals, cls,
             g.foff, g.offs, g.r, g.shape, g.pstrides, g.periodic, np.int64(g.mode),
-            g.pshape, np.int64(n_prow))
+            g.pshape, np.int64(n_prow), cells.bits, np.int64(cells.nw))
     return out

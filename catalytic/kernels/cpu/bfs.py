@@ -16,11 +16,14 @@ from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _LEVEL_COST, _ZERO
 from catalytic.kernels.cpu.neighbors import check_sources
 from catalytic.kernels.cpu._padded import (
+    NO_BONDS,
     PORTAL,
+    BondCells,
     UNVISITED,
     Plan,
     _geo,
     _resolve,
+    plan_bonds,
     _to_padded,
     _unpad_all,
     _work_array,
@@ -31,18 +34,75 @@ __all__ = ["bfs_distance", "closeness"]
 
 
 @njit(cache=True, nogil=True)
-def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, periodic, mode):
+def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, periodic, mode,
+            bits, nw, shared):
     """Label every unvisited neighbour of ``src[lo:hi]`` with ``dn`` and append it to
-    ``dst`` from position ``m``; return the new end. O((hi - lo) k).
+    ``dst`` from position ``m``; return the new end. O((hi - lo) k). ``bits``/``nw``:
+    the bond words of :class:`~catalytic.kernels.cpu._padded.BondCells` (length 0:
+    every bond open); a step through a closed bond claims nothing and, when other
+    threads expand into ``work`` at the same time (``shared``), writes nothing either.
 
     Branch-free claim: each neighbour cell is read, written back (unchanged, or ``dn``
     over ``UNVISITED``), and written to ``dst[m]`` with ``m`` advanced only when it was
     claimed, so ``dst`` needs one spare slot past the last claim. Cell values only ever
     go from ``UNVISITED`` to a distance, which makes the write-back safe when two threads
     expand disjoint frontier slices at once: both may claim one cell (same ``dn``, one
-    duplicate entry in the next frontier), nothing else can happen.
+    duplicate entry in the next frontier), nothing else can happen. A closed step must
+    not write back an ``UNVISITED`` it read: another thread may have claimed the cell
+    since, so with ``shared`` it re-reads and writes back ``p`` itself (labelled for
+    good) instead.
     """
     K = foff.shape[0]
+    if bits.shape[0] != 0:
+        # the bond loops: the claim also needs the step's bit of the cell's word
+        if mode == 1 and nw == 1 and shared:
+            for h in range(lo, hi):
+                p = src[h]
+                word = np.int64(bits[p])
+                for k in range(K):
+                    q = p + (foff[k] & -(word & 1))
+                    word >>= 1
+                    v = work[q]
+                    c = v == UNVISITED
+                    work[q] = dn if c else v
+                    dst[m] = q
+                    m += c
+            return m
+        if mode == 1 and nw == 1:
+            for h in range(lo, hi):
+                p = src[h]
+                word = np.int64(bits[p])
+                for k in range(K):
+                    q = p + foff[k]
+                    v = work[q]
+                    c = np.int64(v == UNVISITED) & word  # 0 or 1: bit 0 is step k's
+                    word >>= 1
+                    work[q] = dn if c else v
+                    dst[m] = q
+                    m += c
+            return m
+        for h in range(lo, hi):
+            p = src[h]
+            base = p * nw
+            for k in range(K):
+                if ((bits[base + (k >> 3)] >> (k & 7)) & 1) == 0:
+                    continue
+                if mode == 0:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                    if q < 0:
+                        continue
+                    v = work[q]
+                else:
+                    q = p + foff[k]
+                    v = work[q]
+                    if mode == 2 and v == PORTAL:
+                        q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                        v = work[q]
+                c = v == UNVISITED
+                work[q] = dn if c else v
+                dst[m] = q
+                m += c
+        return m
     if mode == 1:  # no portals: one addition per step
         for h in range(lo, hi):
             p = src[h]
@@ -82,7 +142,8 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
 
 
 @njit(cache=True, nogil=True)
-def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, periodic, mode):
+def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, periodic, mode,
+               bits, nw):
     """Level-synchronous BFS in one queue, resumable: each level is appended after the
     previous one. Stops after the level that labels ``stop`` (-1: never).
 
@@ -104,7 +165,7 @@ def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, pe
     while lo < hi:
         e = min(hi, lo + max((budget - used) // K, 1))
         t = _expand(work, queue, lo, e, queue, t, dn, foff, offs, r, shape, pstrides,
-                    periodic, mode)
+                    periodic, mode, bits, nw, False)
         used += (e - lo) * K + _LEVEL_COST
         lo = e
         if lo == hi:
@@ -126,7 +187,7 @@ def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, pe
 
 @njit(cache=True, nogil=True, parallel=True)
 def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides, periodic,
-                mode):
+                mode, bits, nw):
     """Expand ``cur[lo:hi]`` split into one slice per thread, thread t appending to
     ``bufs[t]`` and leaving its count in ``cnt[t]`` (see :func:`_expand` for why the
     concurrent claims are safe)."""
@@ -137,7 +198,7 @@ def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides
         a = lo + m * t // T
         b = lo + m * (t + 1) // T
         cnt[t] = _expand(work, cur, a, b, bufs[t], _ZERO, dn, foff, offs, r, shape, pstrides,
-                         periodic, mode)
+                         periodic, mode, bits, nw, True)
 
 
 @njit(cache=True, nogil=True)
@@ -167,7 +228,7 @@ def _dedupe_level(work, nxt, m, bufs, cnt, dn):
 
 @njit(cache=True, nogil=True)
 def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs, r, shape,
-                   pstrides, periodic, mode):
+                   pstrides, periodic, mode, bits, nw):
     """Level-synchronous BFS with two frontier arrays ``a`` and ``b``, resumable.
 
     ``st = [m, lo, m2, dn, c]``: the current frontier is ``a[:m]`` (``c`` 0) or ``b[:m]``
@@ -207,15 +268,15 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
                 # the whole level: constant start positions let LLVM specialise the call
                 hi = m
                 m2 = _expand(work, cur, _ZERO, m, nxt, _ZERO, dn, foff, offs, r, shape, pstrides,
-                             periodic, mode)
+                             periodic, mode, bits, nw, False)
             else:
                 hi = min(m, lo + max((budget - used) // K, 1))
                 m2 = _expand(work, cur, lo, hi, nxt, m2, dn, foff, offs, r, shape,
-                             pstrides, periodic, mode)
+                             pstrides, periodic, mode, bits, nw, False)
         else:
             hi = min(m, lo + T * chunk)
             _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
-                        pstrides, periodic, mode)
+                        pstrides, periodic, mode, bits, nw)
             tot = 0
             for t in range(T):
                 tot += cnt[t]
@@ -249,7 +310,7 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
 
 @njit(cache=True, nogil=True, parallel=True)
 def _closeness_run(work_t, queue_t, st_t, psrc, out, n_open, budget, foff, offs, r, shape,
-                   pstrides, periodic, mode):
+                   pstrides, periodic, mode, bits, nw):
     """One BFS per source, resumable; thread slot t takes sources t, t+T, t+2T, ... and
     reuses ``work_t[t]`` (reset through its queue after each search) and ``queue_t[t]``.
 
@@ -280,7 +341,7 @@ def _closeness_run(work_t, queue_t, st_t, psrc, out, n_open, budget, foff, offs,
                 q[4] = 0
                 st[6] = 1
             used += _bfs_queue(work, queue, q, -1, budget - used, foff, offs, r, shape,
-                               pstrides, periodic, mode)
+                               pstrides, periodic, mode, bits, nw)
             if q[0] < q[1]:
                 continue
             reached = q[1]
@@ -303,10 +364,11 @@ def _closeness_run(work_t, queue_t, st_t, psrc, out, n_open, budget, foff, offs,
 # ---------------------------------------------------------------------------------------
 
 
-def _hop_search(g: Plan, psrc, stop=-1):
+def _hop_search(g: Plan, psrc, stop=-1, cells: BondCells = NO_BONDS):
     """BFS from padded sources ``psrc`` (ending after ``stop``'s level, see
-    :func:`_bfs_frontiers`), wide levels on all of Numba's threads, in calls of about
-    ``_BUDGET`` units; returns the padded distance array."""
+    :func:`_bfs_frontiers`) over the open bonds of ``cells``, wide levels on all of
+    Numba's threads, in calls of about ``_BUDGET`` units; returns the padded distance
+    array."""
     work = _work_array(g)
     psrc = np.unique(np.asarray(psrc, dtype=np.int64))
     m = psrc.shape[0]
@@ -326,7 +388,8 @@ def _hop_search(g: Plan, psrc, stop=-1):
     if stop >= 0 and work[stop] == 0:  # a source: nothing to search
         return work
     while st[0] > 0:
-        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stop, *geo)
+        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stop, *geo, cells.bits,
+                       cells.nw)
     return work
 
 
@@ -336,7 +399,8 @@ _PAR_MIN = 1024
 _PAR_CHUNK = 8192
 
 
-def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray:
+def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, bonds=None,
+                 cache=None) -> np.ndarray:
     """Multi-source hop distances: the hops from each site's nearest source.
 
     Parameters
@@ -354,6 +418,12 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
     sources : array_like of int
         Flat indices of open sites (distance 0); the caller has checked them (in range,
         not blocked). A repeated source counts once.
+    bonds : tuple, optional
+        ``Geometry.bond_args()``: steps through closed bonds are not taken (bond
+        weights are ignored: hops). None: every bond open.
+    cache : dict, optional
+        Where the padded bond words are kept between calls (a lattice's backend
+        cache; see :func:`catalytic.kernels.cpu._padded.plan_bonds`).
 
     Returns
     -------
@@ -381,13 +451,15 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources) -> np.ndarray
     array([0, 1, 2, 1, 2, 3])
     """
     g = make_plan(shape, periodic, offsets, open_)
-    work = _hop_search(g, _to_padded(sources, g))
+    cells = plan_bonds(g, offsets, bonds, cache)
+    work = _hop_search(g, _to_padded(sources, g), cells=cells)
     out = np.empty(g.n, dtype=np.int64)
     _unpad_all(work, out, g, True)
     return out
 
 
-def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarray:
+def closeness(shape, periodic, offsets, open_, dedupe, sources=None, *, bonds=None,
+              cache=None) -> np.ndarray:
     """Closeness centrality (NetworkX ``closeness_centrality``, ``wf_improved=True``), one
     BFS per source.
 
@@ -397,6 +469,8 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
         The lattice, as in :func:`bfs_distance` (``dedupe`` is unused).
     sources : array_like of int, optional
         Open sites to compute; all open sites when None.
+    bonds, cache
+        As in :func:`bfs_distance` (hops over the open bonds).
 
     Returns
     -------
@@ -450,8 +524,10 @@ def closeness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarr
     st_t[:, 0] = np.arange(T)
     ns = src.shape[0]
     geo = _geo(g)
+    cells = plan_bonds(g, offsets, bonds, cache)
     budget = _budget._BUDGET
     while (st_t[:, 0] < ns).any():
-        _closeness_run(work_t, queue_t, st_t, psrc, vals, g.n_open, budget, *geo)
+        _closeness_run(work_t, queue_t, st_t, psrc, vals, g.n_open, budget, *geo, cells.bits,
+                       cells.nw)
     out[src] = vals
     return out

@@ -12,9 +12,11 @@ from numba import njit
 
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _INT32_LIMIT
-from catalytic.kernels.cpu.neighbors import c_strides
+from catalytic.kernels.cpu.neighbors import bond_open, c_strides
 
 __all__ = ["catalytic_path"]
+
+_NO_BITS = np.zeros(0, dtype=np.uint32)
 
 
 @njit(cache=True, nogil=True)
@@ -46,7 +48,8 @@ def _from_coords(c, k, offs, shape, strides, periodic, open_):
 
 
 @njit(cache=True, nogil=True)
-def _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, periodic, open_):
+def _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, periodic, open_,
+                   slot, bits, words):
     """BFS whose only per-site state is ``state[i]`` = 0 (unvisited) or 1 + dist mod 3,
     resumable.
 
@@ -54,8 +57,9 @@ def _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, perio
     expand, the queue position where level ``level + 1`` starts, and dist(start, end)
     once found (-1 before). Start from ``[0, 1, 1, 0, -1]`` with ``state[:n]`` zeroed,
     ``state[start]`` 1 and ``queue[0] = start``. Returns after about ``budget`` units;
-    done when ``head == tail``, with ``dist`` -1 when ``end`` is unreachable.
-    O(visited * k d) over all calls.
+    done when ``head == tail``, with ``dist`` -1 when ``end`` is unreachable. Steps
+    through closed bonds (``slot, bits, words`` as ``neighbors.bond_open`` takes them;
+    ``bits`` length 0: all open) are not taken. O(visited * k d) over all calls.
     """
     K = offs.shape[0]
     head = st[0]
@@ -77,7 +81,7 @@ def _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, perio
         _coords(p, strides, c)
         for k in range(K):
             j = _from_coords(c, k, offs, shape, strides, periodic, open_)
-            if j < 0 or state[j] != 0:
+            if j < 0 or state[j] != 0 or not bond_open(p, j, slot[k], bits, words):
                 continue
             state[j] = nxt
             queue[tail] = j
@@ -93,11 +97,12 @@ def _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, perio
 
 
 @njit(cache=True, nogil=True)
-def _catalytic_walk(state, path, c, D, m, m_end, noffs, shape, strides, periodic, open_):
+def _catalytic_walk(state, path, c, D, m, m_end, noffs, shape, strides, periodic, open_, slot,
+                    bits, words):
     """Steps ``m .. m_end - 1`` of the walk from ``path[0]`` = ``end`` (distance D) back
     to the source: each time to the smallest-index in-neighbour whose state says the
-    distance one less (mod 3). Writes end..start into ``path[:D + 1]`` over calls with
-    consecutive ranges from m = 1. O((m_end - m) k d)."""
+    distance one less (mod 3), along an open bond. Writes end..start into
+    ``path[:D + 1]`` over calls with consecutive ranges from m = 1. O((m_end - m) k d)."""
     K = noffs.shape[0]
     v = path[m - 1]
     for h in range(m, m_end):
@@ -106,7 +111,9 @@ def _catalytic_walk(state, path, c, D, m, m_end, noffs, shape, strides, periodic
         best = -1
         for k in range(K):
             u = _from_coords(c, k, noffs, shape, strides, periodic, open_)
-            if u >= 0 and state[u] == want and (best < 0 or u < best):
+            # u -> v is offset k from u
+            if (u >= 0 and state[u] == want and (best < 0 or u < best)
+                    and bond_open(u, v, slot[k], bits, words)):
                 best = u
         path[h] = best
         v = best
@@ -117,7 +124,8 @@ def _catalytic_walk(state, path, c, D, m, m_end, noffs, shape, strides, periodic
 # ---------------------------------------------------------------------------------------
 
 
-def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -> np.ndarray:
+def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state, *,
+                   bonds=None) -> np.ndarray:
     """Shortest hop path whose per-site search state lives in borrowed memory.
 
     Parameters
@@ -131,6 +139,9 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
         Borrowed memory (dtype and length asserted): ``state[:n]`` is overwritten (0
         unvisited, 1 + dist mod 3 visited); the caller restores it. ``state[n:]`` is not
         touched.
+    bonds : tuple, optional
+        ``Geometry.bond_args()``: only open bonds are crossed (bond weights are not
+        read: hops). None: every bond open.
 
     Returns
     -------
@@ -170,6 +181,10 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     queue = np.empty(max(n_open, 1), dtype=np.int32 if n <= _INT32_LIMIT else np.int64)
     strides = c_strides(shape)
     c = np.empty(d, dtype=np.int64)
+    if bonds is None:
+        slot, bits, words = np.zeros(offs.shape[0], dtype=np.int64), _NO_BITS, 0
+    else:
+        slot, bits, words = bonds[0], bonds[1], bonds[2]
     budget = _budget._BUDGET
     step = max(budget, 1)
     for a in range(0, n, step):  # state[:n] = 0, in slices
@@ -181,7 +196,7 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     st = np.array([0, 1, 1, 0, -1], dtype=np.int64)
     while start != end and st[0] < st[1]:
         _catalytic_bfs(state, queue, c, st, budget, end, offs, shape, strides, periodic,
-                       open_)
+                       open_, slot, bits, words)
     D = 0 if start == end else int(st[4])
     if D < 0:
         return np.empty(0, dtype=np.int64)
@@ -191,5 +206,5 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state) -
     step = max(1, budget // max(2 * offs.shape[0], 1))
     for a in range(1, D + 1, step):
         _catalytic_walk(state, path, c, D, a, min(D + 1, a + step), noffs, shape, strides,
-                        periodic, open_)
+                        periodic, open_, slot, bits, words)
     return path[::-1].copy()

@@ -95,12 +95,16 @@ def _popcount(typingctx, x):
 
 
 @njit(cache=True, nogil=True)
-def _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic, mode, dedupe):
-    """Write the neighbour cells of padded cell ``v`` into ``nb`` (walls included, no
-    repeats and not ``v`` itself when ``dedupe``); return their count. The slow path
-    (unpadded lattices, tiny periodic axes); the hot loops spell out the common case."""
+def _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic, mode, dedupe, bits, nw):
+    """Write the neighbour cells of padded cell ``v`` into ``nb`` (walls included, none
+    through a closed bond of ``bits``/``nw``, no repeats and not ``v`` itself when
+    ``dedupe``); return their count. The slow path (unpadded lattices, tiny periodic
+    axes, bonds); the hot loops spell out the common case."""
     m = 0
+    hb = bits.shape[0] != 0
     for k in range(foff.shape[0]):
+        if hb and ((bits[v * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+            continue
         if mode == 0:
             q = _padded._resolve(v, k, offs, r, shape, pstrides, periodic)
             if q < 0:
@@ -125,12 +129,12 @@ def _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic, mode, ded
 
 @njit(cache=True, nogil=True)
 def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, dedupe, budget,
-                  foff, offs, r, shape, pstrides, periodic, mode):
+                  foff, offs, r, shape, pstrides, periodic, mode, bits, nw):
     """One thread slot of :func:`_brandes_run`: chunks ``st[0]``, ``st[0] + step``, ...
     for about ``budget`` units."""
     nch = bounds.shape[0] - 1
     K = foff.shape[0]
-    fast = mode != 0 and not dedupe
+    fast = mode != 0 and not dedupe and bits.shape[0] == 0
     used = 0
     while st[0] < nch and used < budget:
         c = st[0]
@@ -196,7 +200,7 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
                     dn = work[v] + 1
                     sv = sigma[v]
                     m = _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic,
-                                    mode, dedupe)
+                                    mode, dedupe, bits, nw)
                     for j in range(m):
                         q = nb[j]
                         w = work[q]
@@ -247,7 +251,7 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
                                 tot += coef[q]
                     else:
                         m = _neighbours(v, nb, work, foff, offs, r, shape, pstrides, periodic,
-                                        mode, dedupe)
+                                        mode, dedupe, bits, nw)
                         for j in range(m):
                             q = nb[j]
                             if work[q] == dn:
@@ -284,7 +288,7 @@ def _brandes_slot(work, sigma, coef, order, nb, st, acc, psrc, bounds, step, ded
 
 @njit(cache=True, nogil=True, parallel=True)
 def _brandes_run(work_t, sigma_t, coef_t, order_t, nb_t, st_t, acc, psrc, bounds, dedupe,
-                 budget, foff, offs, r, shape, pstrides, periodic, mode):
+                 budget, foff, offs, r, shape, pstrides, periodic, mode, bits, nw):
     """Brandes dependencies of the sources ``psrc``, chunk ``c`` (sources
     ``bounds[c]:bounds[c + 1]``) summed in source order into ``acc[c]``; thread slot t
     takes chunks t, t+T, t+2T, ... and keeps its search in ``work_t[t]`` (the padded
@@ -297,7 +301,9 @@ def _brandes_run(work_t, sigma_t, coef_t, order_t, nb_t, st_t, acc, psrc, bounds
     source), 1 (search: ``order[h:e]`` still to expand), 2 (accumulate: ``order[:h]``
     still to do, from the end), 3 (reset ``order[:h]``). Start from
     ``[t, bounds[t], 0, 0, 0]``; a slot is done when ``c >= len(bounds) - 1``. Every
-    slot does about ``budget`` units per call (a unit is one neighbour visit).
+    slot does about ``budget`` units per call (a unit is one neighbour visit). Steps
+    through closed bonds (``bits``/``nw`` of
+    :class:`~catalytic.kernels.cpu._padded.BondCells`) are not taken.
     O(len(psrc) * n k / T) over all calls.
     """
     T = work_t.shape[0]
@@ -305,7 +311,7 @@ def _brandes_run(work_t, sigma_t, coef_t, order_t, nb_t, st_t, acc, psrc, bounds
         t = np.int64(tt)
         _brandes_slot(work_t[t], sigma_t[t], coef_t[t], order_t[t], nb_t[t], st_t[t], acc,
                       psrc, bounds, T, dedupe, budget, foff, offs, r, shape, pstrides,
-                      periodic, mode)
+                      periodic, mode, bits, nw)
 
 
 @njit(cache=True, nogil=True)
@@ -334,7 +340,8 @@ def sample_sources(n_open: int, k: int, seed) -> np.ndarray:
     return np.asarray(random.Random(seed).sample(range(n_open), k), dtype=np.int64)
 
 
-def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.ndarray:
+def betweenness(shape, periodic, offsets, open_, dedupe, sources=None, *, bonds=None,
+                cache=None) -> np.ndarray:
     """Shortest-path betweenness of every site, unnormalised, from ``sources``.
 
     Parameters
@@ -344,6 +351,9 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     sources : array_like of int, optional
         Flat indices of distinct open sites to start searches from; every open site
         when None (exact betweenness).
+    bonds, cache
+        As in :func:`catalytic.kernels.cpu.bfs.bfs_distance`: shortest hop paths over
+        the open bonds (bond weights are not read).
 
     Returns
     -------
@@ -407,16 +417,18 @@ def betweenness(shape, periodic, offsets, open_, dedupe, sources=None) -> np.nda
     st_t[:, 0] = np.arange(T)
     st_t[:, 1] = bounds[:T]
     geo = _padded._geo(g)
+    cells = _padded.plan_bonds(g, offsets, bonds, cache)
     while (st_t[:, 0] < nch).any():
         _brandes_run(work_t, sigma_t, coef_t, order_t, nb_t, st_t, acc, psrc, bounds,
-                     bool(dedupe), _budget._BUDGET, *geo)
+                     bool(dedupe), _budget._BUDGET, *geo, cells.bits, np.int64(cells.nw))
     vals = np.empty(open_idx.shape[0])
     _sum_chunks(acc, popen, vals)
     out[open_idx] = vals
     return out
 
 
-def betweenness_centrality(shape, periodic, offsets, open_, dedupe, k=None, seed=None):
+def betweenness_centrality(shape, periodic, offsets, open_, dedupe, k=None, seed=None, *,
+                           bonds=None, cache=None):
     """NetworkX's ``betweenness_centrality(G, k=k, seed=seed)`` (normalised, endpoints
     excluded) of every site, for ``G`` the lattice graph with its open sites as nodes in
     ascending order.
@@ -431,6 +443,8 @@ def betweenness_centrality(shape, periodic, offsets, open_, dedupe, k=None, seed
     seed : int, optional
         Seed of the sample: the sources are ``random.Random(seed).sample(nodes, k)``,
         as NetworkX draws them.
+    bonds, cache
+        As in :func:`betweenness`.
 
     Returns
     -------
@@ -469,7 +483,7 @@ def betweenness_centrality(shape, periodic, offsets, open_, dedupe, k=None, seed
     src = None
     if k is not None and k != v:
         src = open_idx[sample_sources(v, k, seed)]
-    out = betweenness(shape, periodic, offsets, open_, dedupe, src)
+    out = betweenness(shape, periodic, offsets, open_, dedupe, src, bonds=bonds, cache=cache)
     N = v - 1  # NetworkX's _rescale with normalized=True, endpoints=False
     if N < 2:
         return out
@@ -506,13 +520,14 @@ def _gather(bits, stamp, cand, m, cs, u, q):
 
 @njit(cache=True, nogil=True)
 def _bitbfs_slot(cls, bits, stamp, lists, far, cnt, st, psrc, step, budget, foff, offs, r,
-                 shape, pstrides, periodic, mode):
+                 shape, pstrides, periodic, mode, bond, nw):
     """One thread slot of :func:`_bitbfs_run`: batches ``st[0]``, ``st[0] + step``, ...
     for about ``budget`` units."""
     S = 64 * _WORDS
     ns = psrc.shape[0]
     nbatch = (ns + S - 1) // S
     K = foff.shape[0]
+    hb = bond.shape[0] != 0
     used = 0
     while st[0] < nbatch and used < budget:
         b = st[0]
@@ -551,7 +566,25 @@ def _bitbfs_slot(cls, bits, stamp, lists, far, cnt, st, psrc, step, budget, foff
             # every neighbour cell is gathered, walls too (phase 2 drops them)
             e = min(ncur, h + max(1, (budget - used) // max(K, 1)))
             used += (e - h) * K
-            if mode == 1:
+            if hb:
+                # the bond loop: only steps through open bonds gather
+                for hh in range(h, e):
+                    u = cur[hh]
+                    base = u * nw
+                    for k in range(K):
+                        if ((bond[base + (k >> 3)] >> (k & 7)) & 1) == 0:
+                            continue
+                        if mode == 0:
+                            q = _padded._resolve(u, k, offs, r, shape, pstrides, periodic)
+                            if q < 0:
+                                continue
+                        else:
+                            q = u + foff[k]
+                            if mode == 2 and cls[q] == PORTAL:
+                                q = _padded._resolve(u, k, offs, r, shape, pstrides,
+                                                     periodic)
+                        m = _gather(bits, stamp, cand, m, cs, u, q)
+            elif mode == 1:
                 for hh in range(h, e):
                     u = cur[hh]
                     for k in range(K):
@@ -618,7 +651,7 @@ def _bitbfs_slot(cls, bits, stamp, lists, far, cnt, st, psrc, step, budget, foff
 
 @njit(cache=True, nogil=True, parallel=True)
 def _bitbfs_run(cls, bits_t, stamp_t, lists_t, far_t, cnt_t, st_t, psrc, budget, foff, offs,
-                r, shape, pstrides, periodic, mode):
+                r, shape, pstrides, periodic, mode, bond, nw):
     """Bit-parallel BFS from batches of ``S = 64 _WORDS`` sources (batch b:
     ``psrc[S b:S (b + 1)]``; source j of a batch is bit ``j % 64`` of word ``j // 64``);
     thread slot t takes batches t, t+T, t+2T, ...
@@ -635,14 +668,16 @@ def _bitbfs_run(cls, bits_t, stamp_t, lists_t, far_t, cnt_t, st_t, psrc, budget,
     1 gathers (``cur[h:ncur]`` still to push, ``m`` candidates so far), 2 keeps the new
     bits (``cand[h:m]`` still to do, ``nn`` kept). Start from zeros with ``b = t``; a
     slot is done when ``b * S >= len(psrc)``. Every slot does about ``budget`` units per
-    call (a unit is one neighbour of one frontier cell, or one candidate).
+    call (a unit is one neighbour of one frontier cell, or one candidate). ``bond``/``nw``:
+    the bond words of :class:`~catalytic.kernels.cpu._padded.BondCells` (length 0:
+    every bond open); a step through a closed bond gathers nothing.
     O(n * (levels a cell spends on a frontier)) per batch.
     """
     T = bits_t.shape[0]
     for tt in prange(T):
         t = np.int64(tt)
         _bitbfs_slot(cls, bits_t[t], stamp_t[t], lists_t[t], far_t[t], cnt_t[t], st_t[t],
-                     psrc, T, budget, foff, offs, r, shape, pstrides, periodic, mode)
+                     psrc, T, budget, foff, offs, r, shape, pstrides, periodic, mode, bond, nw)
 
 
 def _block_order(idx, shape, size) -> np.ndarray:
@@ -657,7 +692,7 @@ def _block_order(idx, shape, size) -> np.ndarray:
     return idx[np.lexsort(keys)]
 
 
-def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
+def closeness(shape, periodic, offsets, open_, dedupe, *, bonds=None, cache=None) -> np.ndarray:
     """Closeness centrality of every open site (NetworkX ``closeness_centrality``,
     ``wf_improved=True``).
 
@@ -666,6 +701,9 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     shape, periodic, offsets, open_, dedupe
         The lattice, as in ``neighbors.py`` (``dedupe`` is unused: repeated neighbours
         and self-loops change no distance).
+    bonds, cache
+        As in :func:`catalytic.kernels.cpu.bfs.bfs_distance`: hop distances over the
+        open bonds (bond weights are not read).
 
     Returns
     -------
@@ -708,7 +746,8 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     nbatch = -(-ns // S)
     per_thread = g.psize * _CELL_BYTES
     if per_thread > _BITS_BYTES:
-        return _bfs.closeness(shape, periodic, offsets, open_, dedupe, None)
+        kw = {} if bonds is None else {"bonds": bonds, "cache": cache}
+        return _bfs.closeness(shape, periodic, offsets, open_, dedupe, None, **kw)
     T = max(1, min(numba.get_num_threads(), nbatch, _BITS_BYTES // per_thread))
     src = _block_order(open_idx, g.shape, S) if ns > S else open_idx
     psrc = _padded._to_padded(src, g)
@@ -721,8 +760,10 @@ def closeness(shape, periodic, offsets, open_, dedupe) -> np.ndarray:
     st_t = np.zeros((T, 8), dtype=np.int64)
     st_t[:, 0] = np.arange(T)
     geo = _padded._geo(g)
+    cells = _padded.plan_bonds(g, offsets, bonds, cache)
     while (st_t[:, 0] < nbatch).any():
-        _bitbfs_run(cls, bits_t, stamp_t, lists_t, far_t, cnt_t, st_t, psrc, _budget._BUDGET, *geo)
+        _bitbfs_run(cls, bits_t, stamp_t, lists_t, far_t, cnt_t, st_t, psrc, _budget._BUDGET, *geo,
+                    cells.bits, np.int64(cells.nw))
     popen = _padded._to_padded(open_idx, g)
     tot = far_t[:, popen].sum(axis=0)
     reach = cnt_t[:, popen].sum(axis=0)

@@ -18,8 +18,10 @@ from numba.extending import intrinsic
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _HEAP_COST, _filled
 from catalytic.kernels.cpu._padded import (
+    NO_BONDS,
     PORTAL,
     WALL,
+    BondCells,
     Plan,
     _fill_classes,
     _geo,
@@ -27,6 +29,7 @@ from catalytic.kernels.cpu._padded import (
     _to_padded,
     _unpad_all,
     make_plan,
+    plan_bonds,
 )
 
 __all__ = ["dijkstra_distance"]
@@ -89,7 +92,8 @@ def _heap_pop(hkey, hidx, size):
 
 @njit(cache=True, nogil=True)
 def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, inv, budget,
-                  foff, offs, r, shape, pstrides, periodic, mode, stop):
+                  foff, offs, r, shape, pstrides, periodic, mode, stop, bits, nw, bw, slot,
+                  fwd):
     """Dijkstra in padded space with a bucketed queue, resumable.
 
     ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
@@ -113,8 +117,15 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
     settled), so cells are settled in non-decreasing cost as by any Dijkstra.
     O((n + e) log n) over all calls if every cost falls in one bucket; with the bucket
     width the host picks, the heap holds a few entries at a time.
+
+    ``bits, nw, bw, slot, fwd``: the fields of
+    :class:`~catalytic.kernels.cpu._padded.BondCells`. A step through a closed bond is
+    not taken; a step ``p -> q`` costs ``fl(bond weight + pw[q])``.
     """
     K = foff.shape[0]
+    hb = bits.shape[0] != 0
+    hw = bw.shape[0] != 0
+    P = pd.shape[0]
     nb = ring.shape[0]
     mask = nb - 1
     cap = ekey.shape[0]
@@ -188,6 +199,10 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
                 w = pw[q]
             if w < 0:
                 continue
+            if hb and ((bits[p * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                continue
+            if hw:
+                w = bw[slot[k] * P + (p if fwd[k] != 0 else q)] + w
             nd = dp + w
             if nd < pd[q]:
                 pd[q] = nd
@@ -318,6 +333,16 @@ def _bucket_scale(g: Plan, weights) -> tuple[float, int]:
     return (inv if math.isfinite(inv) else 0.0), 2 * per
 
 
+def _sample(a):
+    """About 4096 entries of ``a``, evenly spaced."""
+    return a[:: max(1, a.shape[0] // 4096)]
+
+
+def _cell_args(cells: BondCells):
+    """The arguments the kernels take for ``cells``: bits, nw, bw, slot, fwd."""
+    return cells.bits, np.int64(cells.nw), cells.bw, cells.slot, cells.fwd
+
+
 def _longer(a, used):
     """A copy of ``a`` twice as long, the first ``used`` entries kept."""
     out = np.empty(2 * a.shape[0], dtype=a.dtype)
@@ -325,24 +350,27 @@ def _longer(a, used):
     return out
 
 
-def _weighted_search(g: Plan, weights, psrc, stop=-1):
-    """Dijkstra from padded sources; returns (padded costs, padded entry weights).
+def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BONDS):
+    """Dijkstra from padded sources over the open bonds of ``cells``, a step ``u -> v``
+    costing ``fl(bond weight + weights[v])`` (``weights`` None: 0); returns (padded
+    costs, padded entry weights).
 
     The costs are those of any float64 Dijkstra (the indexed binary heap this queue
     replaced, SciPy's), bit for bit, whatever order it settles equal costs in. Each
-    ends with ``D(v) = min fl(D(u) + w[v])`` over the in-neighbours ``u`` (0 at
-    sources). Were ``D1(v) < D2(v)`` for two of them, take the first cell ``x`` with
-    ``D1(x) < D2(x)`` on the path that gave ``v`` its cost in the first: its
-    predecessor ``u`` has ``D2(u) <= D1(u)``, and ``fl(a + w)`` does not decrease with
-    ``a``, so ``D2(x) <= fl(D2(u) + w[x]) <= fl(D1(u) + w[x]) = D1(x)``, a
-    contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
+    ends with ``D(v) = min fl(D(u) + c(u, v))`` over the in-steps ``u -> v`` (0 at
+    sources), ``c`` the step cost. Were ``D1(v) < D2(v)`` for two of them, take the
+    first cell ``x`` with ``D1(x) < D2(x)`` on the path that gave ``v`` its cost in the
+    first: its predecessor ``u`` has ``D2(u) <= D1(u)``, and ``fl(a + c)`` does not
+    decrease with ``a``, so ``D2(x) <= fl(D2(u) + c(u, x)) <= fl(D1(u) + c(u, x)) =
+    D1(x)``, a contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
     which is all the walk back from ``stop`` reads.
     """
-    wf = np.ascontiguousarray(weights, dtype=np.float64)
+    wf = np.zeros(0) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     pw = np.empty(g.psize, dtype=np.float64)
     _fill_classes(pw, wf, g, 0.0, float(WALL), float(PORTAL))
     pd = _filled(g.psize, np.inf, np.float64)
-    inv, nring = _bucket_scale(g, wf)
+    # a sample of the step costs: site weights and bond weights
+    inv, nring = _bucket_scale(g, np.concatenate([_sample(wf), _sample(cells.bw)]))
     ring = np.full(nring, -1, dtype=np.int64)
     psrc = np.unique(np.asarray(psrc, dtype=np.int64))
     m = psrc.shape[0]
@@ -357,27 +385,36 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1):
     geo = _geo(g)
     budget = _budget._BUDGET
     while True:
-        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stop)
+        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stop, *_cell_args(cells))
         if rc == 1:
             return pd, pw
         if rc == 2:
             ent = [_longer(a, k) for a, k in zip(ent, st[[1, 1, 5, 5, 4, 4, 4]])]
 
 
-def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources) -> np.ndarray:
-    """Multi-source weighted distances, where entering site v costs ``weights[v]``.
+def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, bonds=None,
+                      cache=None) -> np.ndarray:
+    """Multi-source weighted distances, where a step ``u -> v`` costs ``fl(bond weight +
+    weights[v])``.
 
     Parameters
     ----------
     shape, periodic, offsets, open_, dedupe
         The lattice, as in :func:`catalytic.kernels.cpu.bfs.bfs_distance` (``dedupe`` is
         unused).
-    weights : ndarray of float64, (n,)
+    weights : ndarray of float64, (n,), or None
         Finite, non-negative cost of entering each site (the lattice's geometry checks
-        them).
+        them); None: 0.
     sources : array_like of int
         Flat indices of open sites (cost 0); the caller has checked them (in range, not
         blocked).
+    bonds : tuple, optional
+        ``Geometry.bond_args()``: steps through closed bonds are not taken, and a bond's
+        weight (0 without bond weights) is paid on crossing it. None: every bond open,
+        no bond weights.
+    cache : dict, optional
+        Where the padded bonds are kept between calls (a lattice's backend cache; see
+        :func:`catalytic.kernels.cpu._padded.plan_bonds`).
 
     Returns
     -------
@@ -406,7 +443,8 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources)
     array([0. , 1. , 3. , 3.5])
     """
     g = make_plan(shape, periodic, offsets, open_)
-    pd, _ = _weighted_search(g, weights, _to_padded(sources, g))
+    cells = plan_bonds(g, offsets, bonds, cache)
+    pd, _ = _weighted_search(g, weights, _to_padded(sources, g), cells=cells)
     out = np.empty(g.n, dtype=np.float64)
     _unpad_all(pd, out, g, False)
     return out

@@ -16,8 +16,10 @@ from numba import njit
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _LEVEL_COST, _filled
 from catalytic.kernels.cpu._padded import (
+    NO_BONDS,
     PORTAL,
     UNVISITED,
+    BondCells,
     _geo,
     _ngeo,
     _resolve,
@@ -26,9 +28,10 @@ from catalytic.kernels.cpu._padded import (
     _to_real,
     _work_array,
     make_plan,
+    plan_bonds,
 )
 from catalytic.kernels.cpu.bfs import _hop_search
-from catalytic.kernels.cpu.dijkstra import _weighted_search
+from catalytic.kernels.cpu.dijkstra import _cell_args, _weighted_search
 
 __all__ = ["shortest_path", "count_shortest_paths"]
 
@@ -37,11 +40,15 @@ INT64_MAX = np.iinfo(np.int64).max
 
 
 @njit(cache=True, nogil=True)
-def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, periodic, mode):
+def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, periodic, mode,
+                    bits, nw):
     """Steps ``m .. m_end - 1`` of :func:`_walk_back_hops`: ``path[:m]`` is already
     walked, ``path[m]`` becomes the in-neighbour of ``path[m - 1]`` with the smallest
-    index whose distance is one less. O((m_end - m) k)."""
+    index whose distance is one less and whose step into it crosses an open bond
+    (``bits``/``nw`` of :class:`~catalytic.kernels.cpu._padded.BondCells`; length 0:
+    all open). O((m_end - m) k)."""
     K = nfoff.shape[0]
+    hb = bits.shape[0] != 0
     v = path[m - 1]
     D = work[v]
     for h in range(m, m_end):
@@ -49,6 +56,9 @@ def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, peri
         for k in range(K):
             u = _step(work, v, k, nfoff, noffs, r, shape, pstrides, periodic, mode)
             if u < 0:
+                continue
+            # u -> v is step k from u
+            if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                 continue
             if work[u] == D - 1 and (best < 0 or u < best):
                 best = u
@@ -58,20 +68,22 @@ def _walk_hops_part(work, path, m, m_end, nfoff, noffs, r, shape, pstrides, peri
 
 
 @njit(cache=True, nogil=True)
-def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode, end):
+def _walk_back_hops(work, path, nfoff, noffs, r, shape, pstrides, periodic, mode, end, bits,
+                    nw):
     """Walk from ``end`` to the source over in-neighbours, each time to the one with the
     smallest index whose distance is one less. Writes end..start into ``path``
     (length work[end] + 1) in one call (the CPU host function calls
     :func:`_walk_hops_part` in chunks instead). O(D k)."""
     D = work[end]
     path[0] = end
-    _walk_hops_part(work, path, 1, D + 1, nfoff, noffs, r, shape, pstrides, periodic, mode)
+    _walk_hops_part(work, path, 1, D + 1, nfoff, noffs, r, shape, pstrides, periodic, mode,
+                    bits, nw)
     return D + 1
 
 
 @njit(cache=True, nogil=True)
 def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides, periodic,
-               mode, dedupe, end):
+               mode, dedupe, end, bits, nw):
     """Count shortest hop paths to ``end`` by BFS layer dynamic programming, resumable.
 
     ``st = [head, tail, limit]``: the FIFO ``queue[head:tail]`` still to expand, and the
@@ -80,8 +92,11 @@ def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides
     about ``budget`` units; done when ``head == tail``, and then ``cnt[end]`` is the count
     if ``work[end] >= 0``. Counts saturate at INT64_MAX; a saturated count means "at
     least INT64_MAX". O(visited * k), plus O(k^2) per site with ``dedupe``, over all calls.
+    Steps through closed bonds (``bits``/``nw``, length 0: all open) are not taken, and
+    not seen by the duplicate test (the first usable step to a cell counts).
     """
     K = foff.shape[0]
+    hb = bits.shape[0] != 0
     head = st[0]
     tail = st[1]
     limit = st[2]
@@ -109,6 +124,8 @@ def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides
                 q = _resolve(p, k, offs, r, shape, pstrides, periodic)
                 if q < 0:
                     continue
+            if hb and ((bits[p * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                continue
             if dedupe:
                 dup = False
                 for t in range(m):
@@ -139,7 +156,7 @@ def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides
 
 @njit(cache=True, nogil=True)
 def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstrides, periodic,
-                   mode, start):
+                   mode, start, bits, nw, bw, slot, fwd):
     """Continue the walk back whose sites so far are ``path[:m]`` (end first) over the
     shortest-path DAG (see :func:`weighted_walk`): from ``v``, to the in-neighbour ``u``
     of smallest index with a tight step ``u -> v`` that rises in cost or, where ``v`` has
@@ -151,8 +168,14 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
     Returns ``(m, status)`` after about ``budget`` units: status 0 (call again), 1
     (``path[m - 1]`` is ``start``), 2 (``path[m - 1]`` has no rising tight step and no
     depth yet: compute its plateau's depths with :func:`_plateau_part`, then call again)
-    or 3 (no step into ``path[m - 1]``: the costs are inconsistent)."""
+    or 3 (no step into ``path[m - 1]``: the costs are inconsistent).
+
+    ``bits, nw, bw, slot, fwd``: :class:`~catalytic.kernels.cpu._padded.BondCells`; a
+    step ``u -> v`` needs an open bond and costs ``fl(bond weight + pw[v])``."""
     K = nfoff.shape[0]
+    hb = bits.shape[0] != 0
+    hw = bw.shape[0] != 0
+    P = pd.shape[0]
     used = 0
     v = path[m - 1]
     while v != start:
@@ -172,7 +195,15 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
                 u = v + nfoff[k]
                 if mode == 2 and pw[u] == PORTAL:
                     u = _resolve(v, k, noffs, r, shape, pstrides, periodic)
-            if pw[u] < 0 or pd[u] + wv != dv:
+            if pw[u] < 0:
+                continue
+            # u -> v is step k from u
+            if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                continue
+            c = wv
+            if hw:
+                c = bw[slot[k] * P + (u if fwd[k] != 0 else v)] + wv
+            if pd[u] + c != dv:
                 continue
             if hv > 0:
                 ok = pd[u] == dv and depth[u] == hv - 1
@@ -190,7 +221,7 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
 
 @njit(cache=True, nogil=True)
 def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, nfoff, noffs,
-                  r, shape, pstrides, periodic, mode):
+                  r, shape, pstrides, periodic, mode, bits, nw, bw, slot, fwd):
     """Plateau depths (see :func:`weighted_walk`) for the sites from which a path of
     plateau steps leads to ``members[0]``, resumable. ``depth`` is -1 where unknown.
 
@@ -201,8 +232,12 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
     plateau steps among the members, each one deeper than its parent (``queue[j:t]``
     still to expand). A shallowest plateau path into a member only passes through
     members, so its depth is the one a search over the whole plateau gives. Returns 1
-    when done, 0 to be called again (about ``budget`` units a call). O(members k)."""
+    when done, 0 to be called again (about ``budget`` units a call). O(members k).
+    Bonds (``bits, nw, bw, slot, fwd``) as in :func:`_walk_dag_part`."""
     K = foff.shape[0]
+    hb = bits.shape[0] != 0
+    hw = bw.shape[0] != 0
+    P = pd.shape[0]
     c = pd[members[0]]
     used = 0
     phase, i, m, j, t = st[0], st[1], st[2], st[3], st[4]
@@ -214,7 +249,7 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
             x = members[i]
             i += 1
             used += K
-            if c + pw[x] != c:
+            if not hw and c + pw[x] != c:
                 continue  # entering x changes the cost: no plateau step into it
             for k in range(K):
                 if mode == 0:
@@ -225,10 +260,15 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                     u = x + nfoff[k]
                     if mode == 2 and pw[u] == PORTAL:
                         u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
-                if pw[u] >= 0 and depth[u] == -1 and pd[u] == c:
-                    depth[u] = -2
-                    members[m] = u
-                    m += 1
+                if pw[u] < 0 or depth[u] != -1 or pd[u] != c:
+                    continue
+                if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                    continue
+                if hw and c + (bw[slot[k] * P + (u if fwd[k] != 0 else x)] + pw[x]) != c:
+                    continue
+                depth[u] = -2
+                members[m] = u
+                m += 1
         elif phase == 1:
             if i == m:
                 phase = 2
@@ -248,7 +288,14 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                     u = x + nfoff[k]
                     if mode == 2 and pw[u] == PORTAL:
                         u = _resolve(x, k, noffs, r, shape, pstrides, periodic)
-                if pw[u] >= 0 and pd[u] < c and pd[u] + pw[x] == c:
+                if pw[u] < 0 or pd[u] >= c:
+                    continue
+                if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                    continue
+                cx = pw[x]
+                if hw:
+                    cx = bw[slot[k] * P + (u if fwd[k] != 0 else x)] + cx
+                if pd[u] + cx == c:
                     entry = True
             if entry:
                 depth[x] = 0
@@ -270,7 +317,14 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                     y = x + foff[k]
                     if mode == 2 and pw[y] == PORTAL:
                         y = _resolve(x, k, offs, r, shape, pstrides, periodic)
-                if pw[y] >= 0 and depth[y] == -2 and pd[y] == c and c + pw[y] == c:
+                if pw[y] < 0 or depth[y] != -2 or pd[y] != c:
+                    continue
+                if hb and ((bits[x * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                    continue
+                cy = pw[y]
+                if hw:
+                    cy = bw[slot[k] * P + (x if fwd[k] != 0 else y)] + cy
+                if c + cy == c:
                     depth[y] = depth[x] + 1
                     queue[t] = y
                     t += 1
@@ -283,14 +337,16 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
 # ---------------------------------------------------------------------------------------
 
 
-def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo) -> np.ndarray:
+def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo, cells: BondCells = NO_BONDS) -> np.ndarray:
     """The shortest path ``ps .. pe`` (padded or, with mode 0 tables, plain indices) on
     the costs ``pd`` of a search from ``ps``; ``pw`` the entry weights (negative on walls
     and portals), ``geo``/``ngeo`` the stencil tables forward and negated.
 
     The tie rule, shared with the numpy reference (``backends._common.plateau_depths``,
-    where the definitions are): a step u -> v is tight when ``pd[u] + pw[v] == pd[v]``
-    in float64; a tight step with ``pd[u] == pd[v]`` (a zero weight, or one too small to
+    where the definitions are): a step u -> v (through an open bond of ``cells``, which
+    are laid out for the tables ``geo``) is tight when ``pd[u] + c(u, v) == pd[v]`` in
+    float64, ``c(u, v) = fl(bond weight + pw[v])`` its cost (``pw[v]`` without bond
+    weights); a tight step with ``pd[u] == pd[v]`` (a zero weight, or one too small to
     change the sum) is a plateau step; the depth of ``ps`` and of every site entered by
     a rising tight step is 0, any other site's is one more than its shallowest plateau
     in-neighbour's. The walk goes from ``pe`` to the in-neighbour of smallest index
@@ -305,9 +361,10 @@ def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo) -> np.ndarray:
     path[0] = pe
     m = 1
     depth = np.empty(0, dtype=np.int64)
+    cargs = _cell_args(cells)
     budget = _budget._BUDGET
     while True:
-        m, status = _walk_dag_part(pd, pw, depth, path, m, budget, *ngeo, ps)
+        m, status = _walk_dag_part(pd, pw, depth, path, m, budget, *ngeo, ps, *cargs)
         if status == 1:
             return path[:m][::-1]
         if status == 3:
@@ -321,13 +378,14 @@ def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo) -> np.ndarray:
             depth[members[0]] = -2
             st = np.array([0, 0, 1, 0, 0], dtype=np.int64)
             while not _plateau_part(pd, pw, depth, members, queue, st, budget, ps, *geo[:2],
-                                    *ngeo[:2], *geo[2:]):
+                                    *ngeo[:2], *geo[2:], *cargs):
                 pass
             if depth[members[0]] <= 0:
                 raise AssertionError(f"weighted walk: cell {members[0]} has no plateau depth")
 
 
-def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None) -> np.ndarray:
+def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
+                  bonds=None, cache=None, with_cost=False):
     """One shortest path from ``start`` to ``end``, chosen by the project-wide tie rule.
 
     Parameters
@@ -338,12 +396,24 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     start, end : int
         Flat indices of open sites; the caller has checked them.
     weights : ndarray of float64, (n,), optional
-        Finite, non-negative cost of entering each site; hop counts when None.
+        Finite, non-negative cost of entering each site; hop counts when None (and
+        no bond weights).
+    bonds : tuple, optional
+        ``Geometry.bond_args()``: only open bonds are crossed, and with bond weights
+        a step ``u -> v`` costs ``fl(bond weight + weights[v])`` (costs, not hops, even
+        when ``weights`` is None). None: every bond open.
+    cache : dict, optional
+        Where the padded bonds are kept between calls (see
+        :func:`catalytic.kernels.cpu._padded.plan_bonds`).
+    with_cost : bool
+        Also return the path's length: hops, or its cost as the search summed it
+        (step costs left to right; inf when unreachable, -1 hops).
 
     Returns
     -------
     ndarray of int64
-        Flat indices start..end; length 0 when ``end`` is unreachable.
+        Flat indices start..end; length 0 when ``end`` is unreachable. With
+        ``with_cost``, ``(path, length)``.
 
     Notes
     -----
@@ -368,24 +438,31 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     ps, pe = _to_padded([start, end], g)
     ngeo = _ngeo(g)
     budget = _budget._BUDGET
-    if weights is None:
-        work = _hop_search(g, [ps], stop=pe)
+    cells = plan_bonds(g, offsets, bonds, cache)
+    none = np.empty(0, dtype=np.int64)
+    if weights is None and cells.bw.shape[0] == 0:
+        work = _hop_search(g, [ps], stop=pe, cells=cells)
         D = int(work[pe])
         if D < 0:
-            return np.empty(0, dtype=np.int64)
+            return (none, -1) if with_cost else none
         path = np.empty(D + 1, dtype=np.int64)
         path[0] = pe
         step = max(1, budget // (g.offs.shape[0] + _budget._LEVEL_COST))  # a step costs a level
         for a in range(1, D + 1, step):
-            _walk_hops_part(work, path, a, min(D + 1, a + step), *ngeo)
-        return _to_real(path[::-1], g)
-    pd, pw = _weighted_search(g, weights, [ps], stop=pe)
-    if not np.isfinite(pd[pe]):
-        return np.empty(0, dtype=np.int64)
-    return _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo), g)
+            _walk_hops_part(work, path, a, min(D + 1, a + step), *ngeo, cells.bits,
+                            np.int64(cells.nw))
+        path = _to_real(path[::-1], g)
+        return (path, D) if with_cost else path
+    pd, pw = _weighted_search(g, weights, [ps], stop=pe, cells=cells)
+    cost = float(pd[pe])
+    if not np.isfinite(cost):
+        return (none, np.inf) if with_cost else none
+    path = _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo, cells), g)
+    return (path, cost) if with_cost else path
 
 
-def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
+def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end, *, bonds=None,
+                         cache=None):
     """Number of distinct shortest hop paths from ``start`` to ``end``.
 
     Parameters
@@ -395,6 +472,9 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
         matters here (a duplicated neighbour must not count twice).
     start, end : int
         Flat indices of open sites; the caller has checked them.
+    bonds, cache
+        As in :func:`shortest_path`: hop paths over the open bonds (bond weights are
+        not read; the caller refuses them).
 
     Returns
     -------
@@ -433,9 +513,11 @@ def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end):
     queue[0] = ps
     st = np.array([0, 1, INT64_MAX], dtype=np.int64)
     geo = _geo(g)
+    cells = plan_bonds(g, offsets, bonds, cache)
     budget = _budget._BUDGET
     while st[0] < st[1]:
-        _count_run(work, cnt, queue, buf, st, budget, *geo, bool(dedupe), pe)
+        _count_run(work, cnt, queue, buf, st, budget, *geo, bool(dedupe), pe, cells.bits,
+                   np.int64(cells.nw))
     c = int(cnt[pe]) if work[pe] >= 0 else 0
     if c == INT64_MAX:
         return c, True
