@@ -424,8 +424,6 @@ def batched_distance_field(lat, stack, sources):
     (``kernels.cpu.batched.bfs_distance_batched``); the fields are the rows of one
     (B, n) array, as the cuda twin returns them."""
     g = lat.geometry
-    if g.bond_weights is not None:  # costs: a search per lattice
-        return [distance_field(one, sources) for one in C.each_lattice(lat, stack)]
     src = np.broadcast_to(np.asarray(sources, dtype=np.int64), (stack.shape[0], len(sources)))
     d = _batched().bfs_distance_batched(g.shape_arr, g.periodic_arr, g.offsets, stack,
                                         g.dedupe, src, **_bk(lat))

@@ -285,7 +285,7 @@ def test_catalytic_path_follows_the_open_bonds(spec, data):
 
 def test_catalytic_paths_refuse_bond_weights():
     L = cat.Lattice(shape=(3, 3), bond_weights=np.ones((2, 3, 3)))
-    with pytest.raises(NoBackendError, match="bond weights"):
+    with pytest.raises(ValueError, match="bond weights"):  # refused before routing
         L.find_path_catalytic(0, 8, backend=CPU)
 
 
@@ -342,7 +342,8 @@ def test_centrality_on_two_threads_matches_networkx(kernel, threaded, monkeypatc
 @example(spec=L1, data=None)
 @settings(max_examples=20, deadline=None)
 def test_batched_distance_fields_match_each_bond_graph(spec, data):
-    spec = {**spec, "weights": None}
+    # batched fields are hop counts: bond weights, like site weights, run one by one
+    spec = {**spec, "weights": None, "bond_weights": None}
     L = make({**spec, "mask": None})
     rng = np.random.default_rng(0 if data is None else data.draw(st.integers(0, 99)))
     stack = rng.random((3,) + tuple(spec["shape"])) < 0.8
@@ -351,6 +352,13 @@ def test_batched_distance_fields_match_each_bond_graph(spec, data):
     for row, got in zip(stack, rows):
         one = {**spec, "mask": row}
         _check_distances(one, got, _oracle_distances(one, bond_graph(one), 0))
+
+
+def test_batched_distance_fields_refuse_bond_weights():
+    L = cat.Lattice(shape=(3, 3), bond_weights=np.ones((2, 3, 3)))
+    with pytest.raises(ValueError, match="unweighted"):
+        cat.get_engine().run("batched.distance_field", L, np.ones((2, 9), bool), [0],
+                             backend=CPU)
 
 
 # -- larger lattices: padded, portal, unpadded and multi-threaded paths -------------------
