@@ -254,6 +254,9 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
         occupied = n_sites
     todo = Q + P + (2 if P > 0 else 0)
     wrapped = 0
+    # n = t is recorded, as row r_, when tick comes down to 0: no division per n
+    tick = 0
+    r_ = -1
     for t in range(m + 1):
         if t > 0:
             e = order[t - 1]
@@ -321,8 +324,9 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                         ev[2 * d + 1] = t
                         found += 1
         if recording:
-            if t % n_stride == 0:
-                r_ = t // n_stride
+            if tick == 0:
+                tick = n_stride
+                r_ += 1
                 if oslot[0] >= 0:
                     v = float(smax)
                     _add(acc, oslot[0], r_, v)
@@ -336,6 +340,7 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                     v = float(clusters)
                     _add(acc, oslot[2], r_, v)
                     _add(acc, oslot[2] + 1, r_, v * v)
+            tick -= 1
         elif found == todo or (stop >= 0 and ev[stop] >= 0):
             break
 
