@@ -166,13 +166,11 @@ def _faces(c, shape, oidx):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _join(u, v, T, st, face, P, Du, Dv):
-    """Join the clusters of ``u`` and ``v`` across a step with seam crossings ``T``.
-    Returns ``(root, merged sizes product or 0, wrap bits)``: the root now holding both,
-    ``size_a * size_b`` when two clusters merged (0 when they were one), and bit ``q``
-    set when the step closes a cycle wrapping periodic axis ``q``."""
-    ru = _root(st, P, u, Du)
-    rv = _root(st, P, v, Dv)
+def _merge(ru, rv, T, st, face, P, Du, Dv):
+    """Join root ``ru`` (``Du``: u's displacement to it) and root ``rv`` (``Dv``: v's)
+    across a step ``u -> v`` with seam crossings ``T``. Returns ``(root, merged sizes
+    product or 0, wrap bits)`` as :func:`_join`; ``Du`` becomes u's displacement to the
+    returned root."""
     if ru == rv:
         w = 0
         for q in range(P):
@@ -180,17 +178,33 @@ def _join(u, v, T, st, face, P, Du, Dv):
                 w |= 1 << q
         return ru, 0, w
     prod = np.int64(st[ru, 1]) * np.int64(st[rv, 1])
-    sign = 1
     if st[ru, 1] < st[rv, 1]:  # union by size: the smaller root goes under the larger
-        ru, rv = rv, ru
-        sign = -1
+        st[ru, 0] = rv
+        for q in range(P):
+            st[ru, 2 + q] = Dv[q] + T[q] - Du[q]
+            Du[q] += st[ru, 2 + q]
+        st[rv, 1] += st[ru, 1]
+        if face.shape[0] != 0:
+            face[rv] |= face[ru]
+        return rv, prod, 0
     st[rv, 0] = ru
     for q in range(P):
-        st[rv, 2 + q] = sign * (Du[q] - T[q] - Dv[q])
+        st[rv, 2 + q] = Du[q] - T[q] - Dv[q]
     st[ru, 1] += st[rv, 1]
     if face.shape[0] != 0:
         face[ru] |= face[rv]
     return ru, prod, 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _join(u, v, T, st, face, P, Du, Dv):
+    """Join the clusters of ``u`` and ``v`` across a step with seam crossings ``T``.
+    Returns ``(root, merged sizes product or 0, wrap bits)``: the root now holding both,
+    ``size_a * size_b`` when two clusters merged (0 when they were one), and bit ``q``
+    set when the step closes a cycle wrapping periodic axis ``q``."""
+    ru = _root(st, P, u, Du)
+    rv = _root(st, P, v, Dv)
+    return _merge(ru, rv, T, st, face, P, Du, Dv)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -275,14 +289,17 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                 occupied += 1
                 if smax < 1:
                     smax = 1
+                # s's root and its displacement to it (Du), kept through the joins
                 root = s
+                for q in range(P):
+                    Du[q] = 0
                 for k in range(offsets.shape[0]):
                     j = _step(c, k, shape, strides, periodic, pidx, offsets, open_, T)
                     if j < 0 or st[j, 0] < 0:
                         continue
                     if has_bits and not bond_open(s, j, bond_slot[k], bits, words):
                         continue
-                    r, prod, w = _join(s, j, T, st, fac, P, Du, Dv)
+                    r, prod, w = _merge(root, _root(st, P, j, Dv), T, st, fac, P, Du, Dv)
                     root = r
                     wbits |= w
                     if prod > 0:
