@@ -166,13 +166,11 @@ def _faces(c, shape, oidx):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _join(u, v, T, st, face, P, Du, Dv):
-    """Join the clusters of ``u`` and ``v`` across a step with seam crossings ``T``.
-    Returns ``(root, merged sizes product or 0, wrap bits)``: the root now holding both,
-    ``size_a * size_b`` when two clusters merged (0 when they were one), and bit ``q``
-    set when the step closes a cycle wrapping periodic axis ``q``."""
-    ru = _root(st, P, u, Du)
-    rv = _root(st, P, v, Dv)
+def _merge(ru, rv, T, st, face, P, Du, Dv):
+    """Join root ``ru`` (``Du``: u's displacement to it) and root ``rv`` (``Dv``: v's)
+    across a step ``u -> v`` with seam crossings ``T``. Returns ``(root, merged sizes
+    product or 0, wrap bits)`` as :func:`_join`; ``Du`` becomes u's displacement to the
+    returned root."""
     if ru == rv:
         w = 0
         for q in range(P):
@@ -180,17 +178,33 @@ def _join(u, v, T, st, face, P, Du, Dv):
                 w |= 1 << q
         return ru, 0, w
     prod = np.int64(st[ru, 1]) * np.int64(st[rv, 1])
-    sign = 1
     if st[ru, 1] < st[rv, 1]:  # union by size: the smaller root goes under the larger
-        ru, rv = rv, ru
-        sign = -1
+        st[ru, 0] = rv
+        for q in range(P):
+            st[ru, 2 + q] = Dv[q] + T[q] - Du[q]
+            Du[q] += st[ru, 2 + q]
+        st[rv, 1] += st[ru, 1]
+        if face.shape[0] != 0:
+            face[rv] |= face[ru]
+        return rv, prod, 0
     st[rv, 0] = ru
     for q in range(P):
-        st[rv, 2 + q] = sign * (Du[q] - T[q] - Dv[q])
+        st[rv, 2 + q] = Du[q] - T[q] - Dv[q]
     st[ru, 1] += st[rv, 1]
     if face.shape[0] != 0:
         face[ru] |= face[rv]
     return ru, prod, 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _join(u, v, T, st, face, P, Du, Dv):
+    """Join the clusters of ``u`` and ``v`` across a step with seam crossings ``T``.
+    Returns ``(root, merged sizes product or 0, wrap bits)``: the root now holding both,
+    ``size_a * size_b`` when two clusters merged (0 when they were one), and bit ``q``
+    set when the step closes a cycle wrapping periodic axis ``q``."""
+    ru = _root(st, P, u, Du)
+    rv = _root(st, P, v, Dv)
+    return _merge(ru, rv, T, st, face, P, Du, Dv)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -254,6 +268,9 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
         occupied = n_sites
     todo = Q + P + (2 if P > 0 else 0)
     wrapped = 0
+    # n = t is recorded, as row r_, when tick comes down to 0: no division per n
+    tick = 0
+    r_ = -1
     for t in range(m + 1):
         if t > 0:
             e = order[t - 1]
@@ -272,14 +289,17 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                 occupied += 1
                 if smax < 1:
                     smax = 1
+                # s's root and its displacement to it (Du), kept through the joins
                 root = s
+                for q in range(P):
+                    Du[q] = 0
                 for k in range(offsets.shape[0]):
                     j = _step(c, k, shape, strides, periodic, pidx, offsets, open_, T)
                     if j < 0 or st[j, 0] < 0:
                         continue
                     if has_bits and not bond_open(s, j, bond_slot[k], bits, words):
                         continue
-                    r, prod, w = _join(s, j, T, st, fac, P, Du, Dv)
+                    r, prod, w = _merge(root, _root(st, P, j, Dv), T, st, fac, P, Du, Dv)
                     root = r
                     wbits |= w
                     if prod > 0:
@@ -321,8 +341,9 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                         ev[2 * d + 1] = t
                         found += 1
         if recording:
-            if t % n_stride == 0:
-                r_ = t // n_stride
+            if tick == 0:
+                tick = n_stride
+                r_ += 1
                 if oslot[0] >= 0:
                     v = float(smax)
                     _add(acc, oslot[0], r_, v)
@@ -336,6 +357,7 @@ def _one_sweep(ev, acc, order, kind, sites, shape, strides, periodic, offsets, o
                     v = float(clusters)
                     _add(acc, oslot[2], r_, v)
                     _add(acc, oslot[2] + 1, r_, v * v)
+            tick -= 1
         elif found == todo or (stop >= 0 and ev[stop] >= 0):
             break
 
@@ -378,7 +400,9 @@ def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> n
     m = _bond_elements(out, n, shape, c_strides(shape), np.ascontiguousarray(periodic, np.uint8),
                        np.ascontiguousarray(offsets, np.int64),
                        np.ascontiguousarray(open_, np.uint8), bond_slot, bits, words)
-    return np.sort(out[:m])
+    out = out[:m]
+    # the planes come in ascending order already; sort only if a stencil says otherwise
+    return out if np.all(out[1:] > out[:-1]) else np.sort(out)
 
 
 def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count, seed,
@@ -434,7 +458,7 @@ def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count,
                 open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
                 np.empty((G, n, 2 + P), np.int32), np.empty((G, n if d > P else 0), np.uint64),
                 np.empty((G, m if orders.shape[0] == 0 else 0), np.int64))
-    total = acc.sum(axis=0)
+    total = acc[0] if G == 1 else acc.sum(axis=0)
     sums = {name: total[2 * o:2 * o + 2] for o, name in enumerate(observables)}
     return events, sums, m
 

@@ -43,10 +43,12 @@ _step = _device(_cpu._step)
 _coords = _device(_cpu._coords)
 _faces = _device(_cpu._faces)
 _bond_open = _device(_bond_open_cpu)
-_join = _device(_cpu._join, _root=_root)
+_merge = _device(_cpu._merge)
+_join = _device(_cpu._join, _root=_root, _merge=_merge)
 _shuffle = _device(_cpu._shuffle, _splitmix64_nb=_splitmix64, _mulhi64_nb=_mulhi64)
 _one_sweep = _device(_cpu._one_sweep, _root=_root, _step=_step, _coords=_coords,
-                     _faces=_faces, bond_open=_bond_open, _join=_join, _add=_atomic_add)
+                     _faces=_faces, bond_open=_bond_open, _join=_join, _merge=_merge,
+                     _add=_atomic_add)
 
 
 @cuda.jit
