@@ -169,7 +169,7 @@ def test_numba_search_raising_midway_restores_the_buffer(monkeypatch):
 
     class ScribblingKernels:
         @staticmethod
-        def catalytic_path(*args):
+        def catalytic_path(*args, **kwargs):  # kwargs: the bond arrays
             state = args[-1]
             state[:] = 0xAB  # writes all over the borrowed scratch ...
             raise Boom("kernel failed")  # ... and dies
