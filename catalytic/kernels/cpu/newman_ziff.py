@@ -40,6 +40,8 @@ row of parent, size and displacements per site, faces, the order) and the accumu
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import get_num_threads, njit, prange
 
@@ -405,6 +407,70 @@ def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> n
     return out if np.all(out[1:] > out[:-1]) else np.sort(out)
 
 
+class SweepPlan(NamedTuple):
+    """The host-side tables of a run of sweeps (:func:`plan`), shared by the CPU kernel
+    and its CUDA twin."""
+
+    shape: np.ndarray
+    periodic: np.ndarray
+    offsets: np.ndarray
+    open_: np.ndarray
+    bond_slot: np.ndarray
+    bits: np.ndarray
+    strides: np.ndarray
+    elems: np.ndarray
+    sites: np.ndarray
+    fwd: np.ndarray
+    pidx: np.ndarray
+    oidx: np.ndarray
+    oslot: np.ndarray
+    orders: np.ndarray
+    d: int
+    n: int
+    m: int
+    E: int
+    P: int
+    count: int
+
+
+def plan(kind, shape, periodic, offsets, open_, bond_slot, bits, words, observables, orders,
+         count) -> SweepPlan:
+    """Writeable copies of the lattice arrays (the geometry's are read-only, a second
+    Numba type), the elements, the forward-offset and axis tables, the observables'
+    accumulator rows, and the explicit ``orders`` (then ``count`` is their number)."""
+    shape = np.array(shape, dtype=np.int64)
+    d = shape.shape[0]
+    n = int(np.prod(shape))
+    periodic = np.array(periodic, dtype=np.uint8)
+    offsets = np.array(offsets, dtype=np.int64, order="C")
+    open_ = np.array(open_, dtype=np.uint8)
+    bond_slot = np.array(bond_slot, dtype=np.int64)
+    bits = np.array(bits, dtype=np.uint32)
+    elems = elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words)
+    sites = elements("site", shape, periodic, offsets, open_, bond_slot, bits, words)
+    kf = int((bond_slot >= 0).sum())
+    fwd = np.zeros(max(kf, 1), dtype=np.int64)
+    for k in range(offsets.shape[0]):
+        if bond_slot[k] >= 0:
+            fwd[bond_slot[k]] = k
+    P = int(periodic.sum())
+    pidx = np.full(d, -1, dtype=np.int64)
+    oidx = np.full(d, -1, dtype=np.int64)
+    pidx[periodic == 1] = np.arange(P)
+    oidx[periodic == 0] = np.arange(d - P)
+    if orders is None:
+        orders = np.zeros((0, 0), dtype=np.int64)
+    else:
+        orders = np.ascontiguousarray(orders, dtype=np.int64)
+        count = orders.shape[0]
+    oslot = np.full(3, -1, dtype=np.int64)
+    for o, name in enumerate(observables):
+        oslot[OBSERVABLES.index(name)] = 2 * o
+    return SweepPlan(shape, periodic, offsets, open_, bond_slot, bits, c_strides(shape), elems,
+                     sites, fwd, pidx, oidx, oslot, orders, d, n, elems.shape[0],
+                     n if kind == "site" else kf * n, P, count)
+
+
 def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count, seed,
            first=0, observables=OBSERVABLES, n_stride=1, orders=None, threads=None, stop=-1):
     """Run sweeps ``first .. first + count - 1`` (or one per row of ``orders``, an int64
@@ -416,48 +482,20 @@ def sweeps(kind, shape, periodic, offsets, open_, bond_slot, bits, words, count,
     ``N // n_stride + 1``) and ``N``, the number of elements. Without observables a
     sweep stops once every event is found, or with ``stop >= 0`` once event column
     ``stop`` is (the others may then be -1)."""
-    # writeable copies (the geometry's arrays are read-only, a second Numba type)
-    shape = np.array(shape, dtype=np.int64)
-    d = shape.shape[0]
-    n = int(np.prod(shape))
-    periodic = np.array(periodic, dtype=np.uint8)
-    offsets = np.array(offsets, dtype=np.int64, order="C")
-    open_ = np.array(open_, dtype=np.uint8)
-    bond_slot = np.array(bond_slot, dtype=np.int64)
-    bits = np.array(bits, dtype=np.uint32)
-    strides = c_strides(shape)
-    elems = elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words)
-    m = elems.shape[0]
-    sites = elements("site", shape, periodic, offsets, open_, bond_slot, bits, words)
-    kf = int((bond_slot >= 0).sum())
-    E = n if kind == "site" else kf * n
-    fwd = np.zeros(max(kf, 1), dtype=np.int64)
-    for k in range(offsets.shape[0]):
-        if bond_slot[k] >= 0:
-            fwd[bond_slot[k]] = k
-    pidx = np.full(d, -1, dtype=np.int64)
-    oidx = np.full(d, -1, dtype=np.int64)
-    pidx[periodic == 1] = np.arange(int(periodic.sum()))
-    oidx[periodic == 0] = np.arange(d - int(periodic.sum()))
-    P = int(periodic.sum())
-    if orders is None:
-        orders = np.zeros((0, 0), dtype=np.int64)
-    else:
-        orders = np.ascontiguousarray(orders, dtype=np.int64)
-        count = orders.shape[0]
-    oslot = np.full(3, -1, dtype=np.int64)
-    for o, name in enumerate(observables):
-        oslot[OBSERVABLES.index(name)] = 2 * o
+    p = plan(kind, shape, periodic, offsets, open_, bond_slot, bits, words, observables,
+             orders, count)
+    d, n, m, P, count = p.d, p.n, p.m, p.P, p.count
     R = m // n_stride + 1
     G = max(1, min(threads or get_num_threads(), count))
     events = np.empty((count, 2 * d + 2), dtype=np.int64)
     acc = np.zeros((G, 2 * len(observables), R if observables else 0), dtype=np.float64)
     if count:
-        _sweeps(events, acc, orders, stream_key(seed), first, elems, E,
-                0 if kind == "site" else 1, sites, shape, strides, periodic, offsets,
-                open_, bond_slot, bits, words, fwd, pidx, oidx, n_stride, oslot, stop,
+        _sweeps(events, acc, p.orders, stream_key(seed), first, p.elems, p.E,
+                0 if kind == "site" else 1, p.sites, p.shape, p.strides, p.periodic,
+                p.offsets, p.open_, p.bond_slot, p.bits, words, p.fwd, p.pidx, p.oidx,
+                n_stride, p.oslot, stop,
                 np.empty((G, n, 2 + P), np.int32), np.empty((G, n if d > P else 0), np.uint64),
-                np.empty((G, m if orders.shape[0] == 0 else 0), np.int64))
+                np.empty((G, m if p.orders.shape[0] == 0 else 0), np.int64))
     total = acc[0] if G == 1 else acc.sum(axis=0)
     sums = {name: total[2 * o:2 * o + 2] for o, name in enumerate(observables)}
     return events, sums, m

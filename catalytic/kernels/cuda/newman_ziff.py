@@ -20,7 +20,6 @@ from numba import cuda
 from catalytic.kernels import random as _rnd
 from catalytic.kernels.cpu import newman_ziff as _cpu
 from catalytic.kernels.cpu.neighbors import bond_open as _bond_open_cpu
-from catalytic.kernels.cpu.neighbors import c_strides
 from catalytic.kernels.cuda.arrays import TPB, _blocks
 from catalytic.kernels.cuda.random import _mulhi64, _splitmix64
 
@@ -97,37 +96,9 @@ def sweeps_cuda(kind, shape, periodic, offsets, open_, bond_slot, bits, words, c
     """:func:`catalytic.kernels.cpu.newman_ziff.sweeps` on the GPU, one sweep per
     thread, :func:`per_launch` sweeps per launch; same arguments and returns (host
     arrays)."""
-    shape = np.array(shape, dtype=np.int64)
-    d = shape.shape[0]
-    n = int(np.prod(shape))
-    periodic = np.array(periodic, dtype=np.uint8)
-    offsets = np.array(offsets, dtype=np.int64, order="C")
-    open_ = np.array(open_, dtype=np.uint8)
-    bond_slot = np.array(bond_slot, dtype=np.int64)
-    bits = np.array(bits, dtype=np.uint32)
-    strides = c_strides(shape)
-    elems = _cpu.elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words)
-    m = elems.shape[0]
-    sites = _cpu.elements("site", shape, periodic, offsets, open_, bond_slot, bits, words)
-    kf = int((bond_slot >= 0).sum())
-    E = n if kind == "site" else kf * n
-    fwd = np.zeros(max(kf, 1), dtype=np.int64)
-    for k in range(offsets.shape[0]):
-        if bond_slot[k] >= 0:
-            fwd[bond_slot[k]] = k
-    P = int(periodic.sum())
-    pidx = np.full(d, -1, dtype=np.int64)
-    oidx = np.full(d, -1, dtype=np.int64)
-    pidx[periodic == 1] = np.arange(P)
-    oidx[periodic == 0] = np.arange(d - P)
-    if orders is None:
-        orders = np.zeros((0, 0), dtype=np.int64)
-    else:
-        orders = np.ascontiguousarray(orders, dtype=np.int64)
-        count = orders.shape[0]
-    oslot = np.full(3, -1, dtype=np.int64)
-    for o, name in enumerate(observables):
-        oslot[_cpu.OBSERVABLES.index(name)] = 2 * o
+    p = _cpu.plan(kind, shape, periodic, offsets, open_, bond_slot, bits, words, observables,
+                  orders, count)
+    d, n, m, P, count, orders = p.d, p.n, p.m, p.P, p.count, p.orders
     R = m // n_stride + 1 if observables else 0
     events = np.full((count, 2 * d + 2), -1, dtype=np.int64)
     acc = np.zeros((2 * len(observables), R), dtype=np.float64)
@@ -135,10 +106,11 @@ def sweeps_cuda(kind, shape, periodic, offsets, open_, bond_slot, bits, words, c
         S = per_launch(n, m, d, P, count)
         dev = functools.partial(cuda.to_device, stream=stream)
         d_acc = dev(acc)
-        fixed = (_rnd.stream_key(seed), dev(elems), np.int64(E), 0 if kind == "site" else 1,
-                 dev(sites), dev(shape), dev(strides), dev(periodic), dev(offsets),
-                 dev(open_), dev(bond_slot), dev(bits), np.int64(words), dev(fwd),
-                 dev(pidx), dev(oidx), np.int64(n_stride), dev(oslot), np.int64(stop))
+        fixed = (_rnd.stream_key(seed), dev(p.elems), np.int64(p.E),
+                 0 if kind == "site" else 1, dev(p.sites), dev(p.shape), dev(p.strides),
+                 dev(p.periodic), dev(p.offsets), dev(p.open_), dev(p.bond_slot), dev(p.bits),
+                 np.int64(words), dev(p.fwd), dev(p.pidx), dev(p.oidx), np.int64(n_stride),
+                 dev(p.oslot), np.int64(stop))
         rows = tuple(cuda.device_array(shp, dt, stream=stream) for shp, dt in (
             ((S, n, 2 + P), np.int32),
             ((S, n if d > P else 0), np.uint64),
