@@ -156,21 +156,16 @@ def forward_offsets(stencil, d: int) -> list[tuple[int, ...]]:
             if next(x for x in r if x != 0) > 0]
 
 
-def bond_graph(spec, *, all_nodes=False) -> nx.Graph:
-    """``nx.Graph`` of a spec with bonds, built bond by bond from the definition: bond
-    ``(s, c)`` joins the site at ``c`` to ``c + forward[s]`` (wrapped on periodic axes;
-    none when that leaves an open axis); it is an edge when open, both ends exist and
-    the ends differ. Parallel bonds give one edge weighing the least of them (attribute
-    ``weight``, 0 without bond weights). No catalytic code is used."""
+def usable_bonds(spec):
+    """Every usable bond of a spec, from the definition: ``(s, c, i, j, off)`` for bond
+    ``(s, c)`` joining site ``i`` (coordinates ``c``) to ``j`` at ``c + off`` (``off`` =
+    forward offset ``s``, wrapped on periodic axes; none when that leaves an open
+    axis), open and with both ends existing. Self-loop and parallel bonds included."""
     shape = tuple(spec["shape"])
     d = len(shape)
     periodic = _per(spec["periodic"], d)
-    mask = spec.get("mask")
-    bonds = spec.get("bonds")
-    bw = spec.get("bond_weights")
+    mask, bonds = spec.get("mask"), spec.get("bonds")
     n = math.prod(shape)
-    G = nx.Graph()
-    G.add_nodes_from(i for i in range(n) if all_nodes or is_open(mask, i))
     for s, off in enumerate(forward_offsets(spec["stencil"], d)):
         for i in range(n):
             c = coords_of(i, shape)
@@ -186,12 +181,27 @@ def bond_graph(spec, *, all_nodes=False) -> nx.Graph:
                 t.append(y)
             else:
                 j = flat_index(t, shape)
-                if j == i or not (is_open(mask, i) and is_open(mask, j)):
-                    continue
-                w = 0.0 if bw is None else float(bw[(s,) + c])
-                if G.has_edge(i, j):
-                    w = min(w, G[i][j]["weight"])
-                G.add_edge(i, j, weight=w)
+                if is_open(mask, i) and is_open(mask, j):
+                    yield s, c, i, j, off
+
+
+def bond_graph(spec, *, all_nodes=False) -> nx.Graph:
+    """``nx.Graph`` of a spec with bonds, built bond by bond from the definition: bond
+    ``(s, c)`` joins the site at ``c`` to ``c + forward[s]`` (wrapped on periodic axes;
+    none when that leaves an open axis); it is an edge when open, both ends exist and
+    the ends differ. Parallel bonds give one edge weighing the least of them (attribute
+    ``weight``, 0 without bond weights). No catalytic code is used."""
+    mask, bw = spec.get("mask"), spec.get("bond_weights")
+    n = math.prod(spec["shape"])
+    G = nx.Graph()
+    G.add_nodes_from(i for i in range(n) if all_nodes or is_open(mask, i))
+    for s, c, i, j, _ in usable_bonds(spec):
+        if j == i:
+            continue
+        w = 0.0 if bw is None else float(bw[(s,) + c])
+        if G.has_edge(i, j):
+            w = min(w, G[i][j]["weight"])
+        G.add_edge(i, j, weight=w)
     return G
 
 
@@ -290,27 +300,11 @@ def bond_graph_windings(spec):
     d = len(shape)
     periodic = _per(spec["periodic"], d)
     mask = spec.get("mask")
-    bonds = spec.get("bonds")
     n = math.prod(shape)
     steps = [[] for _ in range(n)]  # site -> [(other end, displacement)]
-    for s, off in enumerate(forward_offsets(spec["stencil"], d)):
-        for i in range(n):
-            c = coords_of(i, shape)
-            if bonds is not None and not bonds[(s,) + c]:
-                continue
-            t = []
-            for a, (x, o, m) in enumerate(zip(c, off, shape)):
-                y = x + o
-                if periodic[a]:
-                    y %= m
-                elif not 0 <= y < m:
-                    break
-                t.append(y)
-            else:
-                j = flat_index(t, shape)
-                if is_open(mask, i) and is_open(mask, j):
-                    steps[i].append((j, off))
-                    steps[j].append((i, tuple(-o for o in off)))
+    for _, _, i, j, off in usable_bonds(spec):
+        steps[i].append((j, off))
+        steps[j].append((i, tuple(-o for o in off)))
     labels = [0] * n
     pos = {}
     wraps = {a: set() for a in range(d) if periodic[a]}
