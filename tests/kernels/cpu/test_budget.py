@@ -19,6 +19,7 @@ runs between two calls.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import signal
@@ -393,16 +394,22 @@ def _closeness():
 
 
 def _lateness(call) -> float:
-    """Run ``call`` on at most 2 threads (the same few seconds on a big machine) under a
-    SIGALRM handler that raises ``Deadline`` after ``DEADLINE`` s; it must raise. Returns
-    how long after the deadline the exception arrived. Handler and thread count are
-    restored."""
+    """Run ``call`` on at most 2 threads (the same few seconds on a big machine), with
+    the garbage collector off, under a SIGALRM handler that raises ``Deadline`` after
+    ``DEADLINE`` s; it must raise. Returns how long after the deadline the exception
+    arrived. Handler, collector and thread count are restored."""
     prev_threads = numba.get_num_threads()
     numba.set_num_threads(min(2, prev_threads))
 
     def on_alarm(signum, frame):
         raise Deadline
 
+    # No garbage collection while the alarm is set: a handler that runs inside a gc
+    # callback (hypothesis installs one to time collections) raises into code that
+    # swallows the exception, and the call would then finish without it.
+    gc.collect()
+    gc_was_on = gc.isenabled()
+    gc.disable()
     old = signal.signal(signal.SIGALRM, on_alarm)
     t0 = time.perf_counter()
     try:
@@ -413,6 +420,8 @@ def _lateness(call) -> float:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if gc_was_on:
+            gc.enable()
         numba.set_num_threads(prev_threads)
 
 
