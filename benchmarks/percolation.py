@@ -6,6 +6,7 @@
     python benchmarks/percolation.py --lattice cubic             # site, p_c = 0.3116077
     python benchmarks/percolation.py --lattice square --quick    # a smoke run (seconds)
     python benchmarks/percolation.py --lattice square --sizes 256 --sweeps 500 --seconds 60
+    python benchmarks/percolation.py --lattice square --sizes 128 --seconds 50 --blocks 64
     python benchmarks/percolation.py --sweep-cost                # a sweep vs a labelling
 
 For each linear size L, ``--sweeps`` Newman-Ziff sweeps of the L^d torus
@@ -20,7 +21,9 @@ its jackknife error over blocks of sweeps. Then p_L = p_c + a L^(-x) is fitted o
 sizes, weighted by those errors (x: ``--exponent``, default 2 + 1/nu for a known value,
 whose corrections Newman & Ziff found to fall that fast, and 1/nu + 1 for crossings),
 and p_c is reported with its standard error from the fit (scaled by sqrt(chi2/dof) when
-that exceeds 1) next to the published value and the time taken.
+that exceeds 1) next to the published value and the time taken. With one size (or one
+crossing) there is no fit: p_c is that estimate, its finite-size correction not in its
+error. ``--blocks``: jackknife blocks (default 16; more give a steadier error).
 
 ``--sweep-cost``: one full sweep (every element added, all observables recorded) against
 one ``connected_components`` labelling of the same lattice, timed in the same run (best
@@ -74,14 +77,17 @@ def run_size(L, dims, kind, sweeps, seed, chunks, executor, seconds=None):
     return res, time.perf_counter() - t0
 
 
-def estimate(results, sizes, estimator):
+def estimate(results, sizes, estimator, blocks=16):
     """Per size ``(L, Estimate)``: the known-value crossing of each result, or the
-    crossing of each consecutive pair (placed at the larger size)."""
+    crossing of each consecutive pair (placed at the larger size), with jackknife errors
+    over ``blocks`` blocks of sweeps."""
     if estimator == "crossing":
-        return [(sizes[i + 1], P.crossing(results[i], results[i + 1], "wrap_any"))
+        return [(sizes[i + 1], P.crossing(results[i], results[i + 1], "wrap_any",
+                                          blocks=blocks))
                 for i in range(len(sizes) - 1)]
     axis = {"axis": 0} if estimator == "wrap" else {}
-    return [(L, P.threshold(r, estimator, P.TARGETS[TARGET[estimator]], **axis))
+    return [(L, P.threshold(r, estimator, P.TARGETS[TARGET[estimator]], blocks=blocks,
+                            **axis))
             for L, r in zip(sizes, results)]
 
 
@@ -143,6 +149,8 @@ def main(argv=None):
     ap.add_argument("--chunks", type=int, default=None,
                     help="split each size's sweeps into this many BatchProcessor runs")
     ap.add_argument("--executor", choices=("serial", "threads", "dask"), default="serial")
+    ap.add_argument("--blocks", type=int, default=16,
+                    help="jackknife blocks of sweeps for the errors")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="small sizes and few sweeps")
     ap.add_argument("--sweep-cost", action="store_true",
@@ -183,7 +191,7 @@ def main(argv=None):
         seconds.append(sec)
         print(f"L={L:5d}: {res.sweeps} sweeps of {res.N} {args.kind}s in {sec:.1f} s",
               flush=True)
-    rows = estimate(results, sizes, estimator)
+    rows = estimate(results, sizes, estimator, args.blocks)
     for L, est in rows:
         print(f"L={L:5d}: p_L = {est.value:.6f} +- {est.stderr:.6f}")
     pc, pc_err, a, chi2 = extrapolate([L for L, _ in rows], [e.value for _, e in rows],
@@ -209,7 +217,7 @@ def _report(path, args, name, dims, estimator, exponent, sizes, results, seconds
         "",
         f"Measured by `python benchmarks/percolation.py {' '.join(sys.argv[1:])}` on "
         f"{platform.platform()}; seed {args.seed}; p_L "
-        f"{how}, with the jackknife error over 16 blocks of sweeps "
+        f"{how}, with the jackknife error over {args.blocks} blocks of sweeps "
         f"(`catalytic.percolation`); {total:.1f} s in all.",
         "",
         "| L | p_L | standard error | sweeps | seconds |",
@@ -220,10 +228,14 @@ def _report(path, args, name, dims, estimator, exponent, sizes, results, seconds
     for L, est in rows:
         lines.append(f"| {L} | {est.value:.6f} | {est.stderr:.6f} | {count[L]} | "
                      f"{sec[L]:.1f} |")
+    fit = (f"Fit p_L = p_c + a L^(-{exponent:.4f}): **p_c = {pc:.6f} +- {pc_err:.6f}**, "
+           f"a = {a:.4g}, chi2/dof = {chi2:.2f}." if len(rows) > 1 else
+           f"One {'crossing' if estimator == 'crossing' else 'size'}, not extrapolated: "
+           f"**p_c = {pc:.6f} +- {pc_err:.6f}**, p_L itself (its finite-size correction, "
+           f"of order L^(-{exponent:.4f}), is not in the error).")
     lines += [
         "",
-        f"Fit p_L = p_c + a L^(-{exponent:.4f}): **p_c = {pc:.6f} +- {pc_err:.6f}**, "
-        f"a = {a:.4g}, chi2/dof = {chi2:.2f}.",
+        fit,
         f"Reference: {ref} ({source}); difference {pc - ref:+.6f} "
         f"({abs(pc - ref) / pc_err:.1f} standard errors)." if pc_err > 0 else "",
     ]

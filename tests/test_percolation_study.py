@@ -39,6 +39,20 @@ def test_quick_square_study_writes_its_report(tmp_path):
     assert 0.55 < pc < 0.64  # two small sizes, 300 sweeps each: a coarse estimate
 
 
+def test_one_size_is_reported_without_extrapolation(tmp_path):
+    """One size: p_c is that size's estimate and error (no fit), said so, with the
+    jackknife blocks asked for."""
+    mod = _study()
+    out = tmp_path / "one.md"
+    assert mod.main(["--lattice", "square", "--quick", "--sizes", "16", "--blocks", "8",
+                     "--output", str(out)]) == 0
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 16 |"))
+    p_L, err = (float(x) for x in row.split("|")[2:4])
+    assert f"One size, not extrapolated: **p_c = {p_L:.6f} +- {err:.6f}**" in text
+    assert "over 8 blocks" in text and "Fit p_L" not in text
+
+
 def test_crossing_study_and_the_sweep_cost(tmp_path):
     """Cubic bond percolation from the crossing of two sizes' wrapping curves (through
     the BatchProcessor in chunks), and the sweep-cost table; spanning_thresholds, the
