@@ -10,6 +10,12 @@ many sweeps a call as threads, time per sweep, against one labelling (itself par
 Times are the best of ``--repeat`` rounds, the calls of a round interleaved, so a change
 of load reaches all of them alike; read the ratios.
 
+The row "random-order floor" is a lower bound on any sweep that adds the sites in a
+random order, as Newman-Ziff does by definition: for each site of a sweep's order (made
+beforehand, not timed) it only reads the 12-byte state rows of its occupied neighbours
+and marks its own row, with no union-find at all. Where that floor is already above 3x
+the labelling, no random-order sweep meets the target on this machine.
+
     PYTHONPATH=$PWD python benchmarks/bench_nz_sweep.py [--repeat 5] [--sizes 256 512 128^3]
 """
 
@@ -27,6 +33,44 @@ from catalytic.kernels.cpu import components as CC
 from catalytic.kernels.cpu import newman_ziff as nz
 
 P_C = {2: 0.592746, 3: 0.3116077}
+
+
+@numba.njit(cache=True, nogil=True)
+def _touch(st, order, shape, strides):
+    """For each site of ``order``: read the rows of its occupied von Neumann neighbours
+    (periodic) and mark its own; the memory traffic every random-order sweep needs."""
+    d = shape.shape[0]
+    acc = 0
+    for t in range(order.shape[0]):
+        s = order[t]
+        rem = s
+        for a in range(d):
+            x = rem // strides[a]
+            rem -= x * strides[a]
+            for step in (-1, 1):
+                y = x + step
+                j = s + step * strides[a]
+                if y < 0:
+                    j += shape[a] * strides[a]
+                elif y >= shape[a]:
+                    j -= shape[a] * strides[a]
+                if st[j, 0] >= 0:
+                    acc += st[j, 1] + st[j, 2]
+        st[s, 0] = s
+        st[s, 1] = 1
+    return acc
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _touch_floor(state, orders, shape, strides):
+    """One random-order touch pass per row of ``orders``, rows shared out over threads."""
+    total = 0
+    for q in numba.prange(orders.shape[0]):
+        st = state[q]
+        for i in range(st.shape[0]):
+            st[i, 0] = -1
+        total += _touch(st, orders[q], shape, strides)
+    return total
 
 
 def together(fs, repeat):
@@ -66,9 +110,15 @@ def run(shape, threads, repeat):
                 kind, g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, bs, bits, words,
                 threads, 1, observables=obs, threads=threads))
             names.append(f"{kind} sweep, {label}")
+    n = int(np.prod(shape))
+    orders = np.stack([nz.sample_order(7, b, n, np.arange(n)) for b in range(threads)])
+    state = np.zeros((threads, n, 3), dtype=np.int32)
+    strides = np.array([int(np.prod(shape[a + 1:])) for a in range(len(shape))], np.int64)
+    shp = np.array(shape, dtype=np.int64)
+    calls.append(lambda: _touch_floor(state, orders, shp, strides))
+    names.append("random-order floor (no union-find)")
     times = together(calls, repeat)
     lab = times[0]
-    n = int(np.prod(shape))
     tag = "x".join(map(str, shape))
     for name, t in zip(names, times):
         per = t if name.startswith("labelling") else t / threads
