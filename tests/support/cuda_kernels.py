@@ -114,6 +114,40 @@ def launched_signatures() -> dict:
     return {k: sorted(list(s) for s in v) for k, v in sorted(out.items())}
 
 
+def launched_names() -> list:
+    """``"module.kernel"`` of every package kernel this session launched, sorted."""
+    return sorted(f"{m}.{n}" for (m, n), k in all_kernels().items() if py_func(k) in LAUNCHED)
+
+
+def never_launched(launched) -> list:
+    """The package kernels (``"module.kernel"``) not among ``launched``, sorted."""
+    launched = set(launched)
+    return sorted(name for name in (f"{m}.{n}" for m, n in all_kernels())
+                  if name not in launched)
+
+
+def _flat(sigs: dict) -> set:
+    return {(name, tuple(sig)) for name, lst in sigs.items() for sig in lst}
+
+
+def snapshot_diff(got: dict) -> tuple:
+    """``(missing, stale)``: the launch signatures of ``got`` (as
+    :func:`launched_signatures` gives them) not in the snapshot, and the snapshot's not
+    in ``got``, each a sorted list of ``(name, signature)``."""
+    want = load_snapshot()
+    return sorted(_flat(got) - _flat(want)), sorted(_flat(want) - _flat(got))
+
+
+def merge_signatures(parts) -> dict:
+    """One :func:`launched_signatures` dict from several (the workers' of a pytest-xdist
+    run)."""
+    out: dict = {}
+    for sigs in parts:
+        for name, lst in sigs.items():
+            out.setdefault(name, set()).update(tuple(sig) for sig in lst)
+    return {k: sorted(list(s) for s in v) for k, v in sorted(out.items())}
+
+
 def load_snapshot() -> dict:
     """The committed snapshot (empty when the file is missing)."""
     return json.loads(SNAPSHOT.read_text()) if SNAPSHOT.exists() else {}

@@ -14,6 +14,12 @@ are three ways to run them.
   ``ptx``; skipped with a reason when NVVM (``pip install "catalytic[cuda]"``) is missing.
 * Without it, on a machine with a GPU: the ``sim`` tests run on the GPU as well, so the
   same comparisons with the CPU twins run on hardware.
+
+Under pytest-xdist (``-n 2``, as the README's simulator pass runs), each worker records
+its own launches and hands them to the controller, which runs the whole-session checks
+(every kernel launched, every launch signature in the snapshot) on their union once
+every worker is done, and fails the session if they fail; in the workers those two
+tests skip.
 """
 
 from __future__ import annotations
@@ -106,10 +112,85 @@ def _record_simulator_launches():
         FakeCUDAKernel.__call__ = real
 
 
+# -- pytest-xdist: the whole-session checks over every worker's launches -------------------
+def _xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _xdist_controller(config) -> bool:
+    return getattr(config.option, "dist", "no") != "no" and not _xdist_worker(config)
+
+
+def pytest_sessionfinish(session):
+    """A worker hands its launches to the controller; the controller, once every worker
+    is done, runs the checks of :data:`LAST` on their union (each worker saw only the
+    launches of its own share of the tests, so there they skip)."""
+    config = session.config
+    if not SIM:
+        return
+    if _xdist_worker(config):
+        config.workeroutput["cuda_launches"] = {
+            "launched": cuda_kernels.launched_names(),
+            "signatures": cuda_kernels.launched_signatures(),
+            "partial": cuda_kernels.PARTIAL[0]}
+        return
+    parts = getattr(config, "_cuda_launches", None)
+    if not _xdist_controller(config) or not parts:
+        return
+    report = config.pluginmanager.get_plugin("terminalreporter")
+    report.ensure_newline()
+    partial = next((p["partial"] for p in parts if p["partial"] is not None), None)
+    if partial is not None:
+        report.write_line(f"whole-session CUDA checks skipped: only part of the CUDA "
+                          f"tests ran ({partial})")
+        return
+    never = cuda_kernels.never_launched(
+        set().union(*(p["launched"] for p in parts)))
+    got = cuda_kernels.merge_signatures(p["signatures"] for p in parts)
+    failures = []
+    if never:
+        failures.append(f"kernels no test launched in the simulator: {never}")
+    if os.environ.get("CATALYTIC_WRITE_LAUNCH_SIGNATURES") == "1":
+        cuda_kernels.write_snapshot(got)
+        report.write_line(f"wrote {cuda_kernels.SNAPSHOT.name}: "
+                          f"{len(cuda_kernels._flat(got))} signatures")
+    else:
+        missing, stale = cuda_kernels.snapshot_diff(got)
+        if missing or stale:
+            failures.append(
+                f"{cuda_kernels.SNAPSHOT.name} is out of date (rewrite it with "
+                f"CATALYTIC_WRITE_LAUNCH_SIGNATURES=1 and a full simulator pass): launched "
+                f"but not in it: {missing}; in it but not launched: {stale}")
+    for text in failures:
+        report.write_sep("=", "whole-session CUDA check failed", red=True)
+        report.write_line(text)
+    if failures:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        report.write_line(f"whole-session CUDA checks passed over {len(parts)} workers: "
+                          "every kernel launched, every launch signature in the snapshot")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Controller side of pytest-xdist: keep each finished worker's launches."""
+    out = getattr(node, "workeroutput", {}).get("cuda_launches")
+    if out is not None:
+        config = node.config
+        if not hasattr(config, "_cuda_launches"):
+            config._cuda_launches = []
+        config._cuda_launches.append(out)
+
+
 def pytest_collection_modifyitems(config, items):
     last = [item for item in items if item.name in LAST]
     if last:
         items[:] = [item for item in items if item.name not in LAST] + last
+        if _xdist_worker(config):
+            for item in last:
+                item.add_marker(pytest.mark.skip(
+                    reason="pytest-xdist: a worker sees only its share of the launches; "
+                    "the controller checks them all at the end of the session"))
     cuda_kernels.PARTIAL[0] = _partial(config, items)
     nvvm_ok = None
     for item in items:

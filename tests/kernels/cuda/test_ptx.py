@@ -193,14 +193,12 @@ def test_every_cuda_kernel_ran_in_the_simulator():
     tests was selected, since the others may be the ones that launch a kernel."""
     if cuda_kernels.PARTIAL[0] is not None:
         pytest.skip(f"only part of the CUDA tests ran ({cuda_kernels.PARTIAL[0]})")
-    never = sorted(f"{m}.{n}" for (m, n), k in _all_kernels().items()
-                   if cuda_kernels.py_func(k) not in cuda_kernels.LAUNCHED)
+    never = cuda_kernels.never_launched(cuda_kernels.launched_names())
     assert not never, f"kernels no test launched in the simulator: {never}"
 
 
 # -- launch signatures -------------------------------------------------------------------
-def _flat(sigs: dict) -> set:
-    return {(name, tuple(sig)) for name, lst in sigs.items() for sig in lst}
+_flat = cuda_kernels._flat
 
 
 @pytest.mark.simulator_only
@@ -214,9 +212,7 @@ def test_every_launch_signature_is_in_the_snapshot():
     if os.environ.get("CATALYTIC_WRITE_LAUNCH_SIGNATURES") == "1":
         cuda_kernels.write_snapshot(got)
         pytest.skip(f"wrote {cuda_kernels.SNAPSHOT.name}: {len(_flat(got))} signatures")
-    want = cuda_kernels.load_snapshot()
-    missing = sorted(_flat(got) - _flat(want))
-    stale = sorted(_flat(want) - _flat(got))
+    missing, stale = cuda_kernels.snapshot_diff(got)
     assert not missing and not stale, (
         f"{cuda_kernels.SNAPSHOT.name} is out of date (rewrite it with "
         f"CATALYTIC_WRITE_LAUNCH_SIGNATURES=1 and a full simulator pass): launched but not "
