@@ -13,7 +13,8 @@ not cached on disk, so each process compiles those it launches):
 3. bonds at size (``gpu_proof_support/gpu_proof_bonds.py``): bond-masked BFS, Dijkstra
    with bond weights and components on cuda at 512^2 and 128^3 against SciPy (and
    numba-cpu where it honours bonds), with the time of each beside the call without
-   bonds: ``reports/gpu_bonds.json``;
+   bonds, and wrapping on tori at p_c against numba-cpu with its time beside cuda's
+   labelling: ``reports/gpu_bonds.json``;
 4. the catalytic-ising plugin's CUDA tests: ``reports/gpu_tests_ising.xml``;
 5. ``catalytic calibrate --quick``: ``reports/calibration_gpu.json``, the device under
    ``machine.gpu``;
@@ -148,7 +149,7 @@ def plan(*, reports: Path, cpu_bfs: float | None, cc3d: str, python: str = sys.e
         Step("CUDA tests", pytest + list(CUDA_TESTS) + ["--junitxml", rel(reports / "gpu_tests.xml")],
              210, outputs=[reports / "gpu_tests.xml"], needs=list(CUDA_TESTS),
              junit=str(reports / "gpu_tests.xml")),
-        Step("gpu_proof_bonds.py: bond-masked BFS, Dijkstra, components at 512^2 and 128^3",
+        Step("gpu_proof_bonds.py: bond-masked BFS, Dijkstra, components, wrapping",
              [python, "benchmarks/gpu_proof_support/gpu_proof_bonds.py", "--output",
               rel(reports / "gpu_bonds.json")], 90, outputs=[reports / "gpu_bonds.json"],
              needs=["benchmarks/gpu_proof_support/gpu_proof_bonds.py"]),

@@ -3,6 +3,10 @@ components on the cuda backend at 512^2 and 128^3, checked against numba-cpu whe
 honours bonds, and always against SciPy's csgraph on the lattice's own bond-aware
 adjacency (``Geometry.adjacency``: one edge per usable bond, the least weight of parallel
 ones), with each call's time beside the same call on the lattice without bonds.
+Then wrapping on tori at the site threshold (128^2 and 512^2, without and with bonds):
+cuda ``spanning_clusters((0, 1))`` against numba-cpu's (the same labels and wrapping
+clusters), its time against cuda's own ``connected_components`` of the same lattice
+(issue 25: wrapping at most 2x the labelling).
 
 Usage: ``python benchmarks/gpu_proof_support/gpu_proof_bonds.py --output reports/gpu_bonds.json``.
 Writes the JSON after every check (a stopped run leaves what it measured). Exit status 0
@@ -95,6 +99,36 @@ def check(shape, density, seed=0) -> list[dict]:
     return out
 
 
+#: wrapping checks: torus shape, bond density (None: no bonds)
+WRAP_CASES = (((128, 128), None), ((128, 128), 0.9), ((512, 512), None))
+
+
+def check_wrapping(shape, density, seed=0) -> dict:
+    import catalytic as cat
+
+    rng = np.random.default_rng(seed)
+    lat = cat.Lattice(shape=shape, periodic=True, mask=rng.random(shape) < 0.592746)
+    if density is not None:
+        lat = lat.with_bonds(rng.random((len(shape),) + shape) < density)
+    axes = tuple(range(len(shape)))
+    row = {"shape": list(shape), "op": "wrapping", "bond_density": density}
+    got, row["cuda_s"] = _timed(lambda: lat.spanning_clusters(axes, backend="cuda"))
+    _, row["cuda_labelling_s"] = _timed(lambda: lat.connected_components(backend="cuda"))
+    row["ratio_to_labelling"] = row["cuda_s"] / row["cuda_labelling_s"]
+    cpu, row["numba_cpu_s"] = _timed(lambda: lat.spanning_clusters(axes, backend="numba-cpu"))
+    row["numba_cpu_agrees"] = bool(
+        np.array_equal(got.components.labels, cpu.components.labels)
+        and all(np.array_equal(got.clusters[a], cpu.clusters[a]) for a in axes))
+    row["wrapping"] = {str(a): len(got.clusters[a]) for a in axes}
+    # the labels name SciPy's components of the bond-aware adjacency on the open sites
+    g = lat.geometry
+    _, labels = _scipy(g, 0, False)
+    row["scipy_agrees"] = _same_partition(got.components.labels,
+                                          np.where(g.open_flat.astype(bool), labels, 0))
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, default=Path("reports/gpu_bonds.json"))
@@ -107,6 +141,9 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     for shape, density in CASES:
         rows += check(shape, density)
+        args.output.write_text(json.dumps({"checks": rows}, indent=1) + "\n")
+    for shape, density in WRAP_CASES:
+        rows.append(check_wrapping(shape, density))
         args.output.write_text(json.dumps({"checks": rows}, indent=1) + "\n")
     bad = [r for r in rows if not r["scipy_agrees"] or r["numba_cpu_agrees"] is False]
     print(f"gpu_proof_bonds: {len(rows) - len(bad)}/{len(rows)} agree", flush=True)
