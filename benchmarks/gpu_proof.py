@@ -151,7 +151,7 @@ def plan(*, reports: Path, cpu_bfs: float | None, cc3d: str, python: str = sys.e
              junit=str(reports / "gpu_tests.xml")),
         Step("gpu_proof_bonds.py: bond-masked BFS, Dijkstra, components, wrapping",
              [python, "benchmarks/gpu_proof_support/gpu_proof_bonds.py", "--output",
-              rel(reports / "gpu_bonds.json")], 90, outputs=[reports / "gpu_bonds.json"],
+              rel(reports / "gpu_bonds.json")], 120, outputs=[reports / "gpu_bonds.json"],
              needs=["benchmarks/gpu_proof_support/gpu_proof_bonds.py"]),
         Step("catalytic-ising CUDA tests",
              pytest + ["-p", "gpu_proof_ising", PLUGIN_TESTS, "-k", "cuda",
