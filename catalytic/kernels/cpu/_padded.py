@@ -543,6 +543,18 @@ def plan_bonds(g: Plan, offsets, bonds, cache=None) -> BondCells:
     return cells
 
 
+@njit(cache=True, nogil=True)
+def _fill_coded_serial(out, bits, nw, open_, sign, shape, periodic, r, pshape, seg, lo, hi):
+    """:func:`_fill_coded` on this thread alone (small arrays: no parallel launch)."""
+    PL = pshape[shape.shape[0] - 1]
+    spr = (PL + seg - 1) // seg
+    for s in range(lo, hi):
+        prow = s // spr
+        x0 = (s - prow * spr) * seg
+        _fill_coded_row(out, prow, x0, min(PL, x0 + seg), bits, nw, open_, sign, shape,
+                        periodic, r, pshape)
+
+
 def coded_steps(g: Plan) -> int:
     """The most stencil steps a bond-coded work array of plan ``g`` holds
     (:func:`code_bonds`): 30 with int32 cells, 62 with int64."""
@@ -641,7 +653,8 @@ def code_bonds(g: Plan, cells: BondCells):
     bit ``k`` of ``q``'s code is set; distances overwrite the codes.
 
     Returns None when ``cells`` has no bond bits or the plan has more steps than a
-    code holds. O(psize), in calls of about ``_budget._BUDGET`` cells.
+    code holds. O(psize), in calls of about ``_budget._BUDGET`` cells, on one thread
+    below ``_SMALL_LAYOUT`` cells.
     """
     K = g.offs.shape[0]
     if cells.bits.shape[0] == 0 or K > coded_steps(g):
@@ -651,9 +664,10 @@ def code_bonds(g: Plan, cells: BondCells):
     PL = int(g.pshape[-1])
     seg, calls = _segments(work.shape[0] // PL if PL else 0, PL)
     sign = np.int64(np.iinfo(t).min)
+    fill = _fill_coded_serial if g.psize < _SMALL_LAYOUT else _fill_coded
     for a, b in calls:
-        _fill_coded(work, cells.bits, np.int64(cells.nw), g.open_, sign, g.shape, g.periodic,
-                    g.r, g.pshape, seg, a, b)
+        fill(work, cells.bits, np.int64(cells.nw), g.open_, sign, g.shape, g.periodic, g.r,
+             g.pshape, seg, a, b)
     return work
 
 
