@@ -32,6 +32,9 @@ from catalytic.kernels.cpu._padded import (
     make_plan,
 )
 
+# Unsigned indices in the hot loops: a signed one costs a negative-index fix-up per access.
+_U = np.uint64
+
 __all__ = ["bfs_distance", "closeness"]
 
 
@@ -42,25 +45,25 @@ def _expand_coded(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides,
     K = foff.shape[0]
     if mode == 1 and not shared:
         for h in range(lo, hi):
-            p = src[h]
+            p = src[_U(h)]
             for k in range(K):
                 q = p + foff[k]
-                v = work[q]
+                v = work[_U(q)]
                 c = np.int64(v < 0) & ((np.int64(v) >> k) & 1)
-                work[q] = dn if c else v
-                dst[m] = q
+                work[_U(q)] = dn if c else v
+                dst[_U(m)] = q
                 m += c
         return m
     if mode == 1:
         for h in range(lo, hi):
-            p = src[h]
-            vp = work[p]
+            p = src[_U(h)]
+            vp = work[_U(p)]
             for k in range(K):
                 q = p + foff[k]
-                v = work[q]
+                v = work[_U(q)]
                 c = np.int64(v < 0) & ((np.int64(v) >> k) & 1)
-                work[q if c else p] = dn if c else vp
-                dst[m] = q
+                work[_U(q if c else p)] = dn if c else vp
+                dst[_U(m)] = q
                 m += c
         return m
     for h in range(lo, hi):
@@ -167,13 +170,13 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
         return m
     if mode == 1:  # no portals: one addition per step
         for h in range(lo, hi):
-            p = src[h]
+            p = src[_U(h)]
             for k in range(K):
                 q = p + foff[k]
-                v = work[q]
+                v = work[_U(q)]
                 c = v == UNVISITED
-                work[q] = dn if c else v
-                dst[m] = q
+                work[_U(q)] = dn if c else v
+                dst[_U(m)] = q
                 m += c
     elif mode == 2:
         for h in range(lo, hi):
