@@ -566,10 +566,11 @@ def _code_seg(dst, bits, open_, nw, sign):
     """Interior cells of :func:`_fill_coded_row`: ``sign`` with the cell's bond bytes
     where the site is open (``open_`` length 0: all are), ``sign`` where it is not."""
     has_mask = open_.shape[0] != 0
+    # branch-free (the bytes masked, not a conditional load): LLVM vectorises it
     if nw == 1:
         if has_mask:
             for x in range(dst.shape[0]):
-                dst[x] = (sign | np.int64(bits[x])) if open_[x] != 0 else sign
+                dst[x] = sign | (np.int64(bits[x]) & -np.int64(open_[x] != 0))
         else:
             for x in range(dst.shape[0]):
                 dst[x] = sign | np.int64(bits[x])
@@ -578,7 +579,9 @@ def _code_seg(dst, bits, open_, nw, sign):
         c = np.int64(0)
         for w in range(nw):
             c |= np.int64(bits[x * nw + w]) << (8 * w)
-        dst[x] = sign | c if not has_mask or open_[x] != 0 else sign
+        if has_mask:
+            c &= -np.int64(open_[x] != 0)
+        dst[x] = sign | c
 
 
 @njit(cache=True, nogil=True)
