@@ -7,6 +7,7 @@ reach the padded, portal, unpadded and multi-threaded kernel paths."""
 
 from __future__ import annotations
 
+import collections
 import math
 
 import networkx as nx
@@ -21,7 +22,7 @@ from scipy.sparse.csgraph import dijkstra as cs_dijkstra
 import catalytic as cat
 from catalytic.backends import numba_cpu
 from catalytic.errors import NoBackendError
-from catalytic.kernels.cpu import _padded, bfs
+from catalytic.kernels.cpu import _budget, _padded, bfs
 from catalytic.kernels.cpu import centrality as CC
 from tests.support.oracles import bond_graph, open_sites, step_cost_digraph, usable_bonds
 from tests.support.strategies import lattice_specs, make, pick_open
@@ -526,3 +527,36 @@ def test_bond_coded_bfs_on_parallel_frontiers(name, coded, monkeypatch):
         assert out.tolist() == want.tolist()
     finally:
         numba.set_num_threads(prev)
+
+
+def test_bond_layouts_and_coded_searches_run_in_budget_sized_calls(monkeypatch):
+    """With a budget of 256 units the bond bytes, the bond codes and the coded BFS are
+    made in many kernel calls (so a signal handler runs between them), and give what
+    one call per pass gives."""
+    spec = _large("2d-60")
+    L = make(spec)
+    args = L.geometry.kernel_args()
+    bonds = L.geometry.bond_args()
+    g = _padded.make_plan(*args[:4])
+    cells = _padded.bond_cells(g, args[2], *bonds)
+    codes = _padded.code_bonds(g, cells)
+    dist = bfs.bfs_distance(*args, [0], bonds=bonds)
+    calls = collections.Counter()
+
+    def counted(name, real):
+        def spy(*a):
+            calls[name] += 1
+            return real(*a)
+        return spy
+
+    for name in ("_bond_bytes", "_fill_coded", "_fill_coded_serial"):
+        monkeypatch.setattr(_padded, name, counted(name, getattr(_padded, name)))
+    monkeypatch.setattr(bfs, "_bfs_frontiers", counted("bfs", bfs._bfs_frontiers))
+    monkeypatch.setattr(_budget, "_BUDGET", 256)
+    got = _padded.bond_cells(g, args[2], *bonds)
+    assert np.array_equal(got.bits, cells.bits)
+    assert calls["_bond_bytes"] == 60  # one row of 60 sites and 4 steps per call
+    assert np.array_equal(_padded.code_bonds(g, got), codes)
+    assert calls["_fill_coded"] + calls["_fill_coded_serial"] >= g.psize // 256
+    assert bfs.bfs_distance(*args, [0], bonds=bonds).tolist() == dist.tolist()
+    assert calls["bfs"] >= np.count_nonzero(dist >= 0) * 4 // 256
