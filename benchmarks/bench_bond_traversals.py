@@ -7,8 +7,9 @@ For each shape (von Neumann, open axes, mask at p = 0.9): ``distance_field`` fro
 first site without bonds, with every bond open (given explicitly, so the bond loops
 run), and with random bonds open at p = 0.7; the bond calls are timed warm (their
 padded bond words already in the lattice's numba-cpu cache) and the first call that
-builds them separately, and the size of those words is printed per bond. Calls alternate between the variants, each figure the median of
-``--rounds`` calls (JIT compilation excluded by a warm-up call). The backend picks the
+builds them separately, and the size of those words is printed per bond. Calls
+alternate between the variants, each figure the median of ``--rounds`` calls (JIT
+compilation excluded by a warm-up call). The backend picks the
 thread count of each call from the free CPUs; with ``--every-thread`` every call takes
 all of Numba's threads (set ``NUMBA_NUM_THREADS`` to fix them). ``--no-bonds`` times
 the call without bonds alone, the same work on any checkout. Run it with

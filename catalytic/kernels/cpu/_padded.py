@@ -424,65 +424,73 @@ NO_BONDS = BondCells(np.zeros(0, dtype=np.uint8), 1, np.zeros(0, dtype=np.float6
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _bond_bytes(pbits, planes, slot, fwd, offs, shape, periodic, r, pshape, nw, lo, hi):
+def _bond_bytes(pbits, planes, slot, fwd, offs, shape, periodic, r, pstrides, nw, coords, lo,
+                hi, ch):
     """Real rows [lo, hi) of :func:`bond_cells`' bytes (``pbits`` zeroed): bit ``k`` of
     real site ``i``'s cell is ``planes[slot[k], i]`` when step ``k`` is forward, else
     that of the site the step reaches (0 when it leaves an open axis). ``planes``:
-    uint8[kf, n] of 0/1. Parallel over rows. O((hi - lo) L k)."""
+    uint8[kf, n] of 0/1. Parallel over chunks of ``ch`` rows, chunk j keeping the
+    coordinates of its row in ``coords[j]`` (stepped like an odometer, no division per
+    row). O((hi - lo) L k)."""
     d = shape.shape[0]
     L = shape[d - 1]
     K = offs.shape[0]
-    for rr in prange(lo, hi):
-        row = np.int64(rr)
-        pb = r[d - 1]  # the padded cell of (row, 0)
-        rem = row
-        pm = pshape[d - 1]
+    nch = (hi - lo + ch - 1) // ch
+    for jj in prange(nch):
+        j = np.int64(jj)
+        c = coords[j]
+        row0 = lo + j * ch
+        rem = row0
         for a in range(d - 2, -1, -1):
-            pb += (rem % shape[a] + r[a]) * pm
+            c[a] = rem % shape[a]
             rem //= shape[a]
-            pm *= pshape[a]
-        out = pbits[pb * nw:(pb + L) * nw]
-        for k in range(K):
-            pl = planes[slot[k]]
-            nb = row * L
-            dx = 0
-            if fwd[k] == 0:
-                # the row the step reaches, wrapped on periodic axes
-                nb = 0
-                rem = row
-                mult = 1
-                ok = True
-                for a in range(d - 2, -1, -1):
-                    c = rem % shape[a] + offs[k, a]
-                    rem //= shape[a]
-                    if c < 0 or c >= shape[a]:
-                        if periodic[a]:
-                            c %= shape[a]
-                        else:
-                            ok = False
-                    nb += c * mult
-                    mult *= shape[a]
-                if not ok:
-                    continue
-                nb *= L
-                dx = offs[k, d - 1]
-            w = k >> 3
-            sh = k & 7
-            x0 = min(max(-dx, 0), L)  # [x0, x1): x + dx stays in the row
-            x1 = max(min(L - dx, L), x0)
-            if nw == 1:
-                src = pl[nb + x0 + dx:nb + x1 + dx]
-                dst = out[x0:x1]
-                for x in range(dst.shape[0]):
-                    dst[x] |= src[x] << sh
-            else:
-                for x in range(x0, x1):
-                    out[x * nw + w] |= pl[nb + x + dx] << sh
-            if periodic[d - 1]:
-                for x in range(0, x0):
-                    out[x * nw + w] |= pl[nb + (x + dx) % L] << sh
-                for x in range(x1, L):
-                    out[x * nw + w] |= pl[nb + (x + dx) % L] << sh
+        for row in range(row0, min(hi, row0 + ch)):
+            pb = r[d - 1]  # the padded cell of (row, 0)
+            for a in range(d - 1):
+                pb += (c[a] + r[a]) * pstrides[a]
+            out = pbits[pb * nw:(pb + L) * nw]
+            for k in range(K):
+                pl = planes[slot[k]]
+                nb = row * L
+                dx = 0
+                if fwd[k] == 0:
+                    # the row the step reaches, wrapped on periodic axes
+                    nb = 0
+                    ok = True
+                    for a in range(d - 1):
+                        y = c[a] + offs[k, a]
+                        if y < 0 or y >= shape[a]:
+                            if periodic[a]:
+                                y %= shape[a]
+                            else:
+                                ok = False
+                        nb = nb * shape[a] + y
+                    if not ok:
+                        continue
+                    nb *= L
+                    dx = offs[k, d - 1]
+                w = k >> 3
+                sh = k & 7
+                x0 = min(max(-dx, 0), L)  # [x0, x1): x + dx stays in the row
+                x1 = max(min(L - dx, L), x0)
+                if nw == 1:
+                    src = pl[nb + x0 + dx:nb + x1 + dx]
+                    dst = out[x0:x1]
+                    for x in range(dst.shape[0]):
+                        dst[x] |= src[x] << sh
+                else:
+                    for x in range(x0, x1):
+                        out[x * nw + w] |= pl[nb + x + dx] << sh
+                if periodic[d - 1]:
+                    for x in range(0, x0):
+                        out[x * nw + w] |= pl[nb + (x + dx) % L] << sh
+                    for x in range(x1, L):
+                        out[x * nw + w] |= pl[nb + (x + dx) % L] << sh
+            for a in range(d - 2, -1, -1):  # the next row
+                c[a] += 1
+                if c[a] < shape[a]:
+                    break
+                c[a] = 0
 
 
 def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
@@ -515,9 +523,12 @@ def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
         L = int(g.shape[-1])
         rows = n // L if L else 0
         step = max(1, _budget._BUDGET // max(L * K, 1))
+        ch = max(1, min(64, step // 2))  # rows per chunk: two chunks a call at least
+        coords = np.empty((-(-step // ch), g.shape.shape[0]), dtype=np.int64)
         for a in range(0, rows, step):
-            _bond_bytes(pbits, planes, slot, fwd, g.offs, g.shape, g.periodic, g.r, g.pshape,
-                        np.int64(nw), np.int64(a), np.int64(min(rows, a + step)))
+            _bond_bytes(pbits, planes, slot, fwd, g.offs, g.shape, g.periodic, g.r,
+                        g.pstrides, np.int64(nw), coords, np.int64(a),
+                        np.int64(min(rows, a + step)), np.int64(ch))
     pbw = NO_BONDS.bw
     bw = np.asarray(bw, dtype=np.float64)
     if bw.shape[0]:
