@@ -7,8 +7,9 @@ For each shape (von Neumann, open axes, mask at p = 0.9): ``distance_field`` fro
 first site without bonds, with every bond open (given explicitly, so the bond loops
 run), and with random bonds open at p = 0.7; the bond calls are timed warm (their
 padded bond words already in the lattice's numba-cpu cache) and the first call that
-builds them separately. Calls alternate between the variants, each figure the median of
-``--rounds`` calls (JIT compilation excluded by a warm-up call). The backend picks the
+builds them separately, and the size of those words is printed per bond. Calls
+alternate between the variants, each figure the median of ``--rounds`` calls (JIT
+compilation excluded by a warm-up call). The backend picks the
 thread count of each call from the free CPUs; with ``--every-thread`` every call takes
 all of Numba's threads (set ``NUMBA_NUM_THREADS`` to fix them). ``--no-bonds`` times
 the call without bonds alone, the same work on any checkout. Run it with
@@ -54,6 +55,17 @@ def main(argv=None):
         _run(args)
 
 
+def _cache_size(text, lat, kf):
+    """Print the bytes the backend keeps for a lattice's bonds, per bond (edge)."""
+    cells = (lat.backend_cache(CPU, create=False) or {}).get("padded_bonds")
+    if cells is None:
+        return
+    bonds = kf * lat.n_points
+    print(f"{text}: padded bond bytes kept per lattice {cells.bits.nbytes} B = "
+          f"{8 * cells.bits.nbytes / bonds:.2f} bits per bond (the geometry's own copy: "
+          f"{8 * lat.geometry.bond_bits.nbytes / bonds:.2f})")
+
+
 def _run(args):
     for text in args.shapes:
         shape = _shape(text)
@@ -73,6 +85,8 @@ def _run(args):
                 variants[name] = B
                 print(f"{text} {name}: first call (builds the padded bond words) "
                       f"{first * 1e3:.1f} ms")
+            if not args.no_bonds:
+                _cache_size(text, B, kf)
         except NoBackendError:
             print(f"{text}: bonds refused on this checkout; timing the no-bond path only")
         L.distance_field(0, backend=CPU)

@@ -7,9 +7,11 @@ reach the padded, portal, unpadded and multi-threaded kernel paths."""
 
 from __future__ import annotations
 
+import collections
 import math
 
 import networkx as nx
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -20,9 +22,9 @@ from scipy.sparse.csgraph import dijkstra as cs_dijkstra
 import catalytic as cat
 from catalytic.backends import numba_cpu
 from catalytic.errors import NoBackendError
-from catalytic.kernels.cpu import _padded, bfs
+from catalytic.kernels.cpu import _budget, _padded, bfs
 from catalytic.kernels.cpu import centrality as CC
-from tests.support.oracles import bond_graph, open_sites, step_cost_digraph
+from tests.support.oracles import bond_graph, open_sites, step_cost_digraph, usable_bonds
 from tests.support.strategies import lattice_specs, make, pick_open
 from tests.test_bonds import L1, L2
 
@@ -437,3 +439,126 @@ def test_larger_lattices_match_scipy(name, threaded):
     assert all(G.has_edge(u, v) for u, v in steps)
     np.testing.assert_allclose(r.distance, sum(M[u, v] for u, v in steps), rtol=1e-12)
     np.testing.assert_allclose(r.distance, want[e], rtol=1e-12)
+
+
+# -- the bond-coded BFS (bonds read in the cell a step claims) ---------------------------
+def _usable_steps(spec):
+    """``{(i, off)}``: the steps from site ``i`` along stencil offset ``off`` that cross
+    a usable bond, from the oracle's bonds (a bond is stepped along from both ends)."""
+    steps = set()
+    for _, _, i, j, off in usable_bonds(spec):
+        steps.add((i, off))
+        steps.add((j, tuple(-x for x in off)))
+    return steps
+
+
+CODED = {"L2": L2, "L1": L1, **{name: _large(name) for name in LARGE}}
+# int64 cells (lattices past 2**31 cells) on the small and the portal-free cases
+CODED_CASES = [(name, np.int32) for name in CODED] + [
+    (name, np.int64) for name in ("L2", "L1", "2d-64-open", "2d-48")]
+
+
+@pytest.mark.parametrize(("name", "itype"), CODED_CASES)
+def test_bond_codes_hold_the_usable_steps(name, itype):
+    """Every open cell's code has bit k set iff step k from it crosses a usable bond (to an
+    open site), is below -2**30; blocked sites and walls hold the bare sign, portals
+    PORTAL. More steps than a code holds: no codes."""
+    spec = CODED[name]
+    L = make(spec)
+    args = L.geometry.kernel_args()
+    g = _padded.make_plan(*args[:4])._replace(itype=itype)
+    cells = _padded.plan_bonds(g, args[2], L.geometry.bond_args())
+    work = _padded.code_bonds(g, cells)
+    if g.offs.shape[0] > _padded.coded_steps(g):
+        assert work is None
+        return
+    assert work.dtype == itype
+    sign = np.iinfo(itype).min
+    usable = _usable_steps(spec)
+    n = math.prod(spec["shape"])
+    cell = _padded._to_padded(np.arange(n), g)
+    mask = spec.get("mask")
+    per = np.broadcast_to(np.asarray(spec["periodic"], bool), (len(spec["shape"]),))
+    for i in range(n):
+        v = int(work[cell[i]])
+        if mask is not None and not mask.reshape(-1)[i]:
+            assert v == sign
+            continue
+        assert v < -2**30
+        c = np.array(np.unravel_index(i, spec["shape"]))
+        for k, off in enumerate(map(tuple, g.offs.tolist())):
+            t = c + off
+            if not (per | ((t >= 0) & (t < spec["shape"]))).all():
+                continue  # no site there
+            j = int(np.ravel_multi_index(tuple(t % spec["shape"]), spec["shape"]))
+            if mask is None or mask.reshape(-1)[j]:
+                assert (v >> k) & 1 == ((i, off) in usable), (i, k)
+    halo = np.ones(g.psize, bool)
+    halo[cell] = False
+    assert set(np.unique(work[halo]).tolist()) <= {sign, _padded.PORTAL}
+
+
+@pytest.mark.parametrize("coded", [True, False])
+@pytest.mark.parametrize("name", [n for n in LARGE if n != "2d-48"])
+def test_bond_coded_bfs_on_parallel_frontiers(name, coded, monkeypatch):
+    """The BFS over bond codes (int32 and int64 cells), every level split over all
+    threads in tiny rounds, and the BFS over bond bytes it replaces (codes turned off),
+    give the hop distances of the bond graph."""
+    spec = _large(name)
+    L = make(spec)
+    args = L.geometry.kernel_args()
+    G = bond_graph(spec)
+    src = np.array([0, int(open_sites(spec)[-1])])
+    hops = cs_dijkstra(_cs_matrix(spec, G), indices=src, unweighted=True, min_only=True)
+    want = np.where(np.isfinite(hops), hops, -1).astype(np.int64)
+    monkeypatch.setattr(bfs, "_PAR_MIN", 1)
+    monkeypatch.setattr(bfs, "_PAR_CHUNK", 7)
+    if not coded:
+        monkeypatch.setattr(_padded, "coded_steps", lambda g: 0)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    try:
+        got = bfs.bfs_distance(*args, src, bonds=L.geometry.bond_args())
+        assert got.tolist() == want.tolist()
+        g = _padded.make_plan(*args[:4])._replace(itype=np.int64)
+        cells = _padded.plan_bonds(g, args[2], L.geometry.bond_args())
+        assert (_padded.code_bonds(g, cells) is not None) == coded
+        work = bfs._hop_search(g, _padded._to_padded(src, g), cells=cells)
+        out = np.empty(g.n, dtype=np.int64)
+        _padded._unpad_all(work, out, g, True)
+        assert out.tolist() == want.tolist()
+    finally:
+        numba.set_num_threads(prev)
+
+
+def test_bond_layouts_and_coded_searches_run_in_budget_sized_calls(monkeypatch):
+    """With a budget of 256 units the bond bytes, the bond codes and the coded BFS are
+    made in many kernel calls (so a signal handler runs between them), and give what
+    one call per pass gives."""
+    spec = _large("2d-60")
+    L = make(spec)
+    args = L.geometry.kernel_args()
+    bonds = L.geometry.bond_args()
+    g = _padded.make_plan(*args[:4])
+    cells = _padded.bond_cells(g, args[2], *bonds)
+    codes = _padded.code_bonds(g, cells)
+    dist = bfs.bfs_distance(*args, [0], bonds=bonds)
+    calls = collections.Counter()
+
+    def counted(name, real):
+        def spy(*a):
+            calls[name] += 1
+            return real(*a)
+        return spy
+
+    for name in ("_bond_bytes", "_fill_coded", "_fill_coded_serial"):
+        monkeypatch.setattr(_padded, name, counted(name, getattr(_padded, name)))
+    monkeypatch.setattr(bfs, "_bfs_frontiers", counted("bfs", bfs._bfs_frontiers))
+    monkeypatch.setattr(_budget, "_BUDGET", 256)
+    got = _padded.bond_cells(g, args[2], *bonds)
+    assert np.array_equal(got.bits, cells.bits)
+    assert calls["_bond_bytes"] == 60  # one row of 60 sites and 4 steps per call
+    assert np.array_equal(_padded.code_bonds(g, got), codes)
+    assert calls["_fill_coded"] + calls["_fill_coded_serial"] >= g.psize // 256
+    assert bfs.bfs_distance(*args, [0], bonds=bonds).tolist() == dist.tolist()
+    assert calls["bfs"] >= np.count_nonzero(dist >= 0) * 4 // 256

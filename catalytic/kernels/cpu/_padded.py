@@ -22,7 +22,9 @@ whose bit ``k`` says whether the bond that stencil step ``k`` crosses from that 
 open, backward steps included (their bit is the forward bond's, read at the far end when
 the bytes are built), so a step tests a bit of the cell it leaves; and, with bond
 weights, one float64 plane per forward offset, read at the cell the bond starts from.
-Given length-0 arrays, a kernel runs its loops without bonds.
+Given length-0 arrays, a kernel runs its loops without bonds. The BFS goes one step
+further: its work array holds each unvisited cell's bond bits in the cell's own value
+(:func:`code_bonds`), so a step reads nothing but the cell it may claim.
 
 Numba does not inline a helper ``@njit`` function into code that runs inside a
 ``prange`` loop, so the hot loops of the traversals spell out what a helper would do.
@@ -38,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _INT32_LIMIT, _segments
 from catalytic.kernels.cpu.neighbors import c_strides
 
@@ -420,15 +423,86 @@ NO_BONDS = BondCells(np.zeros(0, dtype=np.uint8), 1, np.zeros(0, dtype=np.float6
                      np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _bond_bytes(pbits, planes, slot, fwd, offs, shape, periodic, r, pstrides, nw, coords, lo,
+                hi, ch):
+    """Real rows [lo, hi) of :func:`bond_cells`' bytes (``pbits`` zeroed): bit ``k`` of
+    real site ``i``'s cell is ``planes[slot[k], i]`` when step ``k`` is forward, else
+    that of the site the step reaches (0 when it leaves an open axis). ``planes``:
+    uint8[kf, n] of 0/1. Parallel over chunks of ``ch`` rows, chunk j keeping the
+    coordinates of its row in ``coords[j]`` (stepped like an odometer, no division per
+    row). O((hi - lo) L k)."""
+    d = shape.shape[0]
+    L = shape[d - 1]
+    K = offs.shape[0]
+    nch = (hi - lo + ch - 1) // ch
+    for jj in prange(nch):
+        j = np.int64(jj)
+        c = coords[j]
+        row0 = lo + j * ch
+        rem = row0
+        for a in range(d - 2, -1, -1):
+            c[a] = rem % shape[a]
+            rem //= shape[a]
+        for row in range(row0, min(hi, row0 + ch)):
+            pb = r[d - 1]  # the padded cell of (row, 0)
+            for a in range(d - 1):
+                pb += (c[a] + r[a]) * pstrides[a]
+            out = pbits[pb * nw:(pb + L) * nw]
+            for k in range(K):
+                pl = planes[slot[k]]
+                nb = row * L
+                dx = 0
+                if fwd[k] == 0:
+                    # the row the step reaches, wrapped on periodic axes
+                    nb = 0
+                    ok = True
+                    for a in range(d - 1):
+                        y = c[a] + offs[k, a]
+                        if y < 0 or y >= shape[a]:
+                            if periodic[a]:
+                                y %= shape[a]
+                            else:
+                                ok = False
+                        nb = nb * shape[a] + y
+                    if not ok:
+                        continue
+                    nb *= L
+                    dx = offs[k, d - 1]
+                w = k >> 3
+                sh = k & 7
+                x0 = min(max(-dx, 0), L)  # [x0, x1): x + dx stays in the row
+                x1 = max(min(L - dx, L), x0)
+                if nw == 1:
+                    src = pl[nb + x0 + dx:nb + x1 + dx]
+                    dst = out[x0:x1]
+                    for x in range(dst.shape[0]):
+                        dst[x] |= src[x] << sh
+                else:
+                    for x in range(x0, x1):
+                        out[x * nw + w] |= pl[nb + x + dx] << sh
+                if periodic[d - 1]:
+                    for x in range(0, x0):
+                        out[x * nw + w] |= pl[nb + (x + dx) % L] << sh
+                    for x in range(x1, L):
+                        out[x * nw + w] |= pl[nb + (x + dx) % L] << sh
+            for a in range(d - 2, -1, -1):  # the next row
+                c[a] += 1
+                if c[a] < shape[a]:
+                    break
+                c[a] = 0
+
+
 def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
     """The bonds of ``Geometry.bond_args()`` laid out for plan ``g`` (whose ``offs`` are
     ``offsets`` less the rows that never land).
 
-    A backward step's bit is the forward bond's bit read at the neighbour the step
-    reaches (a roll of its plane by the step), so a kernel tests every step of a cell
-    in the bytes of that cell. Blocked sites and halo cells get no bits (the
-    kernels never step from them). O(k n) NumPy work; ceil(k/8) bytes per padded
-    cell, plus 8 kf with bond weights.
+    A backward step's bit is the forward bond's bit read at the site the step
+    reaches, so a kernel tests every step of a cell in the bytes of that cell. Halo
+    cells get no bits, nor does a step that leaves an open axis; blocked sites get
+    theirs (the bytes do not depend on the mask). O(k n) time, in kernel calls of
+    about ``_BUDGET`` steps; ceil(k/8) bytes per padded cell, plus 8 kf with bond
+    weights.
     """
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, g.shape.shape[0])
     where = {tuple(r): i for i, r in enumerate(offsets.tolist())}
@@ -438,26 +512,23 @@ def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
     slot = np.where(plan_slot >= 0, plan_slot, ~plan_slot).astype(np.int64)
     fwd = (plan_slot >= 0).astype(np.uint8)
     nomask = g._replace(open_=np.zeros(0, dtype=np.uint8))
-    shape = tuple(int(x) for x in g.shape)
     n = g.n
     pbits = NO_BONDS.bits
     nw = max(1, (K + 7) // 8)
     if np.asarray(bits).shape[0] and K:
         raw = np.ascontiguousarray(bits, dtype="<u4").view(np.uint8).reshape(
             np.asarray(bits).shape[0] // words, -1)
-        planes = np.unpackbits(raw, axis=1, count=n, bitorder="little").astype(bool)
-        real = np.zeros((nw, n), dtype=np.uint8)
-        for k in range(K):
-            b = planes[slot[k]]
-            if not fwd[k]:  # the bond starts at the neighbour j + offs[k]
-                b = np.roll(b.reshape(shape), tuple((-g.offs[k]).tolist()),
-                            axis=tuple(range(len(shape)))).reshape(-1)
-            real[k >> 3] |= b.astype(np.uint8) << np.uint8(k & 7)
-        pbits = np.empty((nw, g.psize), dtype=np.uint8)
-        z = np.uint8(0)
-        for w in range(nw):
-            _fill_classes(pbits[w], real[w], nomask, z, z, z)
-        pbits = np.ascontiguousarray(pbits.T).reshape(-1)
+        planes = np.unpackbits(raw, axis=1, count=n, bitorder="little")
+        pbits = np.zeros(g.psize * nw, dtype=np.uint8)
+        L = int(g.shape[-1])
+        rows = n // L if L else 0
+        step = max(1, _budget._BUDGET // max(L * K, 1))
+        ch = max(1, min(64, step // 2))  # rows per chunk: two chunks a call at least
+        coords = np.empty((-(-step // ch), g.shape.shape[0]), dtype=np.int64)
+        for a in range(0, rows, step):
+            _bond_bytes(pbits, planes, slot, fwd, g.offs, g.shape, g.periodic, g.r,
+                        g.pstrides, np.int64(nw), coords, np.int64(a),
+                        np.int64(min(rows, a + step)), np.int64(ch))
     pbw = NO_BONDS.bw
     bw = np.asarray(bw, dtype=np.float64)
     if bw.shape[0]:
@@ -481,6 +552,137 @@ def plan_bonds(g: Plan, offsets, bonds, cache=None) -> BondCells:
         if cache is not None:
             cache["padded_bonds"] = cells
     return cells
+
+
+@njit(cache=True, nogil=True)
+def _fill_coded_serial(out, bits, nw, open_, sign, shape, periodic, r, pshape, seg, lo, hi):
+    """:func:`_fill_coded` on this thread alone (small arrays: no parallel launch)."""
+    PL = pshape[shape.shape[0] - 1]
+    spr = (PL + seg - 1) // seg
+    for s in range(lo, hi):
+        prow = s // spr
+        x0 = (s - prow * spr) * seg
+        _fill_coded_row(out, prow, x0, min(PL, x0 + seg), bits, nw, open_, sign, shape,
+                        periodic, r, pshape)
+
+
+def coded_steps(g: Plan) -> int:
+    """The most stencil steps a bond-coded work array of plan ``g`` holds
+    (:func:`code_bonds`): 30 with int32 cells, 62 with int64."""
+    return 30 if g.itype == np.int32 else 62
+
+
+@njit(cache=True, nogil=True)
+def _code_seg(dst, bits, open_, nw, sign):
+    """Interior cells of :func:`_fill_coded_row`: ``sign`` with the cell's bond bytes
+    where the site is open (``open_`` length 0: all are), ``sign`` where it is not."""
+    has_mask = open_.shape[0] != 0
+    # branch-free (the bytes masked, not a conditional load): LLVM vectorises it
+    if nw == 1:
+        if has_mask:
+            for x in range(dst.shape[0]):
+                dst[x] = sign | (np.int64(bits[x]) & -np.int64(open_[x] != 0))
+        else:
+            for x in range(dst.shape[0]):
+                dst[x] = sign | np.int64(bits[x])
+        return
+    for x in range(dst.shape[0]):
+        c = np.int64(0)
+        for w in range(nw):
+            c |= np.int64(bits[x * nw + w]) << (8 * w)
+        if has_mask:
+            c &= -np.int64(open_[x] != 0)
+        dst[x] = sign | c
+
+
+@njit(cache=True, nogil=True)
+def _fill_coded_row(out, prow, x0, x1, bits, nw, open_, sign, shape, periodic, r, pshape):
+    """Cells [x0, x1) of padded row ``prow`` of :func:`code_bonds` (the classes of
+    :func:`_fill_row`, open cells coded)."""
+    d = shape.shape[0]
+    PL = pshape[d - 1]
+    L = shape[d - 1]
+    rL = r[d - 1]
+    rem = prow
+    wall = False
+    portal = False
+    realrow = 0
+    mult = 1
+    for a in range(d - 2, -1, -1):
+        c = rem % pshape[a]
+        rem //= pshape[a]
+        c -= r[a]
+        if c < 0 or c >= shape[a]:
+            if periodic[a]:
+                portal = True
+            else:
+                wall = True
+        else:
+            realrow += c * mult
+        mult *= shape[a]
+    base = prow * PL
+    row = out[base:base + PL]
+    if wall:
+        row[x0:x1] = sign
+        return
+    halo_val = PORTAL if periodic[d - 1] else sign
+    a = max(x0, rL)  # the interior part [a, b) of the segment
+    b = min(x1, rL + L)
+    row[x0:min(x1, rL)] = halo_val
+    row[max(x0, rL + L):x1] = halo_val
+    if a >= b:
+        return
+    if portal:
+        row[a:b] = PORTAL
+        return
+    ib = realrow * L + a - rL
+    _code_seg(row[a:b], bits[(base + a) * nw:(base + b) * nw],
+              open_[ib:ib + b - a] if open_.shape[0] != 0 else open_, nw, sign)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _fill_coded(out, bits, nw, open_, sign, shape, periodic, r, pshape, seg, lo, hi):
+    """Segments [lo, hi) of :func:`code_bonds`, cut as in :func:`_fill_padded`.
+    Parallel over segments. O(cells)."""
+    PL = pshape[shape.shape[0] - 1]
+    spr = (PL + seg - 1) // seg
+    for ss in prange(lo, hi):
+        s = np.int64(ss)
+        prow = s // spr
+        x0 = (s - prow * spr) * seg
+        _fill_coded_row(out, prow, x0, min(PL, x0 + seg), bits, nw, open_, sign, shape,
+                        periodic, r, pshape)
+
+
+def code_bonds(g: Plan, cells: BondCells):
+    """A bond-coded work array for plan ``g``: the BFS claim test reads the bonds in the
+    cell it claims, so a step costs no read besides the cell's own.
+
+    Unvisited open cell ``q`` holds ``sign | b`` (``sign`` the least value of
+    ``g.itype``), ``b`` the bond bits of ``q`` (bit ``k`` set when step ``k`` from
+    ``q`` crosses an open bond); blocked cells and walls hold ``sign``; portals
+    ``PORTAL``. Every code is below ``-2**30`` (K <= :func:`coded_steps`), so it is
+    neither a distance nor ``UNVISITED``, ``WALL`` or ``PORTAL``. A step ``p -> q``
+    along ``-offs[k]`` crosses the bond of step ``k`` from ``q``, so it is open iff
+    bit ``k`` of ``q``'s code is set; distances overwrite the codes.
+
+    Returns None when ``cells`` has no bond bits or the plan has more steps than a
+    code holds. O(psize), in calls of about ``_budget._BUDGET`` cells, on one thread
+    below ``_SMALL_LAYOUT`` cells.
+    """
+    K = g.offs.shape[0]
+    if cells.bits.shape[0] == 0 or K > coded_steps(g):
+        return None
+    t = g.itype
+    work = np.empty(g.psize, dtype=t)
+    PL = int(g.pshape[-1])
+    seg, calls = _segments(work.shape[0] // PL if PL else 0, PL)
+    sign = np.int64(np.iinfo(t).min)
+    fill = _fill_coded_serial if g.psize < _SMALL_LAYOUT else _fill_coded
+    for a, b in calls:
+        fill(work, cells.bits, np.int64(cells.nw), g.open_, sign, g.shape, g.periodic, g.r,
+             g.pshape, seg, a, b)
+    return work
 
 
 def _geo(g: Plan):

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _LEVEL_COST, _ZERO
+from catalytic.kernels.cpu._budget import _LEVEL_COST, _NO, _YES, _ZERO
 from catalytic.kernels.cpu.neighbors import check_sources
 from catalytic.kernels.cpu._padded import (
     NO_BONDS,
@@ -22,7 +22,9 @@ from catalytic.kernels.cpu._padded import (
     UNVISITED,
     Plan,
     _geo,
+    _ngeo,
     _resolve,
+    code_bonds,
     plan_bonds,
     _to_padded,
     _unpad_all,
@@ -30,12 +32,65 @@ from catalytic.kernels.cpu._padded import (
     make_plan,
 )
 
+# Unsigned indices in the hot loops: a signed one costs a negative-index fix-up per access.
+_U = np.uint64
+
 __all__ = ["bfs_distance", "closeness"]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _expand_coded(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, periodic,
+                  mode, shared):
+    """The bond-coded loops of :func:`_expand` (see there)."""
+    K = foff.shape[0]
+    if mode == 1 and not shared:
+        for h in range(lo, hi):
+            p = src[_U(h)]
+            for k in range(K):
+                q = p + foff[k]
+                v = work[_U(q)]
+                c = np.int64(v < 0) & ((np.int64(v) >> k) & 1)
+                work[_U(q)] = dn if c else v
+                dst[_U(m)] = q
+                m += c
+        return m
+    if mode == 1:
+        for h in range(lo, hi):
+            p = src[_U(h)]
+            vp = work[_U(p)]
+            for k in range(K):
+                q = p + foff[k]
+                v = work[_U(q)]
+                c = np.int64(v < 0) & ((np.int64(v) >> k) & 1)
+                work[_U(q if c else p)] = dn if c else vp
+                dst[_U(m)] = q
+                m += c
+        return m
+    for h in range(lo, hi):
+        p = src[h]
+        vp = work[p]
+        for k in range(K):
+            if mode == 0:
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+                v = work[q]
+            else:
+                q = p + foff[k]
+                v = work[q]
+                if v == PORTAL:
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                    v = work[q]
+            c = np.int64(v < 0) & ((np.int64(v) >> k) & 1)
+            work[q if c else p] = dn if c else vp
+            dst[m] = q
+            m += c
+    return m
 
 
 @njit(cache=True, nogil=True)
 def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, periodic, mode,
-            bits, nw, shared):
+            bits, nw, shared, coded):
     """Label every unvisited neighbour of ``src[lo:hi]`` with ``dn`` and append it to
     ``dst`` from position ``m``; return the new end. O((hi - lo) k). ``bits``/``nw``:
     the bond words of :class:`~catalytic.kernels.cpu._padded.BondCells` (length 0:
@@ -51,8 +106,18 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
     not write back an ``UNVISITED`` it read: another thread may have claimed the cell
     since, so with ``shared`` it re-reads and writes back ``p`` itself (labelled for
     good) instead.
+
+    ``coded``: ``work`` is a bond-coded array (:func:`~catalytic.kernels.cpu._padded.code_bonds`)
+    and ``foff``/``offs`` the negated stencil: the step ``p -> q`` through ``-offs[k]``
+    crosses the bond of step ``k`` from ``q``, so the claim tests bit ``k`` of the value it
+    reads (negative, so unvisited) and no bond array. A step that does not claim writes
+    back ``v`` alone, or with ``shared`` ``p``'s own value to ``p`` (``v`` may be an
+    unvisited cell another thread has claimed since).
     """
     K = foff.shape[0]
+    if coded:
+        return _expand_coded(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides,
+                             periodic, mode, shared)
     if bits.shape[0] != 0:
         # the bond loops: the claim also needs the step's bit of the cell's word
         if mode == 1 and nw == 1 and shared:
@@ -105,13 +170,13 @@ def _expand(work, src, lo, hi, dst, m, dn, foff, offs, r, shape, pstrides, perio
         return m
     if mode == 1:  # no portals: one addition per step
         for h in range(lo, hi):
-            p = src[h]
+            p = src[_U(h)]
             for k in range(K):
                 q = p + foff[k]
-                v = work[q]
+                v = work[_U(q)]
                 c = v == UNVISITED
-                work[q] = dn if c else v
-                dst[m] = q
+                work[_U(q)] = dn if c else v
+                dst[_U(m)] = q
                 m += c
     elif mode == 2:
         for h in range(lo, hi):
@@ -165,7 +230,7 @@ def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, pe
     while lo < hi:
         e = min(hi, lo + max((budget - used) // K, 1))
         t = _expand(work, queue, lo, e, queue, t, dn, foff, offs, r, shape, pstrides,
-                    periodic, mode, bits, nw, False)
+                    periodic, mode, bits, nw, False, False)
         used += (e - lo) * K + _LEVEL_COST
         lo = e
         if lo == hi:
@@ -187,7 +252,7 @@ def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, pe
 
 @njit(cache=True, nogil=True, parallel=True)
 def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides, periodic,
-                mode, bits, nw):
+                mode, bits, nw, coded):
     """Expand ``cur[lo:hi]`` split into one slice per thread, thread t appending to
     ``bufs[t]`` and leaving its count in ``cnt[t]`` (see :func:`_expand` for why the
     concurrent claims are safe)."""
@@ -198,7 +263,7 @@ def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides
         a = lo + m * t // T
         b = lo + m * (t + 1) // T
         cnt[t] = _expand(work, cur, a, b, bufs[t], _ZERO, dn, foff, offs, r, shape, pstrides,
-                         periodic, mode, bits, nw, True)
+                         periodic, mode, bits, nw, True, coded)
 
 
 @njit(cache=True, nogil=True)
@@ -228,7 +293,7 @@ def _dedupe_level(work, nxt, m, bufs, cnt, dn):
 
 @njit(cache=True, nogil=True)
 def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs, r, shape,
-                   pstrides, periodic, mode, bits, nw):
+                   pstrides, periodic, mode, bits, nw, coded):
     """Level-synchronous BFS with two frontier arrays ``a`` and ``b``, resumable.
 
     ``st = [m, lo, m2, dn, c]``: the current frontier is ``a[:m]`` (``c`` 0) or ``b[:m]``
@@ -268,15 +333,15 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
                 # the whole level: constant start positions let LLVM specialise the call
                 hi = m
                 m2 = _expand(work, cur, _ZERO, m, nxt, _ZERO, dn, foff, offs, r, shape, pstrides,
-                             periodic, mode, bits, nw, False)
+                             periodic, mode, bits, nw, False, coded)
             else:
                 hi = min(m, lo + max((budget - used) // K, 1))
                 m2 = _expand(work, cur, lo, hi, nxt, m2, dn, foff, offs, r, shape,
-                             pstrides, periodic, mode, bits, nw, False)
+                             pstrides, periodic, mode, bits, nw, False, coded)
         else:
             hi = min(m, lo + T * chunk)
             _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
-                        pstrides, periodic, mode, bits, nw)
+                        pstrides, periodic, mode, bits, nw, coded)
             tot = 0
             for t in range(T):
                 tot += cnt[t]
@@ -297,7 +362,7 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
             m2 = 0
             lo = 0
             dn += 1
-            if stop >= 0 and work[stop] != UNVISITED:
+            if stop >= 0 and work[stop] >= 0:  # stop is open: negative means unvisited
                 m = 0
         if used >= budget:
             break
@@ -368,8 +433,13 @@ def _hop_search(g: Plan, psrc, stop=-1, cells: BondCells = NO_BONDS):
     """BFS from padded sources ``psrc`` (ending after ``stop``'s level, see
     :func:`_bfs_frontiers`) over the open bonds of ``cells``, wide levels on all of
     Numba's threads, in calls of about ``_BUDGET`` units; returns the padded distance
-    array."""
-    work = _work_array(g)
+    array (negative where not reached). With bond bits the search runs on the
+    bond-coded array of :func:`~catalytic.kernels.cpu._padded.code_bonds` when the
+    plan's steps fit a code."""
+    work = code_bonds(g, cells)
+    coded = work is not None
+    if not coded:
+        work = _work_array(g)
     psrc = np.unique(np.asarray(psrc, dtype=np.int64))
     m = psrc.shape[0]
     cap = max(g.n_open, m) + max(1024, g.n_open >> 8) + 1
@@ -382,14 +452,16 @@ def _hop_search(g: Plan, psrc, stop=-1, cells: BondCells = NO_BONDS):
     bufs = np.empty((T, K * _PAR_CHUNK + 1) if T > 1 else (1, 1), dtype=g.itype)
     cnt = np.zeros(bufs.shape[0], dtype=np.int64)
     st = np.array([m, 0, 0, 1, 0], dtype=np.int64)
-    geo = _geo(g)
+    # bond-coded: the negated stencil (see _expand), the bonds in the cells
+    geo = _ngeo(g) if coded else _geo(g)
+    bits = NO_BONDS.bits if coded else cells.bits
     par_min = _PAR_MIN
     budget = _budget._BUDGET
     if stop >= 0 and work[stop] == 0:  # a source: nothing to search
         return work
     while st[0] > 0:
-        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stop, *geo, cells.bits,
-                       cells.nw)
+        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stop, *geo, bits,
+                       cells.nw, _YES if coded else _NO)
     return work
 
 
@@ -437,7 +509,12 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, bonds=None
     O(n k) time. Levels of at least ``_PAR_MIN`` cells are split over Numba's threads;
     the distances do not depend on the thread count. Memory: the int32 padded work
     array, two int32 frontier arrays of n_open entries, then the int64 result: at most
-    12 bytes per site at once (int64 work and frontiers past 2**31 padded cells).
+    12 bytes per site at once (int64 work and frontiers past 2**31 padded cells). With
+    bonds the work array starts as the bond codes of
+    :func:`~catalytic.kernels.cpu._padded.code_bonds` (up to 30 stencil steps, 62 past
+    2**31 cells; more take the bond bytes, one read per frontier cell), built from the
+    bond bytes kept in ``cache``: ceil(k/8) bytes per padded cell, kept for the
+    lattice's lifetime.
 
     The search runs in kernel calls of about ``_budget._BUDGET`` neighbour visits, wide
     levels split too, so a signal handler (Ctrl-C) runs between two calls and its
