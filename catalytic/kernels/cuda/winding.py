@@ -22,6 +22,7 @@ exactly once, read at its slot (:func:`catalytic.kernels.cuda.graph._half_slots`
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, njit
@@ -188,11 +189,11 @@ def _seam_union(ia, ib, turns, nodes):
 
 
 def _merge(rows, counts, p):
-    """The seam rows of a stack joined on the host: ``(gone, into, gone_before, counts,
-    found)`` with ``found[b][q]`` the sorted new labels of row ``b``'s clusters that wrap
-    tracked axis ``q``, ``counts`` the periodic lattices' cluster counts, and the tables
-    of :func:`_relabel`. O(R log R) for R rows (nodes are the open labels the rows name,
-    numbered ``base[b] + label`` across the stack)."""
+    """The seam rows of a stack joined on the host: ``(gone, into, gone_before, base,
+    counts, found)``, the tables of :func:`_relabel`, the periodic lattices' cluster
+    counts, and ``found[b][q]`` the sorted new labels of row ``b``'s clusters that wrap
+    tracked axis ``q``. Nodes are the open labels the rows name, ``base[b] + label``
+    across the stack (``counts`` the open labellings' counts); O(R log R) for R rows."""
     B = counts.shape[0]
     base = np.zeros(B + 1, dtype=np.int64)
     np.cumsum(counts, out=base[1:])
@@ -261,10 +262,49 @@ def seam_rows_bound(shape, offsets, axes) -> int:
     return total
 
 
-def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
-    """:func:`wrapping_components_batched` on a checked device stack (B, n) or (B, 0)."""
+class _SeamTables(NamedTuple):
+    """The seam kernel's small tables on the device, for one lattice and tracked axes."""
+
+    cap: int  # seam rows one lattice can give (:func:`seam_rows_bound`)
+    d_track: object  # uint8 (d,): 1 on the tracked axes
+    d_half: object  # int64 (h, d): the labelling's half stencil
+    d_lo: object  # int64 (d,): the half stencil's fast range (``graph._fast``)
+    d_hi: object
+    d_hslot: object  # int64 (h,): the bond slot of each half entry
+    d_axes: object  # int64 (p,): the tracked axes, in the order asked
+
+
+def _seam_tables(t, axes) -> _SeamTables:
+    """The seam tables of lattice tables ``t`` and tracked ``axes``, copied to the device
+    once per geometry, axes and CUDA context and kept beside the lattice tables (in
+    ``graph``'s cache, so ``graph.clear_tables`` forgets them too)."""
     from catalytic.kernels.cpu.components import _stencil_halves
 
+    key = ("seam", t.shape.tobytes(), t.periodic.tobytes(), t.offsets.tobytes(),
+           axes.tobytes(), _g._context_key())
+    with _g._table_lock:
+        hit = _g._table_cache.get(key)
+        if hit is not None:
+            _g._table_cache.move_to_end(key)
+            return hit
+    half, _ = _stencil_halves(np.ascontiguousarray(t.offsets).tobytes(), t.shape.shape[0])
+    half = np.ascontiguousarray(half, dtype=np.int64)
+    _foff, lo, hi = _g._fast(t.shape, t.strides, half)
+    track = np.zeros(t.shape.shape[0], dtype=np.uint8)
+    track[axes] = 1
+    dev = _transfer.to_device
+    st = _SeamTables(seam_rows_bound(t.shape, t.offsets, axes), dev(track), dev(half),
+                     dev(lo), dev(hi), dev(_g._half_slots(t.offsets, t.bslot, half)),
+                     dev(axes))
+    with _g._table_lock:
+        _g._table_cache[key] = st
+        while len(_g._table_cache) > _g.TABLES_CACHED:
+            _g._table_cache.popitem(last=False)
+    return st
+
+
+def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
+    """:func:`wrapping_components_batched` on a checked device stack (B, n) or (B, 0)."""
     t = _g._tables(shape, periodic, offsets, stream)
     opened = t.periodic.copy()
     opened[axes] = 0
@@ -272,42 +312,34 @@ def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
     bd = _g._bonds(t, bonds, stream)
     B, n, p = d_stack.shape[0], t.n, axes.shape[0]
     label, d_counts = _g._components_run(t_open, d_stack, stream, bd, device=True)
-    counts = _g._read(d_counts, stream)
-    cap = B * seam_rows_bound(t.shape, t.offsets, axes)
+    st = _seam_tables(t, axes)
+    cap = B * st.cap
     R = 0
     if cap:
-        half, _ = _stencil_halves(np.ascontiguousarray(t.offsets).tobytes(), t.shape.shape[0])
-        half = np.ascontiguousarray(half, dtype=np.int64)
-        dev = _transfer.to_device
-        d_half = dev(half, stream=stream)
-        d_hslot = dev(_g._half_slots(t.offsets, t.bslot, half), stream=stream)
-        _foff, lo, hi = _g._fast(t.shape, t.strides, half)
-        track = np.zeros(t.shape.shape[0], dtype=np.uint8)
-        track[axes] = 1
         rows = cuda.device_array((cap, _HEAD + p), dtype=np.int64, stream=stream)
-        count = dev(np.zeros(1, dtype=np.int64), stream=stream)
+        count = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
         d_bits, words, _ = bd
         _g._launch(_seam_steps, B * n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                   dev(track, stream=stream), d_half, dev(lo, stream=stream),
-                   dev(hi, stream=stream), d_hslot, d_bits,
-                   np.int64(words), label, dev(axes, stream=stream), rows, count)
+                   st.d_track, st.d_half, st.d_lo, st.d_hi, st.d_hslot, d_bits,
+                   np.int64(words), label, st.d_axes, rows, count)
         R = int(_g._read(count, stream)[0])
         if R > cap:
             raise AssertionError(f"{R} seam steps, more than the bound {cap}")
+    counts = _g._read(d_counts, stream)
     if R == 0:
-        labels = _g._read(label, stream)
-        return labels, counts, [{int(a): np.zeros(0, dtype=np.int64) for a in axes}
-                                for _ in range(B)]
-    host_rows = _g._read(rows[:R], stream)
-    gone, into, gone_before, base, counts, found = _merge(host_rows, counts, p)
+        return _g._read(label, stream), counts, [
+            {int(a): np.zeros(0, dtype=np.int64) for a in axes} for _ in range(B)]
+    gone, into, gone_before, base, counts, found = _merge(_g._read(rows[:R], stream),
+                                                          counts, p)
     if gone.shape[0]:
-        dev = _transfer.to_device
-        _g._launch(_relabel, B * n, stream, label, dev(base, stream=stream),
-                   dev(gone, stream=stream), dev(into, stream=stream),
-                   dev(gone_before, stream=stream))
-    labels = _g._read(label, stream)
-    return labels, counts, [{int(a): found[b][q] for q, a in enumerate(axes)}
-                            for b in range(B)]
+        # the four tables in one copy: base and gone_before (B each), gone and into
+        G = gone.shape[0]
+        packed = _transfer.to_device(np.concatenate([base, gone_before, gone, into]),
+                                     stream=stream)
+        _g._launch(_relabel, B * n, stream, label, packed[:B], packed[2 * B:2 * B + G],
+                   packed[2 * B + G:], packed[B:2 * B])
+    return _g._read(label, stream), counts, [
+        {int(a): found[b][q] for q, a in enumerate(axes)} for b in range(B)]
 
 
 def wrapping_components(shape, periodic, offsets, open_, axes, *, stream=0, bonds=None):

@@ -16,19 +16,25 @@ from hypothesis import strategies as st
 import catalytic as cat
 from catalytic.backends import _common
 from catalytic.kernels.cuda import winding
-from tests.support.oracles import bond_graph_windings
+from catalytic.backends import cuda_backend as cb
+from tests.support.oracles import bond_graph_windings, usable_bonds
 from tests.support.strategies import custom_stencil, lattice_specs, make
 
 sim = pytest.mark.sim
 
 
 @pytest.fixture(autouse=True)
-def no_host_winding(monkeypatch):
-    """The host's O(n) winding check must not run: the device does it."""
+def on_the_device(monkeypatch):
+    """The host's O(n) winding check must not run (the device does it), and no call may
+    fall back to a CPU backend (which would hide a failure of the cuda one)."""
     def refuse(*args, **kwargs):
         raise AssertionError("the cuda backend called the host winding check")
 
     monkeypatch.setattr(_common, "wrapping_labels", refuse)
+    eng = cat.get_engine()
+    before = eng.fallback_count
+    yield
+    assert eng.fallback_count == before, eng.fallbacks[-1:]
 
 
 def _some_periodic(spec):
@@ -75,7 +81,7 @@ def _expected(spec, labels, axes):
 @example(spec=L2, single=True)
 @example(spec=L1, single=True)
 @example(spec=KNIGHT, single=True)
-@settings(max_examples=14, deadline=None)
+@settings(max_examples=12, deadline=None)
 def test_spanning_and_percolation_match_the_winding_oracle(spec, single):
     L = make(spec)
     d = len(spec["shape"])
@@ -127,6 +133,25 @@ def test_the_labels_equal_the_periodic_labelling_across_blocks():
     assert res.components.sizes.tolist() == comp.sizes.tolist()
     want = _expected(spec, comp.labels, (0, 1))
     assert {a: res.clusters[a].tolist() for a in (0, 1)} == want
+    # beyond what the labelling copies, a second call copies back one count and the R
+    # seam steps (5 int64 each: lattice, two open labels, two crossings), not O(n)
+    # more; over go the step counter and the renumbering tables (base and earlier
+    # merges of the one lattice, and a pair per open cluster merged away); the seam
+    # tables are on the device already
+    R = sum(1 for _, c, _, _, off in usable_bonds(spec)
+            if any(x + o >= m for x, o, m in zip(c, off, (9, 9))))
+    merged = cat.Lattice(shape=(9, 9), mask=mask).connected_components(backend="numpy").count
+    merged -= comp.count
+    assert R > 0 and merged > 0
+    cb.reset_transfer_stats()
+    L.connected_components(backend="cuda")
+    labelling = cb.transfer_stats()
+    cb.reset_transfer_stats()
+    again = L.spanning_clusters(backend="cuda")
+    t = cb.transfer_stats()
+    assert t["d2h_bytes"] - labelling["d2h_bytes"] == 8 + 40 * R, (t, labelling)
+    assert t["h2d_bytes"] - labelling["h2d_bytes"] == 8 + 8 * (2 + 2 * merged), (t, labelling)
+    assert again.components.labels.tolist() == comp.labels.tolist()
     # only the wrapped axis asked, beside an open one: the same labelling
     one = L.spanning_clusters(axes=(1,), backend="cuda")
     assert one.components.labels.tolist() == comp.labels.tolist()
