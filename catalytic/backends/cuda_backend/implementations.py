@@ -70,13 +70,14 @@ def _stacked(per_site):
 
 def _seam_bytes(g, axes) -> int:
     """Device bytes of the seam steps one lattice may give when ``axes`` include periodic
-    ones (``kernels.cuda.winding``: 8 (3 + p) bytes a step, p periodic axes asked)."""
+    ones (``kernels.cuda.winding``: 3 + p labels a step, p periodic axes asked)."""
     wrapped = [a for a in axes if g.periodic[a]]
     if not wrapped:
         return 0
     from catalytic.kernels.cuda.winding import seam_rows_bound
 
-    return 8 * (3 + len(wrapped)) * seam_rows_bound(g.shape, g.offsets, wrapped)
+    label = 4 if g.n_points < 2**31 else 8
+    return label * (3 + len(wrapped)) * seam_rows_bound(g.shape, g.offsets, wrapped)
 
 
 def _spanning(per_site, batched=False):

@@ -1236,13 +1236,14 @@ def _half_slots(offsets, bslot, half):
     return out
 
 
-def _components_run(t: _Tables, d_stack, stream, bd=None, *, device=False):
+def _components_run(t: _Tables, d_stack, stream, bd=None, *, device=False, counts=None):
     """Union-find labelling of a (B, n) stack of masks (B, 0: all open) on the device:
     init, union, roots (and root flags), a scan of the flags, numbering: 5 + 2 log_256(Bn)
     launches whatever the lattice. ``bd``: the device bonds (:func:`_bonds`; None: every
     bond open), shared by the stack. Returns the host labels (B, n) and counts (B,), or
     with ``device`` both as device arrays, nothing read back (the winding check of
-    :mod:`~catalytic.kernels.cuda.winding` goes on from them)."""
+    :mod:`~catalytic.kernels.cuda.winding` goes on from them); ``counts``: a device
+    int64 (B,) array to number into (a view of a larger one that is read back at once)."""
     from catalytic.kernels.cpu.components import _stencil_halves
 
     n = t.n
@@ -1263,7 +1264,8 @@ def _components_run(t: _Tables, d_stack, stream, bd=None, *, device=False):
     _launch(_uf_roots, B * n, stream, label, scan)
     _scan(scan, stream)
     out = cuda.device_array((B, n), dtype=ltype, stream=stream)
-    counts = cuda.device_array(B, dtype=np.int64, stream=stream)
+    if counts is None:
+        counts = cuda.device_array(B, dtype=np.int64, stream=stream)
     _launch(_uf_number, B * n, stream, label, scan, out, counts)
     if device:
         return out, counts

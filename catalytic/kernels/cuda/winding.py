@@ -50,17 +50,18 @@ def _seam_steps(shape, strides, periodic, track, half, lo, hi, hslot, bits, word
     sites): every step ``v -> u`` along an offset of ``half`` that crosses the seam of a
     tracked axis (``track[a]`` 1; ``periodic`` the lattice's own flags), ends on an open
     site and passes an open bond (``hslot``, ``bits``, ``words``) takes a row of
-    ``rows`` by an atomic increment of ``count[0]``: ``(b, label[b, v], label[b, u],
-    floor((x_a + o_a) / L_a) for each a of axes)``. A site whose every step stays inside
-    the lattice without wrapping (:func:`inside`, ``lo``/``hi`` of ``half``) writes
-    nothing. Rows past the end of ``rows`` are counted but not written."""
+    ``rows`` (of the labels' dtype) by an atomic increment of ``count[0]``: ``(b,
+    label[b, v], label[b, u], floor((x_a + o_a) / L_a) for each a of axes)``. A site
+    whose every step stays inside the lattice without wrapping (:func:`inside`,
+    ``lo``/``hi`` of ``half``) reads no memory and writes nothing. Rows past the end of
+    ``rows`` are counted but not written."""
     t = cuda.grid(1)
     n = label.shape[1]
     if t < label.shape[0] * n:
         b = t // n
         v = t - b * n
-        lv = label[b, v]
-        if lv != 0 and not inside(v, strides, lo, hi):
+        if not inside(v, strides, lo, hi) and label[b, v] != 0:
+            lv = label[b, v]
             d = shape.shape[0]
             for k in range(half.shape[0]):
                 j = 0
@@ -197,12 +198,13 @@ def _merge(rows, counts, p):
     B = counts.shape[0]
     base = np.zeros(B + 1, dtype=np.int64)
     np.cumsum(counts, out=base[1:])
-    ga = base[rows[:, 0]] + rows[:, 1]
-    gb = base[rows[:, 0]] + rows[:, 2]
+    ga = base[rows[:, 0]] + rows[:, 1].astype(np.int64)
+    gb = base[rows[:, 0]] + rows[:, 2].astype(np.int64)
     touched, inv = np.unique(np.concatenate([ga, gb]), return_inverse=True)
     R = rows.shape[0]
     root, wrap = _seam_union(inv[:R].astype(np.int64), inv[R:].astype(np.int64),
-                             np.ascontiguousarray(rows[:, _HEAD:]), touched.shape[0])
+                             np.ascontiguousarray(rows[:, _HEAD:], dtype=np.int64),
+                             touched.shape[0])
     moved = root != np.arange(touched.shape[0])
     gone = np.ascontiguousarray(touched[moved])
     into = np.ascontiguousarray(touched[root[moved]])
@@ -311,21 +313,21 @@ def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
     t_open = _g._tables(t.shape, opened, t.offsets, stream)
     bd = _g._bonds(t, bonds, stream)
     B, n, p = d_stack.shape[0], t.n, axes.shape[0]
-    label, d_counts = _g._components_run(t_open, d_stack, stream, bd, device=True)
+    # the counts and, after them, the seam step counter: one array, one read
+    info = _transfer.to_device(np.zeros(B + 1, dtype=np.int64), stream=stream)
+    label, _ = _g._components_run(t_open, d_stack, stream, bd, device=True, counts=info[:B])
     st = _seam_tables(t, axes)
     cap = B * st.cap
-    R = 0
     if cap:
-        rows = cuda.device_array((cap, _HEAD + p), dtype=np.int64, stream=stream)
-        count = _transfer.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+        rows = cuda.device_array((cap, _HEAD + p), dtype=label.dtype, stream=stream)
         d_bits, words, _ = bd
         _g._launch(_seam_steps, B * n, stream, t.d_shape, t.d_strides, t.d_periodic,
                    st.d_track, st.d_half, st.d_lo, st.d_hi, st.d_hslot, d_bits,
-                   np.int64(words), label, st.d_axes, rows, count)
-        R = int(_g._read(count, stream)[0])
-        if R > cap:
-            raise AssertionError(f"{R} seam steps, more than the bound {cap}")
-    counts = _g._read(d_counts, stream)
+                   np.int64(words), label, st.d_axes, rows, info[B:])
+    host = _g._read(info, stream)
+    counts, R = host[:B], int(host[B])
+    if R > cap:
+        raise AssertionError(f"{R} seam steps, more than the bound {cap}")
     if R == 0:
         return _g._read(label, stream), counts, [
             {int(a): np.zeros(0, dtype=np.int64) for a in axes} for _ in range(B)]
@@ -398,7 +400,8 @@ def wrapping_components(shape, periodic, offsets, open_, axes, *, stream=0, bond
     and writes nothing), one renumbering launch (two binary searches per site over the
     open clusters that merged), and on the host O(R log R) for the R seam steps, which
     are all that comes back besides the labels. Device memory: the labelling's 16 bytes
-    per site plus ``8 (3 + p)`` bytes per possible seam step (:func:`seam_rows_bound`).
+    per site plus ``4 (3 + p)`` bytes (8 past 2**31 sites) per possible seam step
+    (:func:`seam_rows_bound`).
 
     Examples
     --------

@@ -133,11 +133,11 @@ def test_the_labels_equal_the_periodic_labelling_across_blocks():
     assert res.components.sizes.tolist() == comp.sizes.tolist()
     want = _expected(spec, comp.labels, (0, 1))
     assert {a: res.clusters[a].tolist() for a in (0, 1)} == want
-    # beyond what the labelling copies, a second call copies back one count and the R
-    # seam steps (5 int64 each: lattice, two open labels, two crossings), not O(n)
-    # more; over go the step counter and the renumbering tables (base and earlier
-    # merges of the one lattice, and a pair per open cluster merged away); the seam
-    # tables are on the device already
+    # beyond what the labelling copies, a second call copies back the step count and
+    # the R seam steps (5 int32 each: lattice, two open labels, two crossings), not
+    # O(n) more; over go the zeroed counts and step counter (2 int64) and the
+    # renumbering tables (base and earlier merges of the one lattice, and a pair per
+    # open cluster merged away); the seam tables are on the device already
     R = sum(1 for _, c, _, _, off in usable_bonds(spec)
             if any(x + o >= m for x, o, m in zip(c, off, (9, 9))))
     merged = cat.Lattice(shape=(9, 9), mask=mask).connected_components(backend="numpy").count
@@ -149,8 +149,8 @@ def test_the_labels_equal_the_periodic_labelling_across_blocks():
     cb.reset_transfer_stats()
     again = L.spanning_clusters(backend="cuda")
     t = cb.transfer_stats()
-    assert t["d2h_bytes"] - labelling["d2h_bytes"] == 8 + 40 * R, (t, labelling)
-    assert t["h2d_bytes"] - labelling["h2d_bytes"] == 8 + 8 * (2 + 2 * merged), (t, labelling)
+    assert t["d2h_bytes"] - labelling["d2h_bytes"] == 8 + 20 * R, (t, labelling)
+    assert t["h2d_bytes"] - labelling["h2d_bytes"] == 16 + 8 * (2 + 2 * merged), (t, labelling)
     assert again.components.labels.tolist() == comp.labels.tolist()
     # only the wrapped axis asked, beside an open one: the same labelling
     one = L.spanning_clusters(axes=(1,), backend="cuda")

@@ -900,7 +900,7 @@ def _kernels():
     for lab in (nt.int32[:, ::1], I64_2D):  # int64 labels past 2**31 sites
         # shape, strides, periodic, track, half, lo, hi, slots, bits, words, labels, axes
         seam = (I64, I64, U8, U8, I64_2D, I64, I64, I64, nt.uint32[::1], nt.int64, lab, I64)
-        out.append((f"seam_steps<{lab.dtype}>", WD._seam_steps, seam + (I64_2D, I64),
+        out.append((f"seam_steps<{lab.dtype}>", WD._seam_steps, seam + (lab, I64),
                     "atom.global.add.u64"))
         out.append((f"relabel<{lab.dtype}>", WD._relabel, (lab,) + (I64,) * 4, "ld.global"))
     rargs = (nt.uint64,) * 5
