@@ -33,7 +33,7 @@ from catalytic.kernels.cuda.neighbors import bond_open, inside
 
 __all__ = ["wrapping_components", "wrapping_components_batched", "seam_rows_bound"]
 
-#: int64 columns of a seam row before the seam crossings: lattice, open label of the
+#: columns of a seam row before the seam crossings: lattice, open label of the
 #: step's start, open label of its end
 _HEAD = 3
 
