@@ -617,9 +617,10 @@ def _bond_slots(offsets):
     return slot
 
 
-#: device copies of the small lattice tables, by geometry and CUDA context: most recent
-#: last, at most TABLES_CACHED of them (a few hundred bytes each)
-_table_cache: "OrderedDict[tuple, _Tables]" = OrderedDict()
+#: device copies of the small lattice tables, by geometry and CUDA context (and the seam
+#: tables of ``kernels.cuda.winding``, under keys of their own): most recent last, at
+#: most TABLES_CACHED of them (a few hundred bytes each)
+_table_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
 _table_lock = threading.Lock()
 TABLES_CACHED = 64
 
