@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import catalytic as cat
 from catalytic.backends import _common
-from catalytic.kernels.cuda import winding
 from catalytic.backends import cuda_backend as cb
+from catalytic.kernels.cuda import winding
 from tests.support.oracles import bond_graph_windings, usable_bonds
 from tests.support.strategies import custom_stencil, lattice_specs, make
 
@@ -57,7 +57,8 @@ L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mas
       "bond_weights": np.arange(12, dtype=float).reshape(2, 2, 3) + 1}
 L1 = {"shape": (1, 3), "periodic": (True, True), "stencil": "moore", "mask": None,
       "weights": None, "bonds": np.ones((4, 1, 3), bool), "bond_weights": None}
-# the knight's move crosses the length-2 axis's seam twice and the length-1 axis's once
+# one step of a knight's move winds once round the length-2 axis, or twice round the
+# length-1 axis
 KNIGHT = {"shape": (2, 1, 3), "periodic": (True, True, False), "stencil": custom_stencil(3),
           "mask": None, "weights": None, "bonds": None, "bond_weights": None}
 
