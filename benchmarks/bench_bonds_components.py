@@ -9,7 +9,8 @@
    (every site open; bonds open with probability ``--p-bond``, and all open).
 3. ``--no-bonds``: calls on lattices without bonds, the same on any checkout (run it
    with ``PYTHONPATH`` at an older tree for the times before a change).
-4. ``--tori N``: N 128^2 tori at p_c through ``batched.spanning_clusters`` on numba-cpu,
+4. ``--cuda``: the rows of 1 on the cuda backend (routed calls; a GPU).
+5. ``--tori N``: N 128^2 tori at p_c through ``batched.spanning_clusters`` on numba-cpu,
    their wrapping probabilities against the exact values of the infinite torus (Pinson,
    J. Stat. Phys. 75, 1167 (1994); Newman and Ziff, PRE 64, 016706 (2001)), in standard
    errors.
@@ -104,6 +105,28 @@ def wrapping(repeat, batch):
     row(f"routed batched.spanning_clusters((0, 1)), per lattice (B={batch})", bspan, blab)
 
 
+def wrapping_cuda(repeat, batch):
+    """The rows of :func:`wrapping` on the cuda backend (``--cuda``, a GPU): the
+    wrapping of ``kernels.cuda.winding`` against the labelling it starts from."""
+    rng = np.random.default_rng(0)
+    L = cat.Lattice(shape=(128, 128), periodic=True, mask=rng.random((128, 128)) < P_C)
+    eng = cat.get_engine()
+    print("\n## wrapping vs labelling on cuda, 128^2 torus at p_c (von Neumann)\n")
+    print("| call | time | vs labelling |\n|---|---|---|")
+    rlab, rspan = together([
+        lambda: L.connected_components(backend="cuda"),
+        lambda: L.spanning_clusters((0, 1), backend="cuda")], repeat, 50)
+    row("routed: L.connected_components", rlab)
+    row("routed: L.spanning_clusters((0, 1))", rspan, rlab)
+    stack = rng.random((batch, 128, 128)) < P_C
+    blab, bspan = (t / batch for t in together([
+        lambda: eng.run("batched.connected_components", L, stack, backend="cuda"),
+        lambda: eng.run("batched.spanning_clusters", L, stack, axes=(0, 1),
+                        backend="cuda")], repeat, 3))
+    row(f"routed batched.connected_components, per lattice (B={batch})", blab)
+    row(f"routed batched.spanning_clusters((0, 1)), per lattice (B={batch})", bspan, blab)
+
+
 def bonds(repeat, p_bond):
     print(f"\n## components with bonds vs without (routed connected_components, "
           f"{B_ROUTE}, periodic)\n")
@@ -184,6 +207,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--p-bond", type=float, default=0.6)
     ap.add_argument("--tori", type=int, default=0)
+    ap.add_argument("--cuda", action="store_true",
+                    help="also the wrapping rows on the cuda backend (needs a GPU)")
     ap.add_argument("--skip", nargs="*", default=(), choices=("wrapping", "bonds"))
     ap.add_argument("--no-bonds", action="store_true",
                     help="only the calls without bonds (runs on older checkouts too)")
@@ -200,6 +225,8 @@ def main():
         return
     if "wrapping" not in args.skip:
         wrapping(args.repeat, args.batch)
+        if args.cuda:
+            wrapping_cuda(args.repeat, args.batch)
     if "bonds" not in args.skip:
         bonds(args.repeat, args.p_bond)
     if args.tori:

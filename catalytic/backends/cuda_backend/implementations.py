@@ -34,6 +34,7 @@ from catalytic.backends.cuda_backend.streams import (
     _arrays,
     _fields,
     _graph,
+    _OnStream,
     call_stream,
 )
 from catalytic.device import numba_cuda, simulator_active
@@ -65,6 +66,30 @@ def _stacked(per_site):
     plus the lattice's bonds (and bond weights) that every row shares."""
     return lambda lat, stack, *args, **kwargs: (stack.size * per_site
                                                 + _bond_bytes(lat.geometry, True))
+
+
+def _seam_bytes(g, axes) -> int:
+    """Device bytes of the seam steps one lattice may give when ``axes`` include periodic
+    ones (``kernels.cuda.winding``: 3 + p labels a step, p periodic axes asked)."""
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not wrapped:
+        return 0
+    from catalytic.kernels.cuda.winding import seam_rows_bound
+
+    label = 4 if g.n_points < 2**31 else 8
+    return label * (3 + len(wrapped)) * seam_rows_bound(g.shape, g.offsets, wrapped)
+
+
+def _spanning(per_site, batched=False):
+    """Device bytes of a spanning call (``axes=`` or ``axis=``): the labelling's
+    ``per_site`` bytes (:func:`_sites`, or :func:`_stacked` for a batched twin) and the
+    seam steps of every lattice."""
+    def need(lat, *args, axes=None, axis=0, **kwargs):
+        labelling = (_stacked if batched else _sites)(per_site)(lat, *args)
+        rows = len(args[0]) if batched else 1
+        return labelling + rows * _seam_bytes(lat.geometry, (axis,) if axes is None else axes)
+
+    return need
 
 
 def _arrays_need(factor=3):
@@ -154,13 +179,39 @@ def connected_components(lat):
     return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
 
 
-def percolates(lat, *, axis=0):
-    return C.percolates_with(connected_components, lat, axis)
+def _winding():
+    """The wrapping kernels' host functions (``kernels.cuda.winding``), on this thread's
+    stream."""
+    from catalytic.kernels.cuda import winding
+
+    return _OnStream(winding, call_stream())
+
+
+def _spanning_from(g, comp, axes, wraps):
+    """:class:`SpanningClusters` from a labelling and ``wraps`` (periodic axis -> labels
+    of the clusters wrapping it); open axes by their faces."""
+    return R.SpanningClusters({a: wraps[a] if g.periodic[a] else C.face_spanning(comp.labels, a)
+                               for a in axes}, comp)
 
 
 def spanning_clusters(lat, *, axes):
-    """Labels from this backend's kernels; the winding check on the host (SciPy)."""
-    return C.spanning_with(connected_components, lat, axes)
+    """Periodic axes: labelled with those axes open, the open clusters joined across the
+    seams and their windings checked from the seam steps alone
+    (``kernels.cuda.winding``: only those steps and the labels come back); open axes
+    only: the labelling and its faces."""
+    g = lat.geometry
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not wrapped:
+        return C.spanning_with(connected_components, lat, axes)
+    labels, count, wraps = _winding().wrapping_components(*_args(lat)[:4], wrapped,
+                                                          bonds=_bond_args(lat))
+    labels = labels.reshape(g.shape)
+    comp = R.Components(labels, count, C.component_sizes(labels, count))
+    return _spanning_from(g, comp, axes, wraps)
+
+
+def percolates(lat, *, axis=0):
+    return bool(spanning_clusters(lat, axes=(axis,)).clusters[axis].size)
 
 
 def _label_stack(lat, stack):
@@ -171,6 +222,28 @@ def _label_stack(lat, stack):
         g.shape_arr, g.periodic_arr, g.offsets, stack, g.dedupe, bonds=_bond_args(lat))
     sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
     return labels, C.components_of_stack(g, labels, counts, sizes)
+
+
+def batched_spanning_clusters(lat, stack, *, axes):
+    """Periodic axes: every row by :func:`spanning_clusters`' method, all rows in the same
+    launches (``kernels.cuda.winding``); open axes by one face kernel over the rows."""
+    g = lat.geometry
+    wrapped = [a for a in axes if g.periodic[a]]
+    if not wrapped:
+        return C.spanning_of_stack(lat, stack, *_label_stack(lat, stack), axes)
+    labels, counts, wraps = _winding().wrapping_components_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack, wrapped, bonds=_bond_args(lat))
+    sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
+    comps = C.components_of_stack(g, labels, counts, sizes)
+    faces = [a for a in axes if not g.periodic[a]]
+    opened = C.spanning_of_stack(lat, stack, labels, comps, faces)
+    return [R.SpanningClusters({a: w[a] if g.periodic[a] else s.clusters[a] for a in axes}, c)
+            for s, w, c in zip(opened, wraps, comps)]
+
+
+def batched_percolates(lat, stack, *, axis=0):
+    return [bool(s.clusters[axis].size)
+            for s in batched_spanning_clusters(lat, stack, axes=(axis,))]
 
 
 def batched_distance_field(lat, stack, sources):
@@ -379,8 +452,8 @@ IMPLEMENTATIONS = {
     "distance_field": (distance_field, _sites(24, True), None),
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
-    "percolates": (percolates, _sites(24), None),
-    "spanning_clusters": (spanning_clusters, _sites(24), None),
+    "percolates": (percolates, _spanning(24), None),
+    "spanning_clusters": (spanning_clusters, _spanning(24), None),
     "degree": (degree, _sites(16), None),
     "centrality": (centrality, _sites(25), _centrality_supported),  # 3 uint64 words + mask
     "laplacian": (laplacian, _sites(24, True), None),
@@ -396,6 +469,10 @@ IMPLEMENTATIONS = {
     # (per row-site: 17 B)
     **{twin: (func, _stacked(17), None)
        for twin, func in C.stack_twins(_label_stack).items()},
+    # the labelling's 17 B per row-site, and the seam steps the rows may give
+    "batched.percolates": (batched_percolates, _spanning(17, batched=True), None),
+    "batched.spanning_clusters": (batched_spanning_clusters, _spanning(17, batched=True),
+                                  None),
     # masks and int64 distances per row-site
     "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
     # fields in and out, float64

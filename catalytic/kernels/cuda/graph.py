@@ -617,9 +617,10 @@ def _bond_slots(offsets):
     return slot
 
 
-#: device copies of the small lattice tables, by geometry and CUDA context: most recent
-#: last, at most TABLES_CACHED of them (a few hundred bytes each)
-_table_cache: "OrderedDict[tuple, _Tables]" = OrderedDict()
+#: device copies of the small lattice tables, by geometry and CUDA context (and the seam
+#: tables of ``kernels.cuda.winding``, under keys of their own): most recent last, at
+#: most TABLES_CACHED of them (a few hundred bytes each)
+_table_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
 _table_lock = threading.Lock()
 TABLES_CACHED = 64
 
@@ -1236,11 +1237,14 @@ def _half_slots(offsets, bslot, half):
     return out
 
 
-def _components_run(t: _Tables, d_stack, stream, bd=None):
+def _components_run(t: _Tables, d_stack, stream, bd=None, *, device=False, counts=None):
     """Union-find labelling of a (B, n) stack of masks (B, 0: all open) on the device:
     init, union, roots (and root flags), a scan of the flags, numbering: 5 + 2 log_256(Bn)
     launches whatever the lattice. ``bd``: the device bonds (:func:`_bonds`; None: every
-    bond open), shared by the stack. Returns the host labels (B, n) and counts (B,)."""
+    bond open), shared by the stack. Returns the host labels (B, n) and counts (B,), or
+    with ``device`` both as device arrays, nothing read back (the winding check of
+    :mod:`~catalytic.kernels.cuda.winding` goes on from them); ``counts``: a device
+    int64 (B,) array to number into (a view of a larger one that is read back at once)."""
     from catalytic.kernels.cpu.components import _stencil_halves
 
     n = t.n
@@ -1261,8 +1265,11 @@ def _components_run(t: _Tables, d_stack, stream, bd=None):
     _launch(_uf_roots, B * n, stream, label, scan)
     _scan(scan, stream)
     out = cuda.device_array((B, n), dtype=ltype, stream=stream)
-    counts = cuda.device_array(B, dtype=np.int64, stream=stream)
+    if counts is None:
+        counts = cuda.device_array(B, dtype=np.int64, stream=stream)
     _launch(_uf_number, B * n, stream, label, scan, out, counts)
+    if device:
+        return out, counts
     return _read(out, stream), _read(counts, stream)
 
 

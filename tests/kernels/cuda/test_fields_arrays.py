@@ -32,6 +32,7 @@ from catalytic.kernels.cuda import arrays as gpu_arrays
 from catalytic.kernels.cuda import fields as gpu_fields
 from catalytic.kernels.cuda import random as gpu_random
 from catalytic.kernels.cuda import newman_ziff as NZ
+from catalytic.kernels.cuda import winding as WD
 
 # The simulator runs device code on NumPy scalars, which warn about the intended
 # wrap-around of uint64 arithmetic and about IEEE inf/NaN results.
@@ -896,6 +897,12 @@ def _kernels():
     out.append(("newman_ziff", NZ._sweeps_kernel,
                 (I64_2D, F64_2D, I64_2D, nt.uint64, nt.int64, I64, nt.int64, nt.int64) + nzi
                 + (nt.int32[:, :, ::1], U64_2D) + (I64_2D,) * 5, "atom.global.add.f64"))
+    for lab in (nt.int32[:, ::1], I64_2D):  # int64 labels past 2**31 sites
+        # shape, strides, periodic, track, half, lo, hi, slots, bits, words, labels, axes
+        seam = (I64, I64, U8, U8, I64_2D, I64, I64, I64, nt.uint32[::1], nt.int64, lab, I64)
+        out.append((f"seam_steps<{lab.dtype}>", WD._seam_steps, seam + (lab, I64),
+                    "atom.global.add.u64"))
+        out.append((f"relabel<{lab.dtype}>", WD._relabel, (lab,) + (I64,) * 4, "ld.global"))
     rargs = (nt.uint64,) * 5
     for name, arr in [
         ("f64", F64),
