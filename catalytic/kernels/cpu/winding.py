@@ -96,57 +96,119 @@ def _linked(bits, ub, hasb, unit, base, L):
     return not _all_bits(bits, ub, base, base + L - 1)
 
 
+# The row scans below work on slices of one row (``seg``: its open flags, ``bw``: the
+# unit bond words from the row's first, bit ``gb + x`` the bond into site x): indices
+# from 0 let LLVM drop the negative-index checks. ``(v + 255) >> 8`` is the open bit of
+# a uint8 ``v``. With ``lk`` False the unit bonds are not read (see :func:`_linked`).
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _scan_row(open_, bits, ub, lk, unit, base, L, rs, re, k, spill):
-    """Runs of the row of ``L`` sites from flat index ``base``, from slot ``k``: ``rs``/
-    ``re`` (start, exclusive end along the last axis). ``lk``: read the unit bonds
-    (plane at word ``ub``, see :func:`_linked`); ``unit`` 1 when the stencil holds the
-    unit step (else every site is its own run). With ``spill`` branch-free over the
-    sites, and the slot past the row's last run receives scratch; without, only the
-    row's own slots are written. Returns the next free slot."""
+def _row_bits(bits, ub, hasb, unit, base, L):
+    """``(lk, bw, gb)`` of the row at flat ``base`` (see above)."""
+    lk = _linked(bits, ub, hasb, unit, base, L)
+    return lk, bits[ub + (base >> 5) if lk else 0:], (base & 31) - 1
+
+
+@njit(cache=True, nogil=True)
+def _row_count(seg, bw, gb, lk, unit):
+    """The runs of one row. Branch-free; O(L)."""
+    c = np.int64(0)
+    prev = np.int64(0)
+    if lk:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            g = max(gb + x, 0)  # at x = 0 the bit is unused: prev is 0
+            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+            c += o & ((o & prev & link) ^ 1)
+            prev = o
+    else:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            c += o & ((o & prev & unit) ^ 1)
+            prev = o
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _row_scan(seg, bw, gb, lk, unit, rs, re, k):
+    """Write the runs of one row from slot ``k``: ``rs``/``re`` (start, exclusive end
+    along the row); the slot past its last run receives scratch. Branch-free; returns
+    the next free slot."""
+    L = seg.shape[0]
     ks = k
     ke = k
     prev = np.int64(0)
     if lk:
-        # at x = 0 the bit read (the previous row's) is unused: prev is 0
         for x in range(L):
-            o = (np.int64(open_[base + x]) + 255) >> 8
-            g = base + x - 1
-            link = (np.int64(bits[ub + (g >> 5)]) >> (g & 31)) & 1
+            o = (np.int64(seg[x]) + 255) >> 8
+            g = max(gb + x, 0)
+            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
             cut = (o & prev & link) ^ 1
-            if spill:
-                re[ke] = x
-                ke += prev & cut
-                rs[ks] = x
-                ks += o & cut
-            else:
-                if prev & cut:
-                    re[ke] = x
-                    ke += 1
-                if o & cut:
-                    rs[ks] = x
-                    ks += 1
+            re[ke] = x
+            ke += prev & cut
+            rs[ks] = x
+            ks += o & cut
             prev = o
     else:
         for x in range(L):
-            o = (np.int64(open_[base + x]) + 255) >> 8
+            o = (np.int64(seg[x]) + 255) >> 8
             cut = (o & prev & unit) ^ 1
-            if spill:
-                re[ke] = x
-                ke += prev & cut
-                rs[ks] = x
-                ks += o & cut
-            else:
-                if prev & cut:
-                    re[ke] = x
-                    ke += 1
-                if o & cut:
-                    rs[ks] = x
-                    ks += 1
+            re[ke] = x
+            ke += prev & cut
+            rs[ks] = x
+            ks += o & cut
             prev = o
     if prev:
         re[ke] = L
     return ks
+
+
+@njit(cache=True, nogil=True)
+def _row_scan_tight(seg, bw, gb, lk, unit, rs, re, k):
+    """:func:`_row_scan` writing only the row's own slots (a branch per site)."""
+    L = seg.shape[0]
+    ks = k
+    ke = k
+    prev = np.int64(0)
+    link = unit
+    for x in range(L):
+        o = (np.int64(seg[x]) + 255) >> 8
+        if lk:
+            g = max(gb + x, 0)
+            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+        cut = (o & prev & link) ^ 1
+        if prev & cut:
+            re[ke] = x
+            ke += 1
+        if o & cut:
+            rs[ks] = x
+            ks += 1
+        prev = o
+    if prev:
+        re[ke] = L
+    return ks
+
+
+@njit(cache=True, nogil=True)
+def _row_label(dst, seg, bw, gb, lk, unit, lab, a):
+    """Labels of one row whose first run is ``a``: a running count of run starts picks
+    the run (``lab[a + 1]`` is run a's label), the open bit zeroes the gaps.
+    Branch-free; O(L)."""
+    prev = np.int64(0)
+    if lk:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            g = max(gb + x, 0)
+            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+            a += o & ((o & prev & link) ^ 1)
+            prev = o
+            dst[x] = lab[a] * o
+    else:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            a += o & ((o & prev & unit) ^ 1)
+            prev = o
+            dst[x] = lab[a] * o
 
 
 @njit(cache=True, nogil=True)
@@ -160,8 +222,9 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
     unit = np.int64(1 if us >= 0 else 0)
     for row in range(row_lo, row_hi):
         row_ptr[row] = k
-        lk = _linked(bits, ub, hasb, unit, row * L, L)
-        k = _scan_row(open_, bits, ub, lk, unit, row * L, L, rs, re, k, True)
+        base = row * L
+        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        k = _row_scan(open_[base:base + L], bw, gb, lk, unit, rs, re, k)
     return k
 
 
@@ -174,21 +237,8 @@ def _count_rows(open_, bits, words, us, L, row_lo, row_hi, row_cnt):
     unit = np.int64(1 if us >= 0 else 0)
     for row in range(row_lo, row_hi):
         base = row * L
-        c = np.int64(0)
-        prev = np.int64(0)
-        if _linked(bits, ub, hasb, unit, base, L):
-            for x in range(L):
-                o = (np.int64(open_[base + x]) + 255) >> 8
-                g = base + x - 1
-                link = (np.int64(bits[ub + (g >> 5)]) >> (g & 31)) & 1
-                c += o & ((o & prev & link) ^ 1)
-                prev = o
-        else:
-            for x in range(L):
-                o = (np.int64(open_[base + x]) + 255) >> 8
-                c += o & ((o & prev & unit) ^ 1)
-                prev = o
-        row_cnt[row] = c
+        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        row_cnt[row] = _row_count(open_[base:base + L], bw, gb, lk, unit)
 
 
 @njit(cache=True, nogil=True)
@@ -204,11 +254,12 @@ def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re,
     for row in range(row_lo, row_hi):
         k = row_ptr[row]
         k1 = row_ptr[row + 1]
-        lk = _linked(bits, ub, hasb, unit, row * L, L)
+        base = row * L
+        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
         if k1 < end:
-            _scan_row(open_, bits, ub, lk, unit, row * L, L, rs, re, k, True)
+            _row_scan(open_[base:base + L], bw, gb, lk, unit, rs, re, k)
         else:
-            _scan_row(open_, bits, ub, lk, unit, row * L, L, rs, re, k, False)
+            _row_scan_tight(open_[base:base + L], bw, gb, lk, unit, rs, re, k)
         for a in range(k, k1):
             parent[a] = a
         if P:
@@ -218,9 +269,8 @@ def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re,
 
 @njit(cache=True, nogil=True)
 def _label_rows(out, open_, bits, words, us, L, row_lo, row_hi, row_ptr, lab):
-    """Labels of the sites of rows [row_lo, row_hi): ``lab[a + 1]`` is run a's label. A
-    running count of run starts (found as :func:`_scan_rows` finds them) picks the run,
-    the open bit zeroes the gaps. Branch-free over the sites; O(sites)."""
+    """Labels of the sites of rows [row_lo, row_hi) (:func:`_row_label`); ``lab[a + 1]``
+    is run a's label. O(sites)."""
     hasb = bits.shape[0] != 0
     ub = max(us, 0) * words
     unit = np.int64(1 if us >= 0 else 0)
@@ -230,21 +280,8 @@ def _label_rows(out, open_, bits, words, us, L, row_lo, row_hi, row_ptr, lab):
         if row_ptr[row + 1] == a:
             out[base:base + L] = 0
             continue
-        prev = np.int64(0)
-        if _linked(bits, ub, hasb, unit, base, L):
-            for x in range(L):
-                o = (np.int64(open_[base + x]) + 255) >> 8
-                g = base + x - 1
-                link = (np.int64(bits[ub + (g >> 5)]) >> (g & 31)) & 1
-                a += o & ((o & prev & link) ^ 1)
-                prev = o
-                out[base + x] = lab[a] * o
-        else:
-            for x in range(L):
-                o = (np.int64(open_[base + x]) + 255) >> 8
-                a += o & ((o & prev & unit) ^ 1)
-                prev = o
-                out[base + x] = lab[a] * o
+        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        _row_label(out[base:base + L], open_[base:base + L], bw, gb, lk, unit, lab, a)
 
 
 @njit(cache=True, nogil=True)
