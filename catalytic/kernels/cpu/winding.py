@@ -96,21 +96,20 @@ def _linked(bits, ub, hasb, unit, base, L):
     return not _all_bits(bits, ub, base, base + L - 1)
 
 
-# The row scans below work on slices of one row (``seg``: its open flags, ``bw``: the
-# unit bond words from the row's first, bit ``gb + x`` the bond into site x): indices
-# from 0 let LLVM drop the negative-index checks. ``(v + 255) >> 8`` is the open bit of
-# a uint8 ``v``. With ``lk`` False the unit bonds are not read (see :func:`_linked`).
+# The row scans below work on a slice of one row (``seg``: its open flags; indices from
+# 0 let LLVM drop the negative-index checks); bit ``gb + x`` of the words from
+# ``bits[w0]`` is the unit bond into site x. ``(v + 255) >> 8`` is the open bit of a
+# uint8 ``v``. With ``lk`` False the unit bonds are not read (see :func:`_linked`).
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _row_bits(bits, ub, hasb, unit, base, L):
-    """``(lk, bw, gb)`` of the row at flat ``base`` (see above)."""
-    lk = _linked(bits, ub, hasb, unit, base, L)
-    return lk, bits[ub + (base >> 5) if lk else 0:], (base & 31) - 1
+    """``(lk, w0, gb)`` of the row at flat ``base`` (see above)."""
+    return _linked(bits, ub, hasb, unit, base, L), ub + (base >> 5), (base & 31) - 1
 
 
 @njit(cache=True, nogil=True)
-def _row_count(seg, bw, gb, lk, unit):
+def _row_count(seg, bits, w0, gb, lk, unit):
     """The runs of one row. Branch-free; O(L)."""
     c = np.int64(0)
     prev = np.int64(0)
@@ -118,19 +117,22 @@ def _row_count(seg, bw, gb, lk, unit):
         for x in range(seg.shape[0]):
             o = (np.int64(seg[x]) + 255) >> 8
             g = max(gb + x, 0)  # at x = 0 the bit is unused: prev is 0
-            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
             c += o & ((o & prev & link) ^ 1)
+            prev = o
+    elif unit:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            c += o & (prev ^ 1)
             prev = o
     else:
         for x in range(seg.shape[0]):
-            o = (np.int64(seg[x]) + 255) >> 8
-            c += o & ((o & prev & unit) ^ 1)
-            prev = o
+            c += (np.int64(seg[x]) + 255) >> 8
     return c
 
 
 @njit(cache=True, nogil=True)
-def _row_scan(seg, bw, gb, lk, unit, rs, re, k):
+def _row_scan(seg, bits, w0, gb, lk, unit, rs, re, k):
     """Write the runs of one row from slot ``k``: ``rs``/``re`` (start, exclusive end
     along the row); the slot past its last run receives scratch. Branch-free; returns
     the next free slot."""
@@ -142,21 +144,28 @@ def _row_scan(seg, bw, gb, lk, unit, rs, re, k):
         for x in range(L):
             o = (np.int64(seg[x]) + 255) >> 8
             g = max(gb + x, 0)
-            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
             cut = (o & prev & link) ^ 1
             re[ke] = x
             ke += prev & cut
             rs[ks] = x
             ks += o & cut
             prev = o
+    elif unit:
+        for x in range(L):
+            o = (np.int64(seg[x]) + 255) >> 8
+            re[ke] = x
+            ke += prev & (o ^ 1)
+            rs[ks] = x
+            ks += o & (prev ^ 1)
+            prev = o
     else:
         for x in range(L):
             o = (np.int64(seg[x]) + 255) >> 8
-            cut = (o & prev & unit) ^ 1
             re[ke] = x
-            ke += prev & cut
+            ke += prev
             rs[ks] = x
-            ks += o & cut
+            ks += o
             prev = o
     if prev:
         re[ke] = L
@@ -164,7 +173,7 @@ def _row_scan(seg, bw, gb, lk, unit, rs, re, k):
 
 
 @njit(cache=True, nogil=True)
-def _row_scan_tight(seg, bw, gb, lk, unit, rs, re, k):
+def _row_scan_tight(seg, bits, w0, gb, lk, unit, rs, re, k):
     """:func:`_row_scan` writing only the row's own slots (a branch per site)."""
     L = seg.shape[0]
     ks = k
@@ -175,7 +184,7 @@ def _row_scan_tight(seg, bw, gb, lk, unit, rs, re, k):
         o = (np.int64(seg[x]) + 255) >> 8
         if lk:
             g = max(gb + x, 0)
-            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
         cut = (o & prev & link) ^ 1
         if prev & cut:
             re[ke] = x
@@ -190,7 +199,7 @@ def _row_scan_tight(seg, bw, gb, lk, unit, rs, re, k):
 
 
 @njit(cache=True, nogil=True)
-def _row_label(dst, seg, bw, gb, lk, unit, lab, a):
+def _row_label(dst, seg, bits, w0, gb, lk, unit, lab, a):
     """Labels of one row whose first run is ``a``: a running count of run starts picks
     the run (``lab[a + 1]`` is run a's label), the open bit zeroes the gaps.
     Branch-free; O(L)."""
@@ -199,15 +208,20 @@ def _row_label(dst, seg, bw, gb, lk, unit, lab, a):
         for x in range(seg.shape[0]):
             o = (np.int64(seg[x]) + 255) >> 8
             g = max(gb + x, 0)
-            link = (np.int64(bw[g >> 5]) >> (g & 31)) & 1
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
             a += o & ((o & prev & link) ^ 1)
+            prev = o
+            dst[x] = lab[a] * o
+    elif unit:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            a += o & (prev ^ 1)
             prev = o
             dst[x] = lab[a] * o
     else:
         for x in range(seg.shape[0]):
             o = (np.int64(seg[x]) + 255) >> 8
-            a += o & ((o & prev & unit) ^ 1)
-            prev = o
+            a += o
             dst[x] = lab[a] * o
 
 
@@ -223,8 +237,8 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
     for row in range(row_lo, row_hi):
         row_ptr[row] = k
         base = row * L
-        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
-        k = _row_scan(open_[base:base + L], bw, gb, lk, unit, rs, re, k)
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        k = _row_scan(open_[base:base + L], bits, w0, gb, lk, unit, rs, re, k)
     return k
 
 
@@ -237,8 +251,8 @@ def _count_rows(open_, bits, words, us, L, row_lo, row_hi, row_cnt):
     unit = np.int64(1 if us >= 0 else 0)
     for row in range(row_lo, row_hi):
         base = row * L
-        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
-        row_cnt[row] = _row_count(open_[base:base + L], bw, gb, lk, unit)
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        row_cnt[row] = _row_count(open_[base:base + L], bits, w0, gb, lk, unit)
 
 
 @njit(cache=True, nogil=True)
@@ -255,11 +269,11 @@ def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re,
         k = row_ptr[row]
         k1 = row_ptr[row + 1]
         base = row * L
-        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
         if k1 < end:
-            _row_scan(open_[base:base + L], bw, gb, lk, unit, rs, re, k)
+            _row_scan(open_[base:base + L], bits, w0, gb, lk, unit, rs, re, k)
         else:
-            _row_scan_tight(open_[base:base + L], bw, gb, lk, unit, rs, re, k)
+            _row_scan_tight(open_[base:base + L], bits, w0, gb, lk, unit, rs, re, k)
         for a in range(k, k1):
             parent[a] = a
         if P:
@@ -280,8 +294,8 @@ def _label_rows(out, open_, bits, words, us, L, row_lo, row_hi, row_ptr, lab):
         if row_ptr[row + 1] == a:
             out[base:base + L] = 0
             continue
-        lk, bw, gb = _row_bits(bits, ub, hasb, unit, base, L)
-        _row_label(out[base:base + L], open_[base:base + L], bw, gb, lk, unit, lab, a)
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        _row_label(out[base:base + L], open_[base:base + L], bits, w0, gb, lk, unit, lab, a)
 
 
 @njit(cache=True, nogil=True)
