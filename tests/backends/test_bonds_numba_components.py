@@ -292,9 +292,11 @@ def test_a_large_labelling_runs_in_many_kernel_calls_with_the_same_result(monkey
     calls = _count_calls(monkeypatch)
     monkeypatch.setattr(_budget, "_BUDGET", 50)
     parts = label_windings(*args)
-    # one row of unions of each thread's chunk a call (23 rows on one thread)
-    assert calls["_par_inside"] == -(-23 // threads)
-    assert calls["_par_cross"] == (-(-23 // threads) if threads > 1 else 0)
+    # one row of each thread's chunk a call (23 rows on one thread), in every phase
+    rows = -(-23 // threads)
+    assert calls["_par_inside"] == rows
+    assert calls["_par_cross"] == (rows if threads > 1 else 0)
+    assert calls["_par_count"] == calls["_par_write"] == calls["_par_labels"] == rows
     for a, b in zip(parts, whole):
         np.testing.assert_array_equal(a, b)
     labels, spans = spanning_oracle(spec)
