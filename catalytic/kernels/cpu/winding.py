@@ -27,9 +27,9 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu import components as _components
 from catalytic.kernels.cpu._budget import _INT32_LIMIT, _NO, _YES
 from catalytic.kernels.cpu._rows import _next_row, _row_coords, _window
-from catalytic.kernels.cpu import components as _components
 from catalytic.kernels.cpu.components import _first_overlap, _stencil_halves, _union
 
 __all__ = ["label_windings", "label_windings_batched"]
