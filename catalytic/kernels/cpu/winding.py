@@ -375,8 +375,9 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
             wrap = per_last and cl != 0
             bm = b0
             # the seam step joins the row's first run with its last: one pass of the
-            # loops below with a = a0, b = a1 - 1 and no bond left to check
-            chk = hasb and not seam
+            # loops below with a = a0, b = a1 - 1 and no bond left to check; a target
+            # row whose bonds along this offset are all open needs no check either
+            chk = hasb and not seam and not _all_bits(bits, wb, tb, tb + L)
             if P == 0 and not seam and not wrap:
                 # labels only, no shift across the seam: the merge walk of
                 # components._runs_union_rows, plus the bond check
