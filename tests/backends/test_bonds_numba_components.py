@@ -380,13 +380,15 @@ def test_the_labelling_split_over_row_chunks_matches_the_bond_graph(monkeypatch,
 
 def _rows_of_65():
     """Rows of 65 sites, every bond open but one unit bond per row at a word edge of the
-    row's bits (or none): rows whose unit bonds are all open and rows with one closed."""
+    row's bits (or none): rows whose unit bonds are all open and rows with one closed;
+    and one closed bond between rows, the only way left to site (3, 10)."""
     shape = (7, 65)
     bonds = np.ones((2,) + shape, bool)
     for row, x in enumerate((0, 30, 31, 32, 63, 64)):  # x = 64: the seam bond
         bonds[1, row + 1, x] = False
+    bonds[0, 2, 10] = False  # (2, 10) - (3, 10)
     mask = np.ones(shape, bool)
-    mask[3, 40] = False
+    mask[3, 40] = mask[3, 9] = mask[3, 11] = mask[4, 10] = False
     return {"shape": shape, "periodic": (True, True), "stencil": "von_neumann",
             "mask": mask, "bonds": bonds}
 
