@@ -96,10 +96,13 @@ def _linked(bits, ub, hasb, unit, base, L):
     return not _all_bits(bits, ub, base, base + L - 1)
 
 
-# The row scans below work on a slice of one row (``seg``: its open flags; indices from
-# 0 let LLVM drop the negative-index checks); bit ``gb + x`` of the words from
-# ``bits[w0]`` is the unit bond into site x. ``(v + 255) >> 8`` is the open bit of a
-# uint8 ``v``. With ``lk`` False the unit bonds are not read (see :func:`_linked`).
+# The row scans below work on a slice of one row (``seg``: its open flags, ``dst``: its
+# labels; indices from 0 let LLVM drop the negative-index checks); bit ``gb + x`` of
+# the words from ``bits[w0]`` is the unit bond into site x. ``(v + 255) >> 8`` is the
+# open bit of a uint8 ``v``. With ``lk`` False the unit bonds are not read (see
+# :func:`_linked`), and the labels are found by a second scan; with ``lk`` the scan
+# that writes the runs leaves each site's run in ``dst`` (-1 off the runs) and the
+# labels are gathered from it (cheaper than reading the bonds again).
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -132,10 +135,10 @@ def _row_count(seg, bits, w0, gb, lk, unit):
 
 
 @njit(cache=True, nogil=True)
-def _row_scan(seg, bits, w0, gb, lk, unit, rs, re, k):
+def _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
     """Write the runs of one row from slot ``k``: ``rs``/``re`` (start, exclusive end
-    along the row); the slot past its last run receives scratch. Branch-free; returns
-    the next free slot."""
+    along the row); the slot past its last run receives scratch; with ``lk`` each
+    site's run into ``dst`` (see above). Branch-free; returns the next free slot."""
     L = seg.shape[0]
     ks = k
     ke = k
@@ -150,6 +153,7 @@ def _row_scan(seg, bits, w0, gb, lk, unit, rs, re, k):
             ke += prev & cut
             rs[ks] = x
             ks += o & cut
+            dst[x] = o * ks - 1
             prev = o
     elif unit:
         for x in range(L):
@@ -173,7 +177,7 @@ def _row_scan(seg, bits, w0, gb, lk, unit, rs, re, k):
 
 
 @njit(cache=True, nogil=True)
-def _row_scan_tight(seg, bits, w0, gb, lk, unit, rs, re, k):
+def _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
     """:func:`_row_scan` writing only the row's own slots (a branch per site)."""
     L = seg.shape[0]
     ks = k
@@ -192,6 +196,8 @@ def _row_scan_tight(seg, bits, w0, gb, lk, unit, rs, re, k):
         if o & cut:
             rs[ks] = x
             ks += 1
+        if lk:
+            dst[x] = o * ks - 1
         prev = o
     if prev:
         re[ke] = L
@@ -199,19 +205,14 @@ def _row_scan_tight(seg, bits, w0, gb, lk, unit, rs, re, k):
 
 
 @njit(cache=True, nogil=True)
-def _row_label(dst, seg, bits, w0, gb, lk, unit, lab, a):
-    """Labels of one row whose first run is ``a``: a running count of run starts picks
-    the run (``lab[a + 1]`` is run a's label), the open bit zeroes the gaps.
-    Branch-free; O(L)."""
+def _row_label(dst, seg, lk, unit, lab, a):
+    """Labels of one row whose first run is ``a`` (``lab[a + 1]`` is run a's label):
+    with ``lk`` gathered from the runs in ``dst``, else a running count of run starts
+    picks the run and the open bit zeroes the gaps. Branch-free; O(L)."""
     prev = np.int64(0)
     if lk:
         for x in range(seg.shape[0]):
-            o = (np.int64(seg[x]) + 255) >> 8
-            g = max(gb + x, 0)
-            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
-            a += o & ((o & prev & link) ^ 1)
-            prev = o
-            dst[x] = lab[a] * o
+            dst[x] = lab[dst[x] + 1]
     elif unit:
         for x in range(seg.shape[0]):
             o = (np.int64(seg[x]) + 255) >> 8
@@ -226,11 +227,12 @@ def _row_label(dst, seg, bits, w0, gb, lk, unit, lab, a):
 
 
 @njit(cache=True, nogil=True)
-def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
+def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k, out):
     """Runs of rows [row_lo, row_hi) from slot ``k``: ``rs``/``re`` (start, exclusive end
     along the last axis), ``row_ptr[row]`` the row's first run; one slot past the last
-    run receives scratch. ``us`` is the unit bond's plane (-1: no unit step, every site
-    its own run). Branch-free over the sites; returns the next free slot."""
+    run receives scratch; ``out`` the sites' runs where :func:`_row_scan` leaves them.
+    ``us`` is the unit bond's plane (-1: no unit step, every site its own run).
+    Branch-free over the sites; returns the next free slot."""
     hasb = bits.shape[0] != 0
     ub = max(us, 0) * words
     unit = np.int64(1 if us >= 0 else 0)
@@ -238,7 +240,8 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k):
         row_ptr[row] = k
         base = row * L
         lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
-        k = _row_scan(open_[base:base + L], bits, w0, gb, lk, unit, rs, re, k)
+        k = _row_scan(open_[base:base + L], out[base:base + L], bits, w0, gb, lk, unit,
+                      rs, re, k)
     return k
 
 
@@ -256,8 +259,8 @@ def _count_rows(open_, bits, words, us, L, row_lo, row_hi, row_cnt):
 
 
 @njit(cache=True, nogil=True)
-def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re, parent,
-                disp, flag, P):
+def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re, out,
+                parent, disp, flag, P):
     """:func:`_scan_rows` of rows [row_lo, row_hi) into the slots ``row_ptr`` gives them
     (counted by :func:`_count_rows`), each run then its own set (winding 0, no wrap);
     ``end`` is the first slot another thread may write: a row whose scratch slot would
@@ -270,10 +273,12 @@ def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re,
         k1 = row_ptr[row + 1]
         base = row * L
         lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        seg = open_[base:base + L]
+        dst = out[base:base + L]
         if k1 < end:
-            _row_scan(open_[base:base + L], bits, w0, gb, lk, unit, rs, re, k)
+            _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k)
         else:
-            _row_scan_tight(open_[base:base + L], bits, w0, gb, lk, unit, rs, re, k)
+            _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k)
         for a in range(k, k1):
             parent[a] = a
         if P:
@@ -283,8 +288,8 @@ def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re,
 
 @njit(cache=True, nogil=True)
 def _label_rows(out, open_, bits, words, us, L, row_lo, row_hi, row_ptr, lab):
-    """Labels of the sites of rows [row_lo, row_hi) (:func:`_row_label`); ``lab[a + 1]``
-    is run a's label. O(sites)."""
+    """Labels of the sites of rows [row_lo, row_hi) (:func:`_row_label`; ``out`` as the
+    scan left it); ``lab[a + 1]`` is run a's label. O(sites)."""
     hasb = bits.shape[0] != 0
     ub = max(us, 0) * words
     unit = np.int64(1 if us >= 0 else 0)
@@ -294,8 +299,8 @@ def _label_rows(out, open_, bits, words, us, L, row_lo, row_hi, row_ptr, lab):
         if row_ptr[row + 1] == a:
             out[base:base + L] = 0
             continue
-        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
-        _row_label(out[base:base + L], open_[base:base + L], bits, w0, gb, lk, unit, lab, a)
+        lk = _linked(bits, ub, hasb, unit, base, L)
+        _row_label(out[base:base + L], open_[base:base + L], lk, unit, lab, a)
 
 
 @njit(cache=True, nogil=True)
@@ -552,7 +557,7 @@ def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, 
     L = shape[shape.shape[0] - 1]
     nrow = out.shape[0] // L
     P = wax.shape[0]
-    R = _scan_rows(open_, bits, words, us, L, 0, nrow, row_ptr, rs, re, 0)
+    R = _scan_rows(open_, bits, words, us, L, 0, nrow, row_ptr, rs, re, 0, out)
     row_ptr[nrow] = R
     lab[0] = 0
     parent = lab[1:]
@@ -594,15 +599,15 @@ def _par_count(open_, bits, words, us, L, row_cnt, T, s, w):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _par_write(open_, bits, words, us, L, row_ptr, rs, re, parent, disp, flag, P, T, s,
-               w):
+def _par_write(open_, bits, words, us, L, row_ptr, rs, re, out, parent, disp, flag, P, T,
+               s, w):
     """:func:`_write_rows` of window ``s`` of each row chunk, in parallel (a chunk's
     first slot past its runs belongs to the next chunk: never spilled into)."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
         _, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
-        _write_rows(open_, bits, words, us, L, a, b, row_ptr, row_ptr[hi], rs, re, parent,
-                    disp, flag, P)
+        _write_rows(open_, bits, words, us, L, a, b, row_ptr, row_ptr[hi], rs, re, out,
+                    parent, disp, flag, P)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -662,8 +667,8 @@ def _wind_windows(labels, open_, bits, words, us, half, hslot, unit_h, shape, pe
     disp = np.empty(R * _LANES if P else 0, dtype=np.int32)
     flag = np.empty(R if P else 0, dtype=np.uint8)
     for s in wins:
-        _par_write(open_, bits, words, us, L, row_ptr, rs, re, parent, disp, flag, P, T, s,
-                   w)
+        _par_write(open_, bits, words, us, L, row_ptr, rs, re, labels, parent, disp, flag,
+                   P, T, s, w)
     # a row's unions cost about 4 units per site and half-stencil offset
     wu = max(1, budget // (T * L * 4 * max(half.shape[0], 1)))
     uwins = range(-(-chunk_rows // wu))
