@@ -111,7 +111,7 @@ def _row_bits(bits, ub, hasb, unit, base, L):
     return _linked(bits, ub, hasb, unit, base, L), ub + (base >> 5), (base & 31) - 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _row_count(seg, bits, w0, gb, lk, unit):
     """The runs of one row. Branch-free; O(L)."""
     c = np.int64(0)
@@ -134,11 +134,12 @@ def _row_count(seg, bits, w0, gb, lk, unit):
     return c
 
 
-@njit(cache=True, nogil=True)
-def _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
+@njit(cache=True, nogil=True, inline="always")
+def _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k, keep):
     """Write the runs of one row from slot ``k``: ``rs``/``re`` (start, exclusive end
-    along the row); the slot past its last run receives scratch; with ``lk`` each
-    site's run into ``dst`` (see above). Branch-free; returns the next free slot."""
+    along the row); the slot past its last run receives scratch; with ``lk`` or
+    ``keep`` each site's run into ``dst`` (see above). Branch-free; returns the next
+    free slot."""
     L = seg.shape[0]
     ks = k
     ke = k
@@ -162,6 +163,8 @@ def _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
             ke += prev & (o ^ 1)
             rs[ks] = x
             ks += o & (prev ^ 1)
+            if keep:
+                dst[x] = o * ks - 1
             prev = o
     else:
         for x in range(L):
@@ -170,13 +173,15 @@ def _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
             ke += prev
             rs[ks] = x
             ks += o
+            if keep:
+                dst[x] = o * ks - 1
             prev = o
     if prev:
         re[ke] = L
     return ks
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
     """:func:`_row_scan` writing only the row's own slots (a branch per site)."""
     L = seg.shape[0]
@@ -204,7 +209,7 @@ def _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
     return ks
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _row_label(dst, seg, lk, unit, lab, a):
     """Labels of one row whose first run is ``a`` (``lab[a + 1]`` is run a's label):
     with ``lk`` gathered from the runs in ``dst``, else a running count of run starts
@@ -230,9 +235,10 @@ def _row_label(dst, seg, lk, unit, lab, a):
 def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k, out):
     """Runs of rows [row_lo, row_hi) from slot ``k``: ``rs``/``re`` (start, exclusive end
     along the last axis), ``row_ptr[row]`` the row's first run; one slot past the last
-    run receives scratch; ``out`` the sites' runs where :func:`_row_scan` leaves them.
-    ``us`` is the unit bond's plane (-1: no unit step, every site its own run).
-    Branch-free over the sites; returns the next free slot."""
+    run receives scratch; ``out`` each site's run, -1 off the runs (gathered into labels
+    by :func:`_write_labels`: on a lattice labelled in one call a cache-resident pass,
+    cheaper than a second scan). ``us`` is the unit bond's plane (-1: no unit step,
+    every site its own run). Branch-free over the sites; returns the next free slot."""
     hasb = bits.shape[0] != 0
     ub = max(us, 0) * words
     unit = np.int64(1 if us >= 0 else 0)
@@ -241,7 +247,7 @@ def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k, ou
         base = row * L
         lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
         k = _row_scan(open_[base:base + L], out[base:base + L], bits, w0, gb, lk, unit,
-                      rs, re, k)
+                      rs, re, k, True)
     return k
 
 
@@ -276,7 +282,7 @@ def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re,
         seg = open_[base:base + L]
         dst = out[base:base + L]
         if k1 < end:
-            _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k)
+            _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k, False)
         else:
             _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k)
         for a in range(k, k1):
@@ -539,6 +545,14 @@ def _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, hi, count, P):
 
 
 @njit(cache=True, nogil=True)
+def _write_labels(out, lab, lo, hi):
+    """Labels of sites [lo, hi), which hold their run (-1 off the runs): ``lab[a + 1]``
+    is run a's label, ``lab[0]`` 0. Branch-free; O(hi - lo)."""
+    for i in range(lo, hi):
+        out[i] = lab[out[i] + 1]
+
+
+@njit(cache=True, nogil=True)
 def _init_runs(parent, flag, disp, P, lo, hi):
     """Every run of [lo, hi) its own set, at winding 0, wrapping nothing."""
     for a in range(lo, hi):
@@ -565,7 +579,7 @@ def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, 
     _wind_rows(parent, disp, flag, rs, re, row_ptr, 0, nrow, 0, nrow, False, bits, words,
                hslot, unit_h, half, shape, periodic, wax)
     count = _relabel_runs(parent, flag, sizes, wraps, rs, re, 0, R, 0, P)
-    _label_rows(out, open_, bits, words, us, L, 0, nrow, row_ptr, lab)
+    _write_labels(out, lab, 0, out.shape[0])
     return count
 
 
