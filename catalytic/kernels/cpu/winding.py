@@ -842,11 +842,12 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         open_ = np.ones(n, dtype=np.uint8)
     L = int(shape[-1])
     nrow = n // L
-    T = max(1, min(numba.get_num_threads(), nrow))
     labels = np.empty(n, dtype=np.int32)
     words = int(words)
-    if ((T == 1 or n * half.shape[0] <= _WHOLE_WORK)
-            and n * (4 + 4 * half.shape[0]) <= _budget._BUDGET):
+    one_call = n * (4 + 4 * half.shape[0]) <= _budget._BUDGET
+    T = 1 if one_call and n * half.shape[0] <= _WHOLE_WORK else max(
+        1, min(numba.get_num_threads(), nrow))
+    if one_call and T == 1:
         m = _bound(n, L, us, bits)
         row_ptr, rs, re, lab, disp, flag = (a[0] for a in _scratch(1, m, nrow, wax.shape[0]))
         sizes = np.empty(m, dtype=np.int64)
