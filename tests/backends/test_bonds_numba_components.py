@@ -8,15 +8,17 @@ winding check the kernel replaced."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import connected_components as csgraph_components
 
 import catalytic as cat
 from catalytic.backends._common import wrapping_labels
+from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu.winding import label_windings, label_windings_batched
 from tests.support.oracles import bond_graph, bond_graph_windings
 from tests.support.strategies import lattice_specs, make
@@ -281,29 +283,171 @@ def test_batched_kernel_rows_equal_single_calls_with_shared_bonds():
         np.testing.assert_array_equal(wraps[b], one[3])
 
 
-def test_a_large_labelling_runs_in_many_kernel_calls_with_the_same_result(monkeypatch):
-    from catalytic.kernels.cpu import _budget, winding
-
+def test_a_large_labelling_runs_in_many_kernel_calls_with_the_same_result(monkeypatch,
+                                                                         threads):
     L, spec = _torus((23, 29), 0.9, 0.6, 7)
     g = L.geometry
     args = (g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, *g.bond_args()[:3], (0, 1))
     whole = label_windings(*args)
-    calls = []
-
-    def counted(*a, _real=winding._wind_rows):
-        calls.append(a[6:8])
-        return _real(*a)
-
-    monkeypatch.setattr(winding, "_wind_rows", counted)
+    calls = _count_calls(monkeypatch)
     monkeypatch.setattr(_budget, "_BUDGET", 50)
     parts = label_windings(*args)
-    assert len(calls) == 23  # one row of unions a call
+    # one row of each thread's chunk a call (23 rows on one thread), in every phase
+    rows = -(-23 // threads)
+    assert calls["_par_inside"] == rows
+    assert calls["_par_cross"] == (rows if threads > 1 else 0)
+    assert calls["_par_count"] == calls["_par_write"] == calls["_par_labels"] == rows
     for a, b in zip(parts, whole):
         np.testing.assert_array_equal(a, b)
     labels, spans = spanning_oracle(spec)
     np.testing.assert_array_equal(parts[0].reshape(L.shape), labels)
     for q in (0, 1):
         assert set(np.flatnonzero(parts[3] & (1 << q)).tolist()) == spans[q]
+
+
+# -- one lattice split over threads ------------------------------------------------------
+@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
+def threads(request):
+    """Numba on one thread, then two (row chunks joined in parallel, then their seams)."""
+    prev = numba.get_num_threads()
+    if request.param > prev:
+        pytest.skip(f"needs {request.param} Numba threads, has {prev}")
+    numba.set_num_threads(request.param)
+    try:
+        yield request.param
+    finally:
+        numba.set_num_threads(prev)
+
+
+#: the host-called kernels of the split labelling (no other kernel calls them)
+SPLIT_KERNELS = ("_par_count", "_par_write", "_par_inside", "_par_cross", "_par_labels")
+
+
+def _count_calls(monkeypatch):
+    """Count the calls of the split labelling's kernels (a dict, name -> calls)."""
+    from catalytic.kernels.cpu import winding
+
+    calls = dict.fromkeys(SPLIT_KERNELS, 0)
+    for name in SPLIT_KERNELS:
+        def counted(*a, _real=getattr(winding, name), _name=name):
+            calls[_name] += 1
+            return _real(*a)
+
+        monkeypatch.setattr(winding, name, counted)
+    return calls
+
+
+def _split_args(spec):
+    """``label_windings`` arguments of a spec, its periodic axes tracked."""
+    L = make(spec)
+    g = L.geometry
+    axes = tuple(a for a in range(L.dimensions) if g.periodic[a])
+    return (g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, *g.bond_args()[:3]), axes
+
+
+def _assert_windings(got, want_labels, want_wraps, axes):
+    """``label_windings`` output against the bond-by-bond winding oracle: labels, count,
+    sizes, and the wrap bit of each tracked axis."""
+    labels, count, sizes, wraps = got
+    want = want_labels.reshape(-1)
+    np.testing.assert_array_equal(labels, want)
+    assert labels.dtype == np.int32 and count == want.max(initial=0)
+    assert sizes.tolist() == np.bincount(want, minlength=count + 1)[1:].tolist()
+    assert wraps.shape == (count + 1,) and wraps[0] == 0
+    for q, a in enumerate(axes):
+        assert set(np.flatnonzero(wraps & (1 << q)).tolist()) == want_wraps[a], a
+    assert not (wraps >> len(axes)).any()
+
+
+@given(spec=SPECS, big=st.booleans())
+@example(spec=L2, big=False)
+@example(spec=L1, big=False)
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_labelling_split_over_row_chunks_matches_the_bond_graph(monkeypatch, threads,
+                                                                    spec, big):
+    # every lattice split (no single call), in kernel calls of a few rows (one thread:
+    # always; two threads: half the time) or of the normal budget
+    from catalytic.kernels.cpu import winding
+
+    monkeypatch.setattr(winding, "_WHOLE_WORK", 0)
+    monkeypatch.setattr(_budget, "_BUDGET", 1 << 23 if big and threads > 1 else 40)
+    args, axes = _split_args(spec)
+    labels, wraps = bond_graph_windings(spec)
+    _assert_windings(label_windings(*args, axes), labels, wraps, axes)
+    _assert_windings(label_windings(*args), labels, {}, ())
+
+
+def _rows_of_65():
+    """Rows of 65 sites, every bond open but one unit bond per row at a word edge of the
+    row's bits (or none): rows whose unit bonds are all open and rows with one closed;
+    and one closed bond between rows, the only way left to site (3, 10)."""
+    shape = (7, 65)
+    bonds = np.ones((2,) + shape, bool)
+    for row, x in enumerate((0, 30, 31, 32, 63, 64)):  # x = 64: the seam bond
+        bonds[1, row + 1, x] = False
+    bonds[0, 2, 10] = False  # (2, 10) - (3, 10)
+    mask = np.ones(shape, bool)
+    mask[3, 40] = mask[3, 9] = mask[3, 11] = mask[4, 10] = False
+    return {"shape": shape, "periodic": (True, True), "stencil": "von_neumann",
+            "mask": mask, "bonds": bonds}
+
+
+def _case(shape, stencil, periodic, p_site, p_bond, seed=5):
+    return _torus(shape, p_site, p_bond, seed, stencil, periodic)[1]
+
+
+SPLIT_CASES = {
+    "2d-torus": lambda: _case((40, 41), "von_neumann", True, 0.9, 0.55),
+    "2d-torus-all-bonds-open": lambda: _case((40, 41), "von_neumann", True, 0.7, 1.0),
+    "3d-mixed": lambda: _case((12, 13, 14), "von_neumann", (True, False, True), 0.85, 0.45),
+    "3d-all-bonds-open": lambda: _case((12, 13, 14), "von_neumann", True, 0.4, 1.0),
+    "moore": lambda: _case((37, 41), "moore", True, 0.8, 0.3),
+    "knight": lambda: _case(
+        (30, 31), np.array([[2, 1], [-2, -1], [1, -2], [-1, 2], [0, 3], [0, -3]]), True,
+        0.9, 0.6),
+    "open-short-rows": lambda: _case((50, 3), "von_neumann", False, 0.8, 0.7),
+    "one-site-rows": lambda: _case((60, 1), "von_neumann", True, 0.9, 0.8),
+    "rows-of-65": _rows_of_65,
+}
+_ORACLES = {}
+
+
+@pytest.mark.parametrize("budget", [40, 1 << 23], ids=["small-budget", "normal-budget"])
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_larger_lattices_split_over_row_chunks_match_the_bond_graph(monkeypatch, threads,
+                                                                    case, budget):
+    from catalytic.kernels.cpu import winding
+
+    spec = SPLIT_CASES[case]()
+    if case not in _ORACLES:
+        _ORACLES[case] = bond_graph_windings(spec)
+    labels, wraps = _ORACLES[case]
+    args, axes = _split_args(spec)
+    calls = _count_calls(monkeypatch)
+    monkeypatch.setattr(winding, "_WHOLE_WORK", 0)
+    monkeypatch.setattr(_budget, "_BUDGET", budget)
+    _assert_windings(label_windings(*args, axes), labels, wraps, axes)
+    _assert_windings(label_windings(*args), labels, {}, ())
+    if threads > 1 or budget == 40:
+        assert calls["_par_inside"] >= 2  # the split path, not the single call
+
+
+@pytest.mark.parametrize("stencil, p_bond", [("von_neumann", 0.55), ("von_neumann", 1.0),
+                                             ("moore", 0.35)])
+def test_a_lattice_past_the_single_call_size_is_labelled_right_through_the_backend(
+        stencil, p_bond):
+    # 220^2 sites: past _WHOLE_WORK site-offsets, so split over the threads (when there
+    # are several) unpatched
+    L, spec = _torus((220, 220), 0.9, p_bond, 11, stencil)
+    labels, wraps = bond_graph_windings(spec)
+    comp = L.connected_components(backend=B)
+    np.testing.assert_array_equal(comp.labels, labels)
+    assert comp.sizes.tolist() == np.bincount(labels.reshape(-1))[1:].tolist()
+    res = L.spanning_clusters((0, 1), backend=B)
+    np.testing.assert_array_equal(res.components.labels, labels)
+    for a in (0, 1):
+        assert set(res.clusters[a].tolist()) == wraps[a]
 
 
 def test_more_than_four_wrapped_axes_are_refused_by_the_kernel_and_answered_by_the_backend():

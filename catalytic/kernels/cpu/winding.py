@@ -27,14 +27,19 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _INT32_LIMIT
-from catalytic.kernels.cpu._rows import _next_row, _row_coords
+from catalytic.kernels.cpu import components as _components
+from catalytic.kernels.cpu._budget import _INT32_LIMIT, _NO, _YES
+from catalytic.kernels.cpu._rows import _next_row, _row_coords, _window
 from catalytic.kernels.cpu.components import _first_overlap, _stencil_halves, _union
 
 __all__ = ["label_windings", "label_windings_batched"]
 
 #: axes whose windings a labelling tracks at most (lanes of ``disp`` per run)
 _LANES = 4
+#: lattices of up to this many site-offsets (sites times half-stencil offsets) within
+#: one ``_BUDGET`` are labelled by one serial call whatever the thread count: the
+#: crossover of the labelling without bonds (``components._WHOLE_WORK``)
+_WHOLE_WORK = _components._WHOLE_WORK
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -61,51 +66,247 @@ def _any_bit(bits, word0, g0, g1):
     return hi != 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _all_bits(bits, word0, g0, g1):
+    """Whether every bit ``g0 <= g < g1`` (``g0 < g1``) of the plane at ``word0`` is set:
+    a word at a time."""
+    full = np.int64(0xFFFFFFFF)
+    w0 = g0 >> 5
+    w1 = (g1 - 1) >> 5
+    lo = (~np.int64(bits[word0 + w0]) & full) >> (g0 & 31)
+    if w0 == w1:
+        return (lo & ((np.int64(1) << (g1 - g0)) - 1)) == 0
+    if lo != 0:
+        return False
+    for w in range(w0 + 1, w1):
+        if np.int64(bits[word0 + w]) != full:
+            return False
+    hi = ~np.int64(bits[word0 + w1]) & ((np.int64(1) << (((g1 - 1) & 31) + 1)) - 1)
+    return hi == 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _linked(bits, ub, hasb, unit, base, L):
+    """Whether the runs of the row at flat ``base`` need its unit bonds read site by
+    site: bonds given, the stencil holds the unit step (``unit``), and some unit bond
+    inside the row (plane at word ``ub``; the bond into site x starts at x - 1) closed.
+    Otherwise open neighbours along the row join as without bonds (``unit``)."""
+    if not hasb or unit == 0 or L < 2:
+        return False
+    return not _all_bits(bits, ub, base, base + L - 1)
+
+
+# The row scans below work on a slice of one row (``seg``: its open flags, ``dst``: its
+# labels; indices from 0 let LLVM drop the negative-index checks); bit ``gb + x`` of
+# the words from ``bits[w0]`` is the unit bond into site x. ``(v + 255) >> 8`` is the
+# open bit of a uint8 ``v``. With ``lk`` False the unit bonds are not read (see
+# :func:`_linked`), and the labels are found by a second scan; with ``lk`` the scan
+# that writes the runs leaves each site's run in ``dst`` (-1 off the runs) and the
+# labels are gathered from it (cheaper than reading the bonds again).
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_bits(bits, ub, hasb, unit, base, L):
+    """``(lk, w0, gb)`` of the row at flat ``base`` (see above)."""
+    return _linked(bits, ub, hasb, unit, base, L), ub + (base >> 5), (base & 31) - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_count(seg, bits, w0, gb, lk, unit):
+    """The runs of one row. Branch-free; O(L)."""
+    c = np.int64(0)
+    prev = np.int64(0)
+    if lk:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            g = max(gb + x, 0)  # at x = 0 the bit is unused: prev is 0
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
+            c += o & ((o & prev & link) ^ 1)
+            prev = o
+    elif unit:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            c += o & (prev ^ 1)
+            prev = o
+    else:
+        for x in range(seg.shape[0]):
+            c += (np.int64(seg[x]) + 255) >> 8
+    return c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k, keep):
+    """Write the runs of one row from slot ``k``: ``rs``/``re`` (start, exclusive end
+    along the row); the slot past its last run receives scratch; with ``lk`` or
+    ``keep`` each site's run into ``dst`` (see above). Branch-free; returns the next
+    free slot."""
+    L = seg.shape[0]
+    ks = k
+    ke = k
+    prev = np.int64(0)
+    if lk:
+        for x in range(L):
+            o = (np.int64(seg[x]) + 255) >> 8
+            g = max(gb + x, 0)
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
+            cut = (o & prev & link) ^ 1
+            re[ke] = x
+            ke += prev & cut
+            rs[ks] = x
+            ks += o & cut
+            dst[x] = o * ks - 1
+            prev = o
+    elif unit:
+        for x in range(L):
+            o = (np.int64(seg[x]) + 255) >> 8
+            re[ke] = x
+            ke += prev & (o ^ 1)
+            rs[ks] = x
+            ks += o & (prev ^ 1)
+            if keep:
+                dst[x] = o * ks - 1
+            prev = o
+    else:
+        for x in range(L):
+            o = (np.int64(seg[x]) + 255) >> 8
+            re[ke] = x
+            ke += prev
+            rs[ks] = x
+            ks += o
+            if keep:
+                dst[x] = o * ks - 1
+            prev = o
+    if prev:
+        re[ke] = L
+    return ks
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k):
+    """:func:`_row_scan` writing only the row's own slots (a branch per site)."""
+    L = seg.shape[0]
+    ks = k
+    ke = k
+    prev = np.int64(0)
+    link = unit
+    for x in range(L):
+        o = (np.int64(seg[x]) + 255) >> 8
+        if lk:
+            g = max(gb + x, 0)
+            link = (np.int64(bits[w0 + (g >> 5)]) >> (g & 31)) & 1
+        cut = (o & prev & link) ^ 1
+        if prev & cut:
+            re[ke] = x
+            ke += 1
+        if o & cut:
+            rs[ks] = x
+            ks += 1
+        if lk:
+            dst[x] = o * ks - 1
+        prev = o
+    if prev:
+        re[ke] = L
+    return ks
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_label(dst, seg, lk, unit, lab, a):
+    """Labels of one row whose first run is ``a`` (``lab[a + 1]`` is run a's label):
+    with ``lk`` gathered from the runs in ``dst``, else a running count of run starts
+    picks the run and the open bit zeroes the gaps. Branch-free; O(L)."""
+    prev = np.int64(0)
+    if lk:
+        for x in range(seg.shape[0]):
+            dst[x] = lab[dst[x] + 1]
+    elif unit:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            a += o & (prev ^ 1)
+            prev = o
+            dst[x] = lab[a] * o
+    else:
+        for x in range(seg.shape[0]):
+            o = (np.int64(seg[x]) + 255) >> 8
+            a += o
+            dst[x] = lab[a] * o
+
+
 @njit(cache=True, nogil=True)
 def _scan_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, rs, re, k, out):
     """Runs of rows [row_lo, row_hi) from slot ``k``: ``rs``/``re`` (start, exclusive end
     along the last axis), ``row_ptr[row]`` the row's first run; one slot past the last
-    run receives scratch. ``us`` is the unit bond's plane (-1: no unit step, every site
-    its own run). ``out`` receives each open site's run, -1 on the others (the labels
-    are gathered from it later). Branch-free over the sites; returns the next free
-    slot."""
+    run receives scratch; ``out`` each site's run, -1 off the runs (gathered into labels
+    by :func:`_write_labels`: on a lattice labelled in one call a cache-resident pass,
+    cheaper than a second scan). ``us`` is the unit bond's plane (-1: no unit step,
+    every site its own run). Branch-free over the sites; returns the next free slot."""
     hasb = bits.shape[0] != 0
     ub = max(us, 0) * words
     unit = np.int64(1 if us >= 0 else 0)
-    ks = k
-    ke = k
     for row in range(row_lo, row_hi):
-        row_ptr[row] = ks
+        row_ptr[row] = k
         base = row * L
-        prev = np.int64(0)
-        if hasb and unit:
-            # the unit bond into site x starts at x - 1 (at x = 0 the bit read is
-            # unused: prev is 0)
-            for x in range(L):
-                o = (np.int64(open_[base + x]) + 255) >> 8
-                g = base + x - 1
-                link = (np.int64(bits[ub + (g >> 5)]) >> (g & 31)) & 1
-                cut = (o & prev & link) ^ 1
-                re[ke] = x
-                ke += prev & cut
-                rs[ks] = x
-                ks += o & cut
-                out[base + x] = o * ks - 1
-                prev = o
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        k = _row_scan(open_[base:base + L], out[base:base + L], bits, w0, gb, lk, unit,
+                      rs, re, k, True)
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _count_rows(open_, bits, words, us, L, row_lo, row_hi, row_cnt):
+    """``row_cnt[row]``: the runs of each row of [row_lo, row_hi) (as
+    :func:`_scan_rows` finds them). Branch-free; O(sites)."""
+    hasb = bits.shape[0] != 0
+    ub = max(us, 0) * words
+    unit = np.int64(1 if us >= 0 else 0)
+    for row in range(row_lo, row_hi):
+        base = row * L
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        row_cnt[row] = _row_count(open_[base:base + L], bits, w0, gb, lk, unit)
+
+
+@njit(cache=True, nogil=True)
+def _write_rows(open_, bits, words, us, L, row_lo, row_hi, row_ptr, end, rs, re, out,
+                parent, disp, flag, P):
+    """:func:`_scan_rows` of rows [row_lo, row_hi) into the slots ``row_ptr`` gives them
+    (counted by :func:`_count_rows`), each run then its own set (winding 0, no wrap);
+    ``end`` is the first slot another thread may write: a row whose scratch slot would
+    reach it is scanned without spilling."""
+    hasb = bits.shape[0] != 0
+    ub = max(us, 0) * words
+    unit = np.int64(1 if us >= 0 else 0)
+    for row in range(row_lo, row_hi):
+        k = row_ptr[row]
+        k1 = row_ptr[row + 1]
+        base = row * L
+        lk, w0, gb = _row_bits(bits, ub, hasb, unit, base, L)
+        seg = open_[base:base + L]
+        dst = out[base:base + L]
+        if k1 < end:
+            _row_scan(seg, dst, bits, w0, gb, lk, unit, rs, re, k, False)
         else:
-            for x in range(L):
-                o = (np.int64(open_[base + x]) + 255) >> 8
-                cut = (o & prev & unit) ^ 1
-                re[ke] = x
-                ke += prev & cut
-                rs[ks] = x
-                ks += o & cut
-                out[base + x] = o * ks - 1
-                prev = o
-        if prev:
-            re[ke] = L
-            ke += 1
-    return ks
+            _row_scan_tight(seg, dst, bits, w0, gb, lk, unit, rs, re, k)
+        for a in range(k, k1):
+            parent[a] = a
+        if P:
+            flag[k:k1] = 0
+            disp[k * _LANES:k1 * _LANES] = 0
+
+
+@njit(cache=True, nogil=True)
+def _label_rows(out, open_, bits, words, us, L, row_lo, row_hi, row_ptr, lab):
+    """Labels of the sites of rows [row_lo, row_hi) (:func:`_row_label`; ``out`` as the
+    scan left it); ``lab[a + 1]`` is run a's label. O(sites)."""
+    hasb = bits.shape[0] != 0
+    ub = max(us, 0) * words
+    unit = np.int64(1 if us >= 0 else 0)
+    for row in range(row_lo, row_hi):
+        base = row * L
+        a = row_ptr[row]
+        if row_ptr[row + 1] == a:
+            out[base:base + L] = 0
+            continue
+        lk = _linked(bits, ub, hasb, unit, base, L)
+        _row_label(out[base:base + L], open_[base:base + L], lk, unit, lab, a)
 
 
 @njit(cache=True, nogil=True)
@@ -185,8 +386,9 @@ def _wind_rows(parent, disp, flag, rs, re, row_ptr, row_lo, row_hi, chunk_lo, ch
             wrap = per_last and cl != 0
             bm = b0
             # the seam step joins the row's first run with its last: one pass of the
-            # loops below with a = a0, b = a1 - 1 and no bond left to check
-            chk = hasb and not seam
+            # loops below with a = a0, b = a1 - 1 and no bond left to check; a target
+            # row whose bonds along this offset are all open needs no check either
+            chk = hasb and not seam and not _all_bits(bits, wb, tb, tb + L)
             if P == 0 and not seam and not wrap:
                 # labels only, no shift across the seam: the merge walk of
                 # components._runs_union_rows, plus the bond check
@@ -393,6 +595,119 @@ def _wind_batched(out, sizes, wraps, counts, stack, lo, hi, bits, words, us, hal
                                 re[k], lab[k], disp[k], flag[k])
 
 
+# --- one lattice split over threads ------------------------------------------------------
+# As components._components_windows: every call does window s (w rows) of each of the T
+# row chunks; the run scan counts, then writes at the prefix sums; the unions inside a
+# chunk touch only its own runs, so chunks join in parallel (windings included: a
+# chunk's unions read and write only its runs' parents and displacements), every
+# window of them before the unions across chunk seams, which run in order.
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _par_count(open_, bits, words, us, L, row_cnt, T, s, w):
+    """:func:`_count_rows` of window ``s`` of each row chunk, in parallel."""
+    nrow = row_cnt.shape[0]
+    for tt in prange(T):
+        _, _, a, b = _window(nrow, T, np.int64(tt), s, w)
+        _count_rows(open_, bits, words, us, L, a, b, row_cnt)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _par_write(open_, bits, words, us, L, row_ptr, rs, re, out, parent, disp, flag, P, T,
+               s, w):
+    """:func:`_write_rows` of window ``s`` of each row chunk, in parallel (a chunk's
+    first slot past its runs belongs to the next chunk: never spilled into)."""
+    nrow = row_ptr.shape[0] - 1
+    for tt in prange(T):
+        _, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
+        _write_rows(open_, bits, words, us, L, a, b, row_ptr, row_ptr[hi], rs, re, out,
+                    parent, disp, flag, P)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _par_inside(parent, disp, flag, rs, re, row_ptr, bits, words, hslot, unit_h, half,
+                shape, periodic, wax, T, s, w):
+    """:func:`_wind_rows` inside the row chunks (targets in the same chunk), window ``s``
+    of each, in parallel; every window of it before :func:`_par_cross`."""
+    nrow = row_ptr.shape[0] - 1
+    for tt in prange(T):
+        lo, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
+        _wind_rows(parent, disp, flag, rs, re, row_ptr, a, b, lo, hi, _NO, bits, words,
+                   hslot, unit_h, half, shape, periodic, wax)
+
+
+@njit(cache=True, nogil=True)
+def _par_cross(parent, disp, flag, rs, re, row_ptr, bits, words, hslot, unit_h, half,
+               shape, periodic, wax, T, s, w):
+    """:func:`_wind_rows` across the chunk seams (targets in other chunks), window ``s``
+    of each chunk, in order."""
+    nrow = row_ptr.shape[0] - 1
+    for t in range(T):
+        lo, hi, a, b = _window(nrow, T, np.int64(t), s, w)
+        _wind_rows(parent, disp, flag, rs, re, row_ptr, a, b, lo, hi, _YES, bits, words,
+                   hslot, unit_h, half, shape, periodic, wax)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _par_labels(out, open_, bits, words, us, L, row_ptr, lab, T, s, w):
+    """:func:`_label_rows` of window ``s`` of each row chunk, in parallel."""
+    nrow = row_ptr.shape[0] - 1
+    for tt in prange(T):
+        _, _, a, b = _window(nrow, T, np.int64(tt), s, w)
+        _label_rows(out, open_, bits, words, us, L, a, b, row_ptr, lab)
+
+
+def _wind_windows(labels, open_, bits, words, us, half, hslot, unit_h, shape, periodic,
+                  wax, n, L, T):
+    """:func:`_wind_whole` over T row chunks in calls of about ``_budget._BUDGET`` units
+    (see "Interrupts" in :mod:`catalytic.kernels.cpu._budget`). Returns
+    ``(count, sizes, wraps)`` (``sizes`` and ``wraps`` indexed by label, from 0)."""
+    P = wax.shape[0]
+    nrow = n // L
+    budget = max(1, _budget._BUDGET)
+    chunk_rows = -(-nrow // T)
+    w = max(1, budget // (T * L))
+    wins = range(-(-chunk_rows // w))
+    row_cnt = np.empty(nrow, dtype=np.int64)
+    for s in wins:
+        _par_count(open_, bits, words, us, L, row_cnt, T, s, w)
+    row_ptr = np.zeros(nrow + 1, dtype=np.int64)
+    np.cumsum(row_cnt, out=row_ptr[1:])
+    R = int(row_ptr[-1])
+    rs = np.empty(R + 1, dtype=np.int32)
+    re = np.empty(R + 1, dtype=np.int32)
+    lab = np.empty(R + 1, dtype=np.int32)
+    parent = lab[1:]
+    disp = np.empty(R * _LANES if P else 0, dtype=np.int32)
+    flag = np.empty(R if P else 0, dtype=np.uint8)
+    for s in wins:
+        _par_write(open_, bits, words, us, L, row_ptr, rs, re, labels, parent, disp, flag,
+                   P, T, s, w)
+    # a row's unions cost about 4 units per site and half-stencil offset
+    wu = max(1, budget // (T * L * 4 * max(half.shape[0], 1)))
+    uwins = range(-(-chunk_rows // wu))
+    for s in uwins:
+        _par_inside(parent, disp, flag, rs, re, row_ptr, bits, words, hslot, unit_h, half,
+                    shape, periodic, wax, T, s, wu)
+    if T > 1:
+        for s in uwins:
+            _par_cross(parent, disp, flag, rs, re, row_ptr, bits, words, hslot, unit_h,
+                       half, shape, periodic, wax, T, s, wu)
+    sizes = np.empty(R + 1, dtype=np.int64)
+    wraps = np.empty(R + 1, dtype=np.uint8)
+    count = 0
+    for lo in range(0, R, budget):
+        count = _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, min(R, lo + budget),
+                              count, P)
+    if R == 0:
+        sizes[0] = 0
+        wraps[0] = 0
+    lab[0] = 0
+    for s in wins:
+        _par_labels(labels, open_, bits, words, us, L, row_ptr, lab, T, s, w)
+    return int(count), sizes, wraps
+
+
 @functools.lru_cache(maxsize=256)
 def _tables(key: bytes, slot_key: bytes, d: int):
     """``(half, hslot, unit_h)`` for an offsets table: the backward half stencil, per
@@ -486,12 +801,16 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
     that joins two sets fixes the new root's winding, a step inside one set whose
     windings disagree marks the set as wrapping. Without tracked axes the unions are
     Rem's (see :func:`catalytic.kernels.cpu.components._union`). A bond check costs a
-    word of bits per 32 sites of overlap. O(n + R k alpha) time for R runs, serial.
-    Besides 4 bytes of labels per site, 21 bytes per possible run (37 with tracked
-    axes): R <= n/2 + 1 without bonds when the stencil holds the unit step, else n. A
-    lattice whose labelling fits in one ``_budget._BUDGET`` is labelled by one kernel
-    call, a larger one by calls of about that many units each, so a signal handler
-    (Ctrl-C) runs between two of them (see "Interrupts" in
+    word of bits per 32 sites of overlap. O(n + R k alpha) time for R runs. A lattice of
+    up to ``_WHOLE_WORK`` site-offsets (any size on one thread) whose labelling fits in
+    one ``_budget._BUDGET`` is labelled by one serial kernel call, with 21 bytes of
+    scratch per possible run (38 with tracked axes; R <= n/2 + 1 without bonds when the
+    stencil holds the unit step, else n). A larger one is split as
+    :func:`catalytic.kernels.cpu.components.connected_components` splits it: one chunk
+    of rows per thread (``numba.get_num_threads()``), runs counted then written and
+    joined inside each chunk in parallel, the chunk seams joined in order, 21 (38)
+    bytes per run found; every phase in kernel calls of about ``_budget._BUDGET``
+    units, so a signal handler (Ctrl-C) runs between two of them (see "Interrupts" in
     :mod:`catalytic.kernels.cpu._budget`).
 
     Examples
@@ -521,43 +840,25 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         return (np.zeros(0, np.int32), 0, np.zeros(0, np.int64), np.zeros(1, np.uint8))
     if open_.shape[0] == 0:
         open_ = np.ones(n, dtype=np.uint8)
-    P = wax.shape[0]
     L = int(shape[-1])
-    m = _bound(n, L, us, bits)
-    row_ptr, rs, re, lab, disp, flag = (a[0] for a in _scratch(1, m, n // L, P))
+    nrow = n // L
     labels = np.empty(n, dtype=np.int32)
-    sizes = np.empty(m, dtype=np.int64)
-    wraps = np.empty(m, dtype=np.uint8)
     words = int(words)
-    if n * (4 + 4 * half.shape[0]) <= _budget._BUDGET:
+    one_call = n * (4 + 4 * half.shape[0]) <= _budget._BUDGET
+    T = 1 if one_call and n * half.shape[0] <= _WHOLE_WORK else max(
+        1, min(numba.get_num_threads(), nrow))
+    if one_call and T == 1:
+        m = _bound(n, L, us, bits)
+        row_ptr, rs, re, lab, disp, flag = (a[0] for a in _scratch(1, m, nrow, wax.shape[0]))
+        sizes = np.empty(m, dtype=np.int64)
+        wraps = np.empty(m, dtype=np.uint8)
         count = int(_wind_whole(labels, sizes, wraps, open_, bits, words, us, half, hslot,
                                 unit_h, shape, periodic, wax, row_ptr, rs, re, lab, disp,
                                 flag))
-        return labels, count, sizes[1:count + 1].copy(), wraps[:count + 1].copy()
-    # every phase in calls of about _BUDGET units (see "Interrupts" in _budget)
-    nrow = n // L
-    step = max(1, _budget._BUDGET)
-    wr = max(1, step // L)
-    R = 0
-    for lo in range(0, nrow, wr):
-        R = _scan_rows(open_, bits, words, us, L, lo, min(nrow, lo + wr), row_ptr, rs, re, R,
-                       labels)
-    row_ptr[nrow] = R
-    lab[0] = 0
-    parent = lab[1:]
-    for lo in range(0, R, step):
-        _init_runs(parent, flag, disp, P, lo, min(R, lo + step))
-    w = max(1, step // (L * 4 * max(half.shape[0], 1)))
-    for lo in range(0, nrow, w):
-        _wind_rows(parent, disp, flag, rs, re, row_ptr, lo, min(nrow, lo + w), 0, nrow,
-                   False, bits, words, hslot, unit_h, half, shape, periodic, wax)
-    count = 0
-    for lo in range(0, R, step):
-        count = _relabel_runs(parent, flag, sizes, wraps, rs, re, lo, min(R, lo + step),
-                              count, P)
-    for lo in range(0, n, step):
-        _write_labels(labels, lab, lo, min(n, lo + step))
-    return labels, int(count), sizes[1:count + 1].copy(), wraps[:count + 1].copy()
+    else:
+        count, sizes, wraps = _wind_windows(labels, open_, bits, words, us, half, hslot,
+                                            unit_h, shape, periodic, wax, n, L, T)
+    return labels, count, sizes[1:count + 1].copy(), wraps[:count + 1].copy()
 
 
 def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits, words,
