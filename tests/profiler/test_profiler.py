@@ -669,9 +669,12 @@ def test_cli_profile_interrupted_writes_what_was_recorded(tmp_path):
 
     script, ready = tmp_path / "sleeper.py", tmp_path / "ready"
     script.write_text(SLEEPER)
+    # SIGINT at its default in the child: a test run started in the background of a
+    # shell inherits it ignored, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, "-m", "catalytic.cli", "profile", "-o",
                              str(tmp_path / "p"), str(script), str(ready)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         while not ready.exists() and proc.poll() is None:
             time.sleep(0.05)
