@@ -170,13 +170,21 @@ def plan(*, reports: Path, cpu_bfs: float | None, cc3d: str, python: str = sys.e
     ]
 
 
+def _sigint_default():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_step(step: Step, *, limit_s: float, env: dict, log, cwd: Path = ROOT) -> Step:
     """Run ``step.argv`` for at most ``limit_s`` seconds (Ctrl-C, then a kill after
     :data:`GRACE_S`), its output copied to stdout and ``log``; sets the step's status:
     ``ok``, ``failed (exit N)`` or ``timed out after N s``."""
     t0 = time.monotonic()
+    # SIGINT at its default in the step: started from a shell's background (nohup, &),
+    # this script inherits it ignored, and so would the step, which then could not
+    # write its results on Ctrl-C
     proc = subprocess.Popen(step.argv, cwd=cwd, env={**env, **step.env}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_sigint_default)
 
     def copy():
         for line in iter(proc.stdout.readline, b""):
