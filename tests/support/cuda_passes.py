@@ -138,7 +138,7 @@ def pytest_sessionfinish(session):
     if not _xdist_controller(config) or not parts:
         return
     report = config.pluginmanager.get_plugin("terminalreporter")
-    report.ensure_newline()
+    report.write("\n")  # after the workers' progress line
     partial = next((p["partial"] for p in parts if p["partial"] is not None), None)
     if partial is not None:
         report.write_line(f"whole-session CUDA checks skipped: only part of the CUDA "
