@@ -162,14 +162,12 @@ def _fill_seg(dst, src_open, src_vals, has_mask, has_vals, open_val, wall_val):
             dst[x] = open_val
 
 
-@njit(cache=True, nogil=True)
-def _fill_row(out, prow, x0, x1, vals, open_, open_val, wall_val, portal_val, shape, periodic,
-              r, pshape):
-    """Fill cells [x0, x1) of padded row ``prow`` (see :func:`_fill_padded`)."""
+@njit(cache=True, nogil=True, inline="always")
+def _row_class(prow, shape, periodic, r, pshape):
+    """``(wall, portal, realrow)`` of padded row ``prow``: whether a leading coordinate
+    lies in the halo of an open axis (a wall row) or of a periodic one (a portal row),
+    and otherwise the row's index among the lattice's rows."""
     d = shape.shape[0]
-    PL = pshape[d - 1]
-    L = shape[d - 1]
-    rL = r[d - 1]
     rem = prow
     wall = False
     portal = False
@@ -187,6 +185,18 @@ def _fill_row(out, prow, x0, x1, vals, open_, open_val, wall_val, portal_val, sh
         else:
             realrow += c * mult
         mult *= shape[a]
+    return wall, portal, realrow
+
+
+@njit(cache=True, nogil=True)
+def _fill_row(out, prow, x0, x1, vals, open_, open_val, wall_val, portal_val, shape, periodic,
+              r, pshape):
+    """Fill cells [x0, x1) of padded row ``prow`` (see :func:`_fill_padded`)."""
+    d = shape.shape[0]
+    PL = pshape[d - 1]
+    L = shape[d - 1]
+    rL = r[d - 1]
+    wall, portal, realrow = _row_class(prow, shape, periodic, r, pshape)
     base = prow * PL
     row = out[base:base + PL]
     if wall:
@@ -603,23 +613,7 @@ def _fill_coded_row(out, prow, x0, x1, bits, nw, open_, sign, shape, periodic, r
     PL = pshape[d - 1]
     L = shape[d - 1]
     rL = r[d - 1]
-    rem = prow
-    wall = False
-    portal = False
-    realrow = 0
-    mult = 1
-    for a in range(d - 2, -1, -1):
-        c = rem % pshape[a]
-        rem //= pshape[a]
-        c -= r[a]
-        if c < 0 or c >= shape[a]:
-            if periodic[a]:
-                portal = True
-            else:
-                wall = True
-        else:
-            realrow += c * mult
-        mult *= shape[a]
+    wall, portal, realrow = _row_class(prow, shape, periodic, r, pshape)
     base = prow * PL
     row = out[base:base + PL]
     if wall:
