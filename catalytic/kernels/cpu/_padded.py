@@ -163,56 +163,62 @@ def _fill_seg(dst, src_open, src_vals, has_mask, has_vals, open_val, wall_val):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _row_class(prow, shape, periodic, r, pshape):
-    """``(wall, portal, realrow)`` of padded row ``prow``: whether a leading coordinate
-    lies in the halo of an open axis (a wall row) or of a periodic one (a portal row),
-    and otherwise the row's index among the lattice's rows."""
+def _row_frame(out, prow, x0, x1, wall_val, portal_val, shape, periodic, r, pshape):
+    """Fill what cells [x0, x1) of padded row ``prow`` take without the lattice's data:
+    all of them in a wall or portal row, else the halo cells of the last axis. Returns
+    ``(a, b, ib)``: the interior cells [a, b) left to fill (none when ``a >= b``) and
+    the flat site of cell ``a``."""
     d = shape.shape[0]
+    PL = pshape[d - 1]
+    L = shape[d - 1]
+    rL = r[d - 1]
+    # a leading coordinate in the halo of an open axis: a wall row; of a periodic one:
+    # a portal row; else the row's index among the lattice's rows
     rem = prow
     wall = False
     portal = False
     realrow = 0
     mult = 1
-    for a in range(d - 2, -1, -1):
-        c = rem % pshape[a]
-        rem //= pshape[a]
-        c -= r[a]
-        if c < 0 or c >= shape[a]:
-            if periodic[a]:
+    for ax in range(d - 2, -1, -1):
+        c = rem % pshape[ax]
+        rem //= pshape[ax]
+        c -= r[ax]
+        if c < 0 or c >= shape[ax]:
+            if periodic[ax]:
                 portal = True
             else:
                 wall = True
         else:
             realrow += c * mult
-        mult *= shape[a]
-    return wall, portal, realrow
-
-
-@njit(cache=True, nogil=True)
-def _fill_row(out, prow, x0, x1, vals, open_, open_val, wall_val, portal_val, shape, periodic,
-              r, pshape):
-    """Fill cells [x0, x1) of padded row ``prow`` (see :func:`_fill_padded`)."""
-    d = shape.shape[0]
-    PL = pshape[d - 1]
-    L = shape[d - 1]
-    rL = r[d - 1]
-    wall, portal, realrow = _row_class(prow, shape, periodic, r, pshape)
+        mult *= shape[ax]
     base = prow * PL
     row = out[base:base + PL]
     if wall:
         row[x0:x1] = wall_val
-        return
+        return 0, 0, 0
     halo_val = portal_val if periodic[d - 1] else wall_val
     a = max(x0, rL)  # the interior part [a, b) of the segment
     b = min(x1, rL + L)
     row[x0:min(x1, rL)] = halo_val
     row[max(x0, rL + L):x1] = halo_val
     if a >= b:
-        return
+        return 0, 0, 0
     if portal:
         row[a:b] = portal_val
+        return 0, 0, 0
+    return a, b, realrow * L + a - rL
+
+
+@njit(cache=True, nogil=True)
+def _fill_row(out, prow, x0, x1, vals, open_, open_val, wall_val, portal_val, shape, periodic,
+              r, pshape):
+    """Fill cells [x0, x1) of padded row ``prow`` (see :func:`_fill_padded`)."""
+    a, b, ib = _row_frame(out, prow, x0, x1, wall_val, portal_val, shape, periodic, r,
+                          pshape)
+    if a >= b:
         return
-    ib = realrow * L + a - rL
+    base = prow * pshape[pshape.shape[0] - 1]
+    row = out[base:base + pshape[pshape.shape[0] - 1]]
     n = b - a
     has_mask = open_.shape[0] != 0
     has_vals = vals.shape[0] != 0
@@ -609,27 +615,11 @@ def _code_seg(dst, bits, open_, nw, sign):
 def _fill_coded_row(out, prow, x0, x1, bits, nw, open_, sign, shape, periodic, r, pshape):
     """Cells [x0, x1) of padded row ``prow`` of :func:`code_bonds` (the classes of
     :func:`_fill_row`, open cells coded)."""
-    d = shape.shape[0]
-    PL = pshape[d - 1]
-    L = shape[d - 1]
-    rL = r[d - 1]
-    wall, portal, realrow = _row_class(prow, shape, periodic, r, pshape)
-    base = prow * PL
-    row = out[base:base + PL]
-    if wall:
-        row[x0:x1] = sign
-        return
-    halo_val = PORTAL if periodic[d - 1] else sign
-    a = max(x0, rL)  # the interior part [a, b) of the segment
-    b = min(x1, rL + L)
-    row[x0:min(x1, rL)] = halo_val
-    row[max(x0, rL + L):x1] = halo_val
+    a, b, ib = _row_frame(out, prow, x0, x1, sign, PORTAL, shape, periodic, r, pshape)
     if a >= b:
         return
-    if portal:
-        row[a:b] = PORTAL
-        return
-    ib = realrow * L + a - rL
+    base = prow * pshape[pshape.shape[0] - 1]
+    row = out[base:base + pshape[pshape.shape[0] - 1]]
     _code_seg(row[a:b], bits[(base + a) * nw:(base + b) * nw],
               open_[ib:ib + b - a] if open_.shape[0] != 0 else open_, nw, sign)
 
