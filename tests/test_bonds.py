@@ -14,16 +14,9 @@ from hypothesis import example, given, settings
 import catalytic as cat
 from catalytic.errors import NoBackendError
 from tests.support.oracles import bond_graph, forward_offsets
-from tests.support.strategies import lattice_specs, make
+from tests.support.strategies import L1, L2, lattice_specs, make
 
 SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)
-# the parallel-bond cases (periodic axes of length 1 and 2) that random draws rarely hit
-L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
-      "weights": None, "bonds": np.array([[[False, True, True], [True, True, False]],
-                                          [[True, True, True], [True, False, True]]]),
-      "bond_weights": np.arange(12, dtype=float).reshape(2, 2, 3) + 1}
-L1 = {"shape": (1, 3), "periodic": (True, True), "stencil": "moore", "mask": None,
-      "weights": None, "bonds": np.ones((4, 1, 3), bool), "bond_weights": None}
 
 
 def _edges(G):

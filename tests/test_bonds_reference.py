@@ -21,8 +21,7 @@ from catalytic.backends._common import path_result
 from catalytic.catalogue import diffusion_limit
 from tests.support.oracles import (FLOAT_ATOL, FLOAT_RTOL, bond_graph, bond_graph_windings,
                                    open_sites, step_cost_digraph)
-from tests.support.strategies import lattice_specs, make
-from tests.test_bonds import L1, L2
+from tests.support.strategies import L1, L2, lattice_specs, make
 
 NP = "numpy"
 SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)

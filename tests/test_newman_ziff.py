@@ -19,15 +19,7 @@ import catalytic as cat
 from catalytic import percolation as P
 from catalytic.errors import InsufficientMemoryError
 from tests.support.percolation_oracle import cluster_state, existing_sites, usable_bonds
-from tests.support.strategies import lattice_specs, make
-
-# the parallel-bond cases of tests/test_bonds.py (periodic axes of length 2 and 1)
-L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
-      "weights": None, "bonds": np.array([[[False, True, True], [True, True, False]],
-                                          [[True, True, True], [True, False, True]]]),
-      "bond_weights": np.arange(12, dtype=float).reshape(2, 2, 3) + 1}
-L1 = {"shape": (1, 3), "periodic": (True, True), "stencil": "moore", "mask": None,
-      "weights": None, "bonds": np.ones((4, 1, 3), bool), "bond_weights": None}
+from tests.support.strategies import L1, L2, lattice_specs, make
 
 
 def _same(a, b):

@@ -21,8 +21,7 @@ from catalytic.backends._common import wrapping_labels
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu.winding import label_windings, label_windings_batched
 from tests.support.oracles import bond_graph, bond_graph_windings
-from tests.support.strategies import lattice_specs, make
-from tests.test_bonds import L1, L2
+from tests.support.strategies import L1, L2, lattice_specs, make
 
 B = "numba-cpu"
 SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)

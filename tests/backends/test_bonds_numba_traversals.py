@@ -25,8 +25,7 @@ from catalytic.errors import NoBackendError
 from catalytic.kernels.cpu import _budget, _padded, bfs
 from catalytic.kernels.cpu import centrality as CC
 from tests.support.oracles import bond_graph, open_sites, step_cost_digraph, usable_bonds
-from tests.support.strategies import lattice_specs, make, pick_open
-from tests.test_bonds import L1, L2
+from tests.support.strategies import L1, L2, lattice_specs, make, pick_open
 
 CPU = "numba-cpu"
 SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)

@@ -91,6 +91,17 @@ def lattice_specs(
     return spec
 
 
+#: parallel bonds along a periodic axis of length 2 (bond weights 1..12, some bonds
+#: closed): a case random draws rarely hit
+L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
+      "weights": None, "bonds": np.array([[[False, True, True], [True, True, False]],
+                                          [[True, True, True], [True, False, True]]]),
+      "bond_weights": np.arange(12, dtype=float).reshape(2, 2, 3) + 1}
+#: self-loop bonds along periodic axes of length 1 (Moore, every bond open)
+L1 = {"shape": (1, 3), "periodic": (True, True), "stencil": "moore", "mask": None,
+      "weights": None, "bonds": np.ones((4, 1, 3), bool), "bond_weights": None}
+
+
 def custom_stencil(d: int) -> np.ndarray:
     """A custom symmetric stencil: the axes, plus a knight's move in 2-D and up."""
     rows = []

@@ -18,7 +18,7 @@ import catalytic as cat
 from catalytic.backends import cuda_backend as CB
 from catalytic.backends.cuda_backend import implementations as impl
 from tests.support.oracles import bond_graph, coords_of, open_sites, step_cost_digraph
-from tests.support.strategies import custom_stencil, lattice_specs, make
+from tests.support.strategies import L1, L2, custom_stencil, lattice_specs, make
 
 sim = pytest.mark.sim
 
@@ -26,13 +26,6 @@ sim = pytest.mark.sim
 SPECS = st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=27),
                   lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=27,
                                 weights=True))
-# the parallel-bond cases of tests/test_bonds.py: periodic axes of length 2 and 1
-L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
-      "weights": None, "bonds": np.array([[[False, True, True], [True, True, False]],
-                                          [[True, True, True], [True, False, True]]]),
-      "bond_weights": np.arange(12, dtype=float).reshape(2, 2, 3) + 1}
-L1 = {"shape": (1, 3), "periodic": (True, True), "stencil": "moore", "mask": None,
-      "weights": None, "bonds": np.ones((4, 1, 3), bool), "bond_weights": None}
 # L2 with site weights too, and its first (direct) bonds closed where a parallel one is open
 L2W = {**L2, "weights": np.array([[0.5, 2.0, 1.0], [0.0, 3.0, 1.5]]),
        "bonds": np.array([[[False, False, True], [True, True, True]],

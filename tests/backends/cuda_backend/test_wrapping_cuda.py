@@ -18,7 +18,7 @@ from catalytic.backends import _common
 from catalytic.backends import cuda_backend as cb
 from catalytic.kernels.cuda import winding
 from tests.support.oracles import bond_graph_windings, usable_bonds
-from tests.support.strategies import custom_stencil, lattice_specs, make
+from tests.support.strategies import L1, L2, custom_stencil, lattice_specs, make
 
 sim = pytest.mark.sim
 
@@ -50,13 +50,6 @@ SPECS = st.one_of(
     lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=40),
     lattice_specs(max_dim=3, custom=True, max_sites=40),
 ).map(_some_periodic)
-# parallel bonds along a periodic axis of length 2, self-loop bonds along one of length 1
-L2 = {"shape": (2, 3), "periodic": (True, False), "stencil": "von_neumann", "mask": None,
-      "weights": None, "bonds": np.array([[[False, True, True], [True, True, False]],
-                                          [[True, True, True], [True, False, True]]]),
-      "bond_weights": np.arange(12, dtype=float).reshape(2, 2, 3) + 1}
-L1 = {"shape": (1, 3), "periodic": (True, True), "stencil": "moore", "mask": None,
-      "weights": None, "bonds": np.ones((4, 1, 3), bool), "bond_weights": None}
 # one step of a knight's move winds once round the length-2 axis, or twice round the
 # length-1 axis
 KNIGHT = {"shape": (2, 1, 3), "periodic": (True, True, False), "stencil": custom_stencil(3),
