@@ -35,15 +35,6 @@ def _timed(fn):
     return out, time.perf_counter() - t0
 
 
-def _same_partition(a, b) -> bool:
-    """Two labellings (0 = blocked) name the same clusters."""
-    a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
-    if not np.array_equal(a == 0, b == 0):
-        return False
-    pairs = np.unique(np.stack([a, b]), axis=1)
-    return len(np.unique(pairs[0])) == pairs.shape[1] == len(np.unique(pairs[1]))
-
-
 def _scipy(g, source, weighted):
     """Distances from ``source`` and component labels by SciPy on the bond-aware adjacency."""
     from scipy.sparse.csgraph import connected_components, dijkstra, shortest_path
@@ -62,6 +53,7 @@ def _scipy(g, source, weighted):
 def check(shape, density, seed=0) -> list[dict]:
     import catalytic as cat
     from catalytic.errors import NoBackendError
+    from catalytic.tools.bench import same_partition
 
     rng = np.random.default_rng(seed)
     d = len(shape)
@@ -85,7 +77,7 @@ def check(shape, density, seed=0) -> list[dict]:
         dist, labels = _scipy(lat.geometry, source, name == "dijkstra")
         want = labels if name == "components" else dist
         if name == "components":
-            row["scipy_agrees"] = _same_partition(got, want)
+            row["scipy_agrees"] = same_partition(got, want)
         else:
             row["scipy_agrees"] = bool(np.array_equal(np.asarray(got).reshape(-1), want))
         try:
@@ -105,6 +97,7 @@ WRAP_CASES = (((128, 128), None), ((128, 128), 0.9), ((512, 512), None))
 
 def check_wrapping(shape, density, seed=0) -> dict:
     import catalytic as cat
+    from catalytic.tools.bench import same_partition
 
     rng = np.random.default_rng(seed)
     lat = cat.Lattice(shape=shape, periodic=True, mask=rng.random(shape) < 0.592746)
@@ -123,8 +116,8 @@ def check_wrapping(shape, density, seed=0) -> dict:
     # the labels name SciPy's components of the bond-aware adjacency on the open sites
     g = lat.geometry
     _, labels = _scipy(g, 0, False)
-    row["scipy_agrees"] = _same_partition(got.components.labels,
-                                          np.where(g.open_flat.astype(bool), labels, 0))
+    row["scipy_agrees"] = same_partition(got.components.labels,
+                                         np.where(g.open_flat.astype(bool), labels, 0))
     print(json.dumps(row), flush=True)
     return row
 

@@ -74,8 +74,33 @@ def _peer(name):
         return None
 
 
-def _same_partition(a, b) -> bool:
-    """Two labellings (0 = background) describe the same clusters, numbering aside."""
+def same_partition(a, b) -> bool:
+    """Whether two labellings describe the same clusters, numbering aside.
+
+    Parameters
+    ----------
+    a, b : array_like of int
+        Labellings of the same sites (any shape, compared flat); label 0 is background.
+
+    Returns
+    -------
+    bool
+        True when both mark the same sites as background and every cluster of ``a`` is
+        exactly one cluster of ``b``.
+
+    Notes
+    -----
+    O(n log n) in the number of sites n (a sort of the label pairs).
+
+    Examples
+    --------
+    >>> same_partition([[1, 1, 0], [2, 0, 3]], [[7, 7, 0], [5, 0, 4]])
+    True
+    >>> same_partition([1, 1, 2], [1, 2, 2])
+    False
+    >>> same_partition([1, 0], [1, 1])
+    False
+    """
     a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
     if not np.array_equal(a == 0, b == 0):
         return False
@@ -176,7 +201,7 @@ class Suite:
             lab = cc3d.connected_components(mask, connectivity=conn, periodic_boundary=periodic)
             self.add(w, size, n, "cc3d", median_time(lambda: cc3d.connected_components(
                 mask, connectivity=conn, periodic_boundary=periodic)),
-                _same_partition(lab, ours.labels))
+                same_partition(lab, ours.labels))
 
     # -- distances and paths -----------------------------------------------------------
     def distances(self):
