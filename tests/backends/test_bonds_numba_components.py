@@ -20,6 +20,7 @@ import catalytic as cat
 from catalytic.backends._common import wrapping_labels
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu.winding import label_windings, label_windings_batched
+from tests.support.kernel_calls import count_kernel_calls
 from tests.support.oracles import bond_graph, bond_graph_windings
 from tests.support.strategies import L1, L2, lattice_specs, make
 
@@ -323,17 +324,10 @@ SPLIT_KERNELS = ("_par_count", "_par_write", "_par_inside", "_par_cross", "_par_
 
 
 def _count_calls(monkeypatch):
-    """Count the calls of the split labelling's kernels (a dict, name -> calls)."""
+    """Count the calls of the split labelling's kernels (name -> calls)."""
     from catalytic.kernels.cpu import winding
 
-    calls = dict.fromkeys(SPLIT_KERNELS, 0)
-    for name in SPLIT_KERNELS:
-        def counted(*a, _real=getattr(winding, name), _name=name):
-            calls[_name] += 1
-            return _real(*a)
-
-        monkeypatch.setattr(winding, name, counted)
-    return calls
+    return count_kernel_calls(monkeypatch, {winding: SPLIT_KERNELS})
 
 
 def _split_args(spec):

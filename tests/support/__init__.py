@@ -10,6 +10,8 @@
 - :mod:`~tests.support.cuda_passes`: the pytest plugin behind the CUDA passes
   (simulator, PTX, GPU), loaded by ``tests/conftest.py``.
 - :mod:`~tests.support.state`: what a test may not leave behind in the process.
+- :mod:`~tests.support.kernel_calls`: the calls of host-called Numba kernels, counted
+  (a host function splits its work over many of them).
 """
 
 from __future__ import annotations

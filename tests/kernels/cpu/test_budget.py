@@ -45,11 +45,11 @@ from catalytic.kernels.cpu import (
     dijkstra,
     paths,
 )
+from tests.support.kernel_calls import count_kernel_calls
 from tests.support.oracles import graph_of, open_sites
 from tests.support.strategies import lattice_specs, make, pick_open
 
-#: host-called kernels whose calls are counted (only ones no other kernel calls: a
-#: kernel compiled while its callee is replaced by a Python wrapper would not type)
+#: host-called kernels whose calls are counted (only ones no other kernel calls)
 COUNTED = {bfs: ["_bfs_frontiers", "_closeness_run"],
            dijkstra: ["_dijkstra_run"],
            paths: ["_count_run"],
@@ -87,15 +87,7 @@ def chunked(monkeypatch):
     calls it made are in ``run.calls``), checked equal to its result under the normal
     budget, bit for bit.
     """
-    calls = {}
-    for mod, names in COUNTED.items():
-        for name in names:
-
-            def counted(*args, _real=getattr(mod, name), _name=name):
-                calls[_name] = calls.get(_name, 0) + 1
-                return _real(*args)
-
-            monkeypatch.setattr(mod, name, counted)
+    calls = count_kernel_calls(monkeypatch, COUNTED)
     # the padded layout by the (counted, chunked) kernels, not NumPy, at every size
     monkeypatch.setattr(_padded, "_SMALL_LAYOUT", 0)
     # parallel frontiers from 2 cells, in rounds of 3 cells per thread
