@@ -7,10 +7,14 @@
    replaced.
 2. Bond-masked components against the same call without bonds at 512^2 and 128^3
    (every site open; bonds open with probability ``--p-bond``, and all open).
-3. ``--no-bonds``: calls on lattices without bonds, the same on any checkout (run it
+3. The same bond graphs against the specialist: bond-masked components of every open
+   site (open axes) against cc3d's ``color_connectivity_graph`` of the equivalent voxel
+   connectivity graph, answers compared first, on Numba's threads and on one (cc3d
+   runs on one).
+4. ``--no-bonds``: calls on lattices without bonds, the same on any checkout (run it
    with ``PYTHONPATH`` at an older tree for the times before a change).
-4. ``--cuda``: the rows of 1 on the cuda backend (routed calls; a GPU).
-5. ``--tori N``: N 128^2 tori at p_c through ``batched.spanning_clusters`` on numba-cpu,
+5. ``--cuda``: the rows of 1 on the cuda backend (routed calls; a GPU).
+6. ``--tori N``: N 128^2 tori at p_c through ``batched.spanning_clusters`` on numba-cpu,
    their wrapping probabilities against the exact values of the infinite torus (Pinson,
    J. Stat. Phys. 75, 1167 (1994); Newman and Ziff, PRE 64, 016706 (2001)), in standard
    errors.
@@ -146,6 +150,60 @@ def bonds(repeat, p_bond):
             row(f"{name} | {label}", t, base)
 
 
+def voxel_graph(bonds, offsets):
+    """cc3d's voxel connectivity graph of von Neumann ``bonds`` on open axes: bit 2a of
+    a voxel is its step +1 along axis a, bit 2a + 1 its step -1."""
+    d = bonds.ndim - 1
+    vcg = np.zeros(bonds.shape[1:], np.uint8)
+    for plane, off in zip(bonds, offsets):
+        a = int(np.flatnonzero(off)[0])
+        fwd = plane.copy()
+        fwd[(slice(None),) * a + (-1,)] = False  # a bond leaving an open axis is none
+        vcg |= fwd.astype(np.uint8) << (2 * a)
+        vcg |= np.roll(fwd, 1, axis=a).astype(np.uint8) << (2 * a + 1)
+    return vcg if d == 2 else np.asfortranarray(vcg)
+
+
+def peer(repeat, p_bond):
+    try:
+        import cc3d
+    except ImportError:
+        print("\n(cc3d is not installed: pip install connected-components-3d)")
+        return
+    from catalytic.tools.bench import same_partition
+
+    print(f"\n## the same bond graph: catalytic against cc3d.color_connectivity_graph "
+          f"(every site open, open axes, bonds at {p_bond})\n")
+    print("| lattice | call | time | vs cc3d |\n|---|---|---|---|")
+    threads = numba.get_num_threads()
+    for shape in ((512, 512), (1024, 1024), (128, 128, 128)):
+        rng = np.random.default_rng(1)
+        L = cat.Lattice(shape=shape)
+        b = rng.random((len(L.bond_offsets),) + shape) < p_bond
+        M = L.with_bonds(b)
+        vcg = voxel_graph(b, L.bond_offsets)
+        conn = 4 if len(shape) == 2 else 6
+        ours = M.connected_components(backend=B_ROUTE)
+        theirs = cc3d.color_connectivity_graph(vcg, connectivity=conn)
+        if not same_partition(ours.labels, theirs):
+            raise AssertionError(f"{shape}: catalytic and cc3d disagree")
+
+        def one_thread():
+            numba.set_num_threads(1)
+            try:
+                M.connected_components(backend=B_ROUTE)
+            finally:
+                numba.set_num_threads(threads)
+
+        tc, t2, t1 = together([
+            lambda: cc3d.color_connectivity_graph(vcg, connectivity=conn),
+            lambda: M.connected_components(backend=B_ROUTE), one_thread], repeat, 3)
+        name = "x".join(map(str, shape))
+        print(f"| {name} | cc3d (one thread) | {tc * 1e3:.3f} ms | 1.00x |")
+        print(f"| {name} | catalytic, {threads} threads | {t2 * 1e3:.3f} ms | {t2 / tc:.2f}x |")
+        print(f"| {name} | catalytic, 1 thread | {t1 * 1e3:.3f} ms | {t1 / tc:.2f}x |")
+
+
 def no_bonds(repeat):
     rng = np.random.default_rng(0)
     T = cat.Lattice(shape=(128, 128), periodic=True, mask=rng.random((128, 128)) < P_C)
@@ -209,7 +267,7 @@ def main():
     ap.add_argument("--tori", type=int, default=0)
     ap.add_argument("--cuda", action="store_true",
                     help="also the wrapping rows on the cuda backend (needs a GPU)")
-    ap.add_argument("--skip", nargs="*", default=(), choices=("wrapping", "bonds"))
+    ap.add_argument("--skip", nargs="*", default=(), choices=("wrapping", "bonds", "peer"))
     ap.add_argument("--no-bonds", action="store_true",
                     help="only the calls without bonds (runs on older checkouts too)")
     ap.add_argument("--cpu-time", action="store_true",
@@ -229,6 +287,8 @@ def main():
             wrapping_cuda(args.repeat, args.batch)
     if "bonds" not in args.skip:
         bonds(args.repeat, args.p_bond)
+    if "peer" not in args.skip:
+        peer(args.repeat, args.p_bond)
     if args.tori:
         tori(args.tori, 500)
 
