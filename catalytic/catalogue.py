@@ -343,6 +343,76 @@ def nz_work(lat, count, *, kind="site", **_) -> float:
     return float(count) * m * (len(lat.geometry.offsets) + math.log2(m + 2))
 
 
+#: the largest integer key difference (uint64 keys)
+_KEY_MAX = 2**64 - 1
+
+
+def value_keys(values: np.ndarray) -> np.ndarray:
+    """Site values as labelling keys: float64 for floats (exact for float16/32), or
+    integers and booleans mapped in order onto uint64 (signed ones with their sign bit
+    flipped), so that the larger minus the smaller of two keys is their exact
+    difference. Flat, C-contiguous, a new array.
+
+    Examples
+    --------
+    >>> value_keys(np.array([-1, 0, 1], np.int8)).tolist()
+    [9223372036854775807, 9223372036854775808, 9223372036854775809]
+    """
+    flat = values.reshape(-1)
+    if flat.dtype.kind == "f":
+        return flat.astype(np.float64)
+    if flat.dtype.kind == "i":
+        keys = flat.astype(np.int64).view(np.uint64)
+        keys ^= np.uint64(1 << 63)
+        return keys
+    return flat.astype(np.uint64)
+
+
+def v_label(lat, values, background=0, delta=0):
+    """``label``: ``values`` of the lattice's shape (or flat), booleans, integers or
+    floats, no NaN at an open site; ``background`` a real number or None; ``delta`` a
+    real number >= 0 (not NaN; may be inf). Gives the backends the keys
+    (:func:`value_keys`), the labelled sites (open and not background, uint8) and
+    ``delta`` as a key (float64, or an int for integer keys: the floor of ``delta``,
+    capped at the largest difference)."""
+    g = lat.geometry
+    if on_device(values):
+        raise TypeError("values must be a host array (NumPy); GPU values are not supported")
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"values must be a boolean, integer or float array, got dtype "
+                        f"{arr.dtype}")
+    if arr.shape not in (g.shape, (g.n_points,)):
+        raise ValueError(f"values has shape {arr.shape}; expected the lattice shape {g.shape}")
+    if isinstance(delta, bool) or not isinstance(delta, (numbers.Real, np.floating,
+                                                         np.integer)):
+        raise TypeError(f"delta must be a real number, got {delta!r}")
+    if np.isnan(delta) or delta < 0:
+        raise ValueError(f"delta must be >= 0, got {delta!r}")
+    if background is not None and not isinstance(background, (numbers.Real, np.number,
+                                                              np.bool_)):
+        raise TypeError(f"background must be a real number or None, got {background!r}")
+    if background is not None and np.isnan(background):
+        raise ValueError("background must not be NaN (no value equals NaN)")
+    flat = arr.reshape(-1)
+    sites = (np.ones(g.n_points, dtype=bool) if g.mask is None
+             else g.mask.reshape(-1).copy())
+    if background is not None:
+        sites &= flat != background
+    if arr.dtype.kind == "f":
+        nan = np.isnan(flat) & sites
+        if nan.any():
+            first = int(np.flatnonzero(nan)[0])
+            raise ValueError(
+                f"values has NaN at site {np.unravel_index(first, g.shape)} (flat "
+                f"{first}); NaN is close to no value: block the site, or give it the "
+                "background value")
+        key_delta = float(delta)
+    else:
+        key_delta = int(min(math.floor(delta), _KEY_MAX)) if math.isfinite(delta) else _KEY_MAX
+    return (lat, value_keys(arr), sites.view(np.uint8), key_delta), {}
+
+
 def v_spanning(lat, axes=None):
     """``axes``: None (every axis), one int, or a sequence of ints (negative count from
     the end); normalised to distinct non-negative axes in the order given."""
@@ -852,6 +922,8 @@ CATALOGUE = (
      "A shortest path whose search state lives in borrowed memory, given back intact."),
     ("connected_components", v_none, sites_work, mem_sites(12), {},
      "Labels and sizes of the connected components of the open sites."),
+    ("label", v_label, sites_work, mem_sites(40), {},
+     "Labels of the clusters of close values (equal, or at most delta apart)."),
     ("percolates", v_percolates, sites_work, _mem_percolates, {},
      "Whether a cluster spans (open axis) or wraps (periodic axis) the lattice."),
     ("spanning_clusters", v_spanning, sites_work, mem_spanning, {},

@@ -58,6 +58,12 @@ def _components():
     return components
 
 
+def _values():
+    from catalytic.kernels.cpu import values
+
+    return values
+
+
 def _degree():
     from catalytic.kernels.cpu import degree
 
@@ -320,6 +326,22 @@ def connected_components(lat):
     return R.Components(labels.reshape(g.shape), count, sizes)
 
 
+def label(lat, keys, sites, delta):
+    """Clusters of close values: the bonds joining close keys (``kernels.cpu.values``),
+    ANDed with the lattice's own, labelled by the bond-aware labelling."""
+    g = lat.geometry
+    slot, user, words, _ = g.bond_args()
+    bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+                                 user, words)
+    # read-only like the geometry's own arrays: one specialisation of the labelling
+    bits.setflags(write=False)
+    sites = sites.view()
+    sites.setflags(write=False)
+    labels, count, sizes, _ = _winding().label_windings(
+        g.shape_arr, g.periodic_arr, g.offsets, sites, slot, bits, words)
+    return R.Components(labels.reshape(g.shape), count, sizes)
+
+
 def _spanning_from(g, comp, axes, wrapping):
     """:class:`SpanningClusters` from a labelling and ``wrapping`` (periodic axis ->
     labels of the clusters wrapping it); open axes by their faces."""
@@ -578,6 +600,7 @@ IMPLEMENTATIONS = {
     "count_shortest_paths": (count_shortest_paths, _unweighted_only),
     "path_catalytic": (path_catalytic, _no_bond_weights),
     "connected_components": (connected_components, None),
+    "label": (label, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),
@@ -622,7 +645,7 @@ def catalytic_add_backends(registry):
 
 #: operations that run the graph kernels (their thread count is chosen per call)
 GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_catalytic",
-             "connected_components", "percolates", "spanning_clusters", "degree",
+             "connected_components", "label", "percolates", "spanning_clusters", "degree",
              "centrality", "batched.connected_components", "batched.percolates",
              "batched.spanning_clusters", "batched.distance_field"}
 
@@ -630,7 +653,7 @@ GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_ca
 #: op -> (work measure, the work from which threads run) where not the sites and
 #: PAR_SITES
 SIZES = {"centrality": (_centrality_size, None)}
-for _op in ("connected_components", "percolates", "spanning_clusters"):
+for _op in ("connected_components", "label", "percolates", "spanning_clusters"):
     SIZES[_op] = (_components_size, lambda: _components()._WHOLE_WORK)
 
 
@@ -638,8 +661,8 @@ for _op in ("connected_components", "percolates", "spanning_clusters"):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "path_catalytic", "centrality",
-    "batched.distance_field", "connected_components", "percolates", "spanning_clusters",
-    "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",
+    "batched.distance_field", "connected_components", "label", "percolates",
+    "spanning_clusters", "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",
     "batched.spanning_clusters", "batched.laplacian",
     "newman_ziff", "spanning_thresholds",  # the Newman-Ziff kernel reads them
 }

@@ -199,6 +199,25 @@ def connected_components(lat):
     return R.Components(labels, count, C.component_sizes(labels, count))
 
 
+def label(lat, keys, sites, delta):
+    """Clusters of close values: the usable neighbour pairs between labelled sites
+    whose keys are at most ``delta`` apart, labelled by SciPy."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components as cc
+
+    g = lat.geometry.with_mask(sites.reshape(lat.geometry.shape).view(bool))
+    rows, cols = g.neighbor_pairs()
+    a, b = keys[rows], keys[cols]
+    with np.errstate(invalid="ignore"):  # inf - inf: equal infinities are joined by a == b
+        close = (a == b) | (np.maximum(a, b) - np.minimum(a, b) <= delta)
+    n = g.n_points
+    adj = sp.coo_array((np.ones(int(close.sum()), dtype=np.int8), (rows[close], cols[close])),
+                       shape=(n, n)).tocsr()
+    _, raw = cc(adj, directed=False)
+    labels, count = C.canonical_labels(raw, sites, g.shape)
+    return R.Components(labels, count, C.component_sizes(labels, count))
+
+
 def percolates(lat, *, axis=0):
     return C.percolates_with(connected_components, lat, axis)
 
@@ -714,6 +733,7 @@ IMPLEMENTATIONS = {
     "all_paths": all_paths,
     "path_catalytic": path_catalytic,
     "connected_components": connected_components,
+    "label": label,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
     "degree": degree,
@@ -754,7 +774,7 @@ def catalytic_add_backends(registry):
 #: operations whose reference implementation builds an explicit graph (CSR, NetworkX)
 GRAPH_OPS = {
     "distance_field", "shortest_path", "count_shortest_paths", "connected_components",
-    "percolates", "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian",
+    "label", "percolates", "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian",
     "diffuse", "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
     "batched.distance_field", "batched.laplacian",
 }
@@ -769,8 +789,8 @@ def _graph_fits(lat, *args, **kwargs):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "all_paths", "path_catalytic",
-    "connected_components", "percolates", "spanning_clusters", "degree", "analyze_structure",
-    "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
+    "connected_components", "label", "percolates", "spanning_clusters", "degree",
+    "analyze_structure", "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
     "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
     "batched.laplacian",
     "newman_ziff",  # its reference reads the usable bonds (Geometry.displace)

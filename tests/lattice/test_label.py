@@ -1,0 +1,278 @@
+"""Multi-label and continuous-value labelling (``Lattice.label``) against cc3d on open
+lattices (connectivity 4, 8, 6, 18, 26; ``delta``), against NetworkX on the graph a spec
+describes (periodic axes, custom stencils, masks, bonds), backends against each other,
+exact integer differences at the ends of int64 and uint64, the labels' ``dtype`` and
+``out=``, and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import catalytic as cat
+from tests.support.oracles import bond_graph, moore, von_neumann
+from tests.support.strategies import L1, L2, lattice_specs, make
+
+BACKENDS = ("numpy", "numba-cpu")
+
+
+def canonical(labels):
+    """Labels renumbered 1.. in order of their lowest flat index (0 stays 0)."""
+    flat = np.asarray(labels).reshape(-1)
+    out = np.zeros(flat.size, np.int64)
+    fg = np.flatnonzero(flat)
+    if fg.size:
+        _, first, inv = np.unique(flat[fg], return_index=True, return_inverse=True)
+        rank = np.empty(first.size, np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+        out[fg] = rank[inv] + 1
+    return out.reshape(np.shape(labels))
+
+
+def close(a, b, delta):
+    """The joining rule in exact Python arithmetic."""
+    a, b = a.item(), b.item()
+    return a == b or abs(a - b) <= delta
+
+
+def oracle(spec, values, background, delta):
+    """Labels from the definition: NetworkX components of the bond graph restricted to
+    labelled sites, keeping the edges between close values."""
+    flat = np.asarray(values).reshape(-1)
+    G = bond_graph(spec)
+    keep = [i for i in G.nodes if background is None or flat[i] != background]
+    H = nx.Graph()
+    H.add_nodes_from(keep)
+    H.add_edges_from((u, v) for u, v in G.subgraph(keep).edges
+                     if close(flat[u], flat[v], delta))
+    out = np.zeros(flat.size, np.int64)
+    for c, comp in enumerate(sorted(nx.connected_components(H), key=min), 1):
+        out[list(comp)] = c
+    return out.reshape(spec["shape"])
+
+
+# -- against NetworkX on every kind of lattice --------------------------------------------
+SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)
+
+
+@st.composite
+def valued_specs(draw):
+    spec = draw(st.one_of(SPECS, lattice_specs(max_dim=3, custom=True, max_sites=64)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["int", "float", "bool", "uint8"]))
+    shape = spec["shape"]
+    if kind == "int":
+        values = rng.integers(-2, 3, size=shape)
+        delta = draw(st.sampled_from([0, 1, 1.5]))
+    elif kind == "float":
+        values = np.round(rng.uniform(-1, 1, size=shape), 1)
+        delta = draw(st.sampled_from([0.0, 0.2, 0.5]))
+    elif kind == "bool":
+        values = rng.random(shape) < 0.6
+        delta = 0
+    else:
+        values = rng.integers(0, 4, size=shape).astype(np.uint8)
+        delta = draw(st.sampled_from([0, 2]))
+    background = draw(st.sampled_from([0, None]))
+    return spec, values, background, delta
+
+
+@given(case=valued_specs())
+@example(case=(L2, np.array([[1, 1, 2], [1, 2, 2]]), 0, 0))
+@example(case=(L1, np.array([[3, 3, 0]]), None, 0))
+@settings(max_examples=60, deadline=None)
+def test_labels_match_the_graph_of_close_values(case):
+    spec, values, background, delta = case
+    L = make(spec)
+    want = oracle(spec, values, background, delta)
+    for b in BACKENDS:
+        comp = L.label(values, background=background, delta=delta, backend=b)
+        np.testing.assert_array_equal(comp.labels, want, err_msg=b)
+        assert comp.count == want.max(initial=0)
+        assert comp.sizes.tolist() == np.bincount(want.reshape(-1),
+                                                  minlength=comp.count + 1)[1:].tolist()
+
+
+# -- against cc3d on open lattices ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def cc3d():
+    return pytest.importorskip("cc3d", reason="cc3d is not installed "
+                                              "(pip install connected-components-3d)")
+
+
+def stencil_of(connectivity, d):
+    if connectivity in (4, 6):
+        return von_neumann(d)
+    if connectivity in (8, 26):
+        return moore(d)
+    assert connectivity == 18
+    off = moore(3)
+    return off[np.abs(off).sum(axis=1) <= 2]
+
+
+def images(shape, seed):
+    """A label image of few large regions (smoothed noise) and one of many small ones."""
+    rng = np.random.default_rng(seed)
+    few = np.zeros(shape, np.int64)
+    for axis in range(len(shape)):
+        few += (np.arange(shape[axis]) * 3 // shape[axis]).reshape(
+            [-1 if a == axis else 1 for a in range(len(shape))])
+    few[rng.random(shape) < 0.1] = 0
+    many = rng.integers(0, 4, size=shape)
+    return few, many
+
+
+@pytest.mark.parametrize("shape, connectivity", [
+    ((40, 33), 4), ((40, 33), 8), ((70, 70), 4),
+    ((9, 11, 13), 6), ((9, 11, 13), 18), ((9, 11, 13), 26), ((24, 24, 24), 26)])
+def test_multi_label_matches_cc3d(cc3d, shape, connectivity):
+    L = cat.Lattice(shape=shape, stencil=stencil_of(connectivity, len(shape)))
+    for values in images(shape, connectivity):
+        want = canonical(cc3d.connected_components(values, connectivity=connectivity))
+        for b in BACKENDS:
+            comp = L.label(values, backend=b)
+            np.testing.assert_array_equal(comp.labels, want, err_msg=b)
+            assert comp.count == want.max()
+
+
+@pytest.mark.parametrize("shape, connectivity", [((40, 33), 4), ((9, 11, 13), 26),
+                                                 ((9, 11, 13), 18), ((9, 11, 13), 6)])
+@pytest.mark.parametrize("delta", [0.1, 0.25])
+def test_continuous_values_match_cc3d_with_delta(cc3d, shape, connectivity, delta):
+    rng = np.random.default_rng(7)
+    # unrounded: no difference lies within rounding of delta (cc3d subtracts in the
+    # values' own type, catalytic in float64)
+    values = rng.uniform(0, 1, size=shape)
+    values[rng.random(shape) < 0.2] = 0
+    L = cat.Lattice(shape=shape, stencil=stencil_of(connectivity, len(shape)))
+    want = canonical(cc3d.connected_components(values, connectivity=connectivity,
+                                               delta=delta))
+    for b in BACKENDS:
+        np.testing.assert_array_equal(L.label(values, delta=delta, backend=b).labels, want,
+                                      err_msg=b)
+
+
+def test_eight_connected_continuous_values_follow_the_definition():
+    """cc3d 4.1.1 labels this 2-D image with delta=1 and connectivity 8 as two clusters
+    (its 8-connected scan skips neighbours that are joined anyway when values are
+    equal, not when they are only close); every site here reaches every other through
+    neighbours at most 1 apart, which the NetworkX oracle and catalytic agree on."""
+    v = np.array([[1.0, 3.0, 3.0], [1.0, 2.0, 4.0]])
+    spec = {"shape": (2, 3), "periodic": False, "stencil": "moore"}
+    want = oracle(spec, v, 0, 1)
+    assert want.tolist() == [[1, 1, 1], [1, 1, 1]]
+    for b in BACKENDS:
+        got = cat.Lattice(shape=(2, 3), stencil="moore").label(v, delta=1, backend=b)
+        np.testing.assert_array_equal(got.labels, want, err_msg=b)
+
+
+# -- exact differences, dtypes, out= ------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int8])
+def test_integer_differences_are_exact_at_the_ends_of_the_type(dtype):
+    info = np.iinfo(dtype)
+    values = np.array([info.min, info.max, info.max - 1, info.min + 1, info.min + 3],
+                      dtype=dtype)
+    L = cat.Lattice(shape=(5,))
+    for delta in (0, 1, 2, info.max - info.min, math.inf):
+        want = oracle({"shape": (5,), "periodic": False, "stencil": "von_neumann"},
+                      values, None, delta)
+        for b in BACKENDS:
+            got = L.label(values, background=None, delta=delta, backend=b).labels
+            np.testing.assert_array_equal(got, want, err_msg=f"{b} delta={delta}")
+
+
+def test_infinite_values_join_their_equals_and_inf_delta_joins_everything():
+    v = np.array([np.inf, np.inf, -np.inf, 1.0, 2.0])
+    L = cat.Lattice(shape=(5,))
+    for b in BACKENDS:
+        assert L.label(v, background=None, backend=b).labels.tolist() == [1, 1, 2, 3, 4]
+        assert L.label(v, background=None, delta=np.inf,
+                       backend=b).labels.tolist() == [1, 1, 1, 1, 1]
+
+
+def test_dtype_and_out():
+    values = (np.indices((15, 20)).sum(axis=0) % 2) + 1  # a checkerboard: 300 labels
+    L = cat.Lattice(shape=(15, 20))
+    comp = L.label(values)
+    assert comp.count == 300 and comp.labels.dtype == np.int32
+    assert L.label(values, dtype="smallest").labels.dtype == np.uint16
+    small = cat.Lattice(shape=(3, 4))
+    assert small.label(np.ones((3, 4)), dtype="smallest").labels.dtype == np.uint8
+    np.testing.assert_array_equal(L.label(values, dtype=np.int64).labels, comp.labels)
+    out = np.full((15, 20), 7, np.uint8)
+    with pytest.raises(ValueError, match="300 labels do not fit in uint8"):
+        L.label(values, out=out)
+    assert (out == 7).all()  # untouched
+    out = np.zeros((15, 20), np.uint16)
+    res = L.label(values, out=out)
+    assert res.labels is out
+    np.testing.assert_array_equal(out, comp.labels)
+    c2 = L.connected_components(dtype="smallest")
+    assert c2.labels.dtype == np.uint8 and c2.count == 1
+
+
+def test_out_may_be_a_memmap(tmp_path):
+    values = np.random.default_rng(3).integers(0, 3, size=(30, 30))
+    L = cat.Lattice(shape=(30, 30))
+    mm = np.lib.format.open_memmap(tmp_path / "labels.npy", mode="w+", dtype=np.uint32,
+                                   shape=(30, 30))
+    want = L.label(values).labels
+    L.label(values, out=mm)
+    mm.flush()
+    np.testing.assert_array_equal(np.load(tmp_path / "labels.npy"), want)
+
+
+def test_values_are_not_modified_and_may_be_read_only():
+    values = np.random.default_rng(1).integers(0, 3, size=(12, 12))
+    values.setflags(write=False)
+    before = values.copy()
+    for b in BACKENDS:
+        cat.Lattice(shape=(12, 12), periodic=True).label(values, backend=b)
+    np.testing.assert_array_equal(values, before)
+
+
+def test_blocked_sites_are_never_labelled_and_their_nan_is_fine():
+    mask = np.array([[True, False, True, True]])
+    v = np.array([[1.0, np.nan, 1.0, 1.0]])
+    L = cat.Lattice(shape=(1, 4), mask=mask)
+    for b in BACKENDS:
+        assert L.label(v, backend=b).labels.tolist() == [[1, 0, 2, 2]]
+
+
+# -- bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, err, match", [
+    ({"values": np.zeros((4, 4))}, ValueError, "values has shape"),
+    ({"values": np.zeros((3, 4), complex)}, TypeError, "boolean, integer or float"),
+    ({"values": np.array([["a"] * 4] * 3)}, TypeError, "boolean, integer or float"),
+    ({"values": np.full((3, 4), np.nan)}, ValueError, "NaN at site"),
+    ({"delta": -1}, ValueError, "delta must be >= 0"),
+    ({"delta": float("nan")}, ValueError, "delta must be >= 0"),
+    ({"delta": "1"}, TypeError, "delta must be a real number"),
+    ({"delta": True}, TypeError, "delta must be a real number"),
+    ({"background": "x"}, TypeError, "background must be a real number or None"),
+    ({"background": float("nan")}, ValueError, "background must not be NaN"),
+    ({"dtype": np.float64}, TypeError, "dtype must be an integer dtype"),
+    ({"dtype": "smallest", "out": np.zeros((3, 4), np.int32)}, ValueError, "twice"),
+    ({"out": np.zeros((4, 3), np.int32)}, ValueError, "out has shape"),
+    ({"out": np.zeros((3, 4))}, TypeError, "out must have an integer dtype"),
+    ({"out": [[0] * 4] * 3}, TypeError, "out must be a NumPy array"),
+    ({"out": np.zeros((3, 4), np.int32), "dtype": np.int64}, ValueError, "differs"),
+])
+def test_bad_input_is_refused_before_work(kwargs, err, match):
+    L = cat.Lattice(shape=(3, 4))
+    kwargs = {"values": np.ones((3, 4), np.int64), **kwargs}
+    for b in BACKENDS:
+        with pytest.raises(err, match=match):
+            L.label(backend=b, **kwargs)
+
+
+def test_read_only_out_is_refused():
+    out = np.zeros((3, 4), np.int32)
+    out.setflags(write=False)
+    with pytest.raises(ValueError, match="out is read-only"):
+        cat.Lattice(shape=(3, 4)).label(np.ones((3, 4)), out=out)
