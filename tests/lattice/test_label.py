@@ -57,12 +57,13 @@ def oracle(spec, values, background, delta):
 
 
 # -- against NetworkX on every kind of lattice --------------------------------------------
-SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)
-
-
 @st.composite
-def valued_specs(draw):
-    spec = draw(st.one_of(SPECS, lattice_specs(max_dim=3, custom=True, max_sites=64)))
+def valued_specs(draw, max_sites=64):
+    """A spec (with bonds half the time), values of one of four kinds, a background
+    (0 or None) and a delta."""
+    spec = draw(st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True,
+                                        max_sites=max_sites),
+                          lattice_specs(max_dim=3, custom=True, max_sites=max_sites)))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     kind = draw(st.sampled_from(["int", "float", "bool", "uint8"]))
     shape = spec["shape"]

@@ -179,6 +179,30 @@ def connected_components(lat):
     return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
 
 
+def _values():
+    """The value-bond kernel's host function (``kernels.cuda.values``), on this thread's
+    stream."""
+    from catalytic.kernels.cuda import values
+
+    return _OnStream(values, call_stream())
+
+
+def label(lat, keys, sites, delta):
+    """The bonds joining close keys made on the device (``kernels.cuda.values``, ANDed
+    with the lattice's own, read in place), and labelled there."""
+    g = lat.geometry
+    slot, user, words, _ = g.bond_args()
+    if g.bond_bits is not None:
+        user = resident(lat)["bond_bits"]
+    bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+                                 user, words)
+    labels, count = _graph().connected_components(
+        g.shape_arr, g.periodic_arr, g.offsets, sites, g.dedupe,
+        bonds=(slot, bits, words, np.zeros(0)))
+    labels = to_host(labels).reshape(g.shape)
+    return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
+
+
 def _winding():
     """The wrapping kernels' host functions (``kernels.cuda.winding``), on this thread's
     stream."""
@@ -452,6 +476,11 @@ IMPLEMENTATIONS = {
     "distance_field": (distance_field, _sites(24, True), None),
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
+    # the keys, the labelled sites, the labelling's 16 B and the value bonds
+    "label": (label, lambda lat, *a, **k: (lat.geometry.n_points * 25
+                                           + 2 * _bond_bytes(lat.geometry, False)
+                                           + 4 * len(lat.geometry.bond_offsets)
+                                           * lat.geometry.bond_words), None),
     "percolates": (percolates, _spanning(24), None),
     "spanning_clusters": (spanning_clusters, _spanning(24), None),
     "degree": (degree, _sites(16), None),

@@ -32,6 +32,7 @@ from catalytic.kernels.cuda import arrays as gpu_arrays
 from catalytic.kernels.cuda import fields as gpu_fields
 from catalytic.kernels.cuda import random as gpu_random
 from catalytic.kernels.cuda import newman_ziff as NZ
+from catalytic.kernels.cuda import values as VB
 from catalytic.kernels.cuda import winding as WD
 
 # The simulator runs device code on NumPy scalars, which warn about the intended
@@ -903,6 +904,12 @@ def _kernels():
         out.append((f"seam_steps<{lab.dtype}>", WD._seam_steps, seam + (lab, I64),
                     "atom.global.add.u64"))
         out.append((f"relabel<{lab.dtype}>", WD._relabel, (lab,) + (I64,) * 4, "ld.global"))
+    for key, kd in (("f64", nt.float64), ("u64", nt.uint64)):
+        # out, keys, delta, shape, strides, periodic, forward offsets, no sites, user
+        # bits, words
+        out.append((f"value_bits<{key}>", VB._value_bits,
+                    (nt.uint32[::1], kd[::1], kd, I64, I64, U8, I64_2D, U8, nt.uint32[::1],
+                     nt.int64), "st.global.u32"))
     rargs = (nt.uint64,) * 5
     for name, arr in [
         ("f64", F64),

@@ -1,0 +1,64 @@
+"""``label`` on the cuda backend: the bonds joining close values are made on the device
+(``kernels.cuda.values``, bit for bit the numba-cpu twin's) and labelled there; labels
+against the NetworkX oracle of ``tests/lattice/test_label.py`` (dimensions 1-3,
+periodic axes, custom stencils, masks, bonds; integer, float and boolean values; with
+and without ``delta``), in the simulator pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+
+import catalytic as cat
+from catalytic.kernels.cpu import values as cpu_values
+from catalytic.kernels.cuda import values as cuda_values
+from tests.lattice.test_label import oracle, valued_specs
+from tests.support.strategies import L1, L2, make
+
+sim = pytest.mark.sim
+
+
+@pytest.fixture(autouse=True)
+def no_fallback():
+    """No call may fall back to a CPU backend (which would hide a failure here)."""
+    eng = cat.get_engine()
+    before = eng.fallback_count
+    yield
+    assert eng.fallback_count == before, eng.fallbacks[-1:]
+
+
+# tiny lattices: the simulator starts a Python thread for every launched thread
+@sim
+@given(case=valued_specs(max_sites=40))
+@example(case=(L2, np.array([[1, 1, 2], [1, 2, 2]]), 0, 0))
+@example(case=(L1, np.array([[3, 3, 0]]), None, 0))
+@settings(max_examples=25, deadline=None)
+def test_cuda_labels_match_the_graph_of_close_values(case):
+    spec, values, background, delta = case
+    L = make(spec)
+    want = oracle(spec, values, background, delta)
+    comp = L.label(values, background=background, delta=delta, backend="cuda")
+    np.testing.assert_array_equal(comp.labels, want)
+    assert comp.count == want.max(initial=0)
+    assert comp.sizes.tolist() == np.bincount(want.reshape(-1),
+                                              minlength=comp.count + 1)[1:].tolist()
+
+
+@sim
+@pytest.mark.parametrize("dtype", [np.float64, np.uint64])
+def test_device_bits_equal_the_cpu_twins(dtype):
+    """The device's value bonds are the numba-cpu kernel's, word for word, ANDed with
+    the lattice's own bonds, on a periodic Moore lattice of 3 words a plane."""
+    rng = np.random.default_rng(5)
+    L = cat.Lattice(shape=(9, 10), periodic=(True, False), stencil="moore",
+                    bonds=rng.random((4, 9, 10)) < 0.8)
+    g = L.geometry
+    keys = rng.integers(0, 3, size=g.n_points).astype(dtype)
+    delta = dtype(1) if dtype is np.uint64 else 0.5
+    _, user, words, _ = g.bond_args()
+    want = cpu_values.value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+                                  user, words)
+    got = cuda_values.value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+                                  user, words).copy_to_host()
+    np.testing.assert_array_equal(got, want)
