@@ -200,7 +200,9 @@ def peer(repeat, p_bond):
             lambda: M.connected_components(backend=B_ROUTE), one_thread], repeat, 3)
         name = "x".join(map(str, shape))
         print(f"| {name} | cc3d (one thread) | {tc * 1e3:.3f} ms | 1.00x |")
-        print(f"| {name} | catalytic, {threads} threads | {t2 * 1e3:.3f} ms | {t2 / tc:.2f}x |")
+        if threads > 1:
+            print(f"| {name} | catalytic, {threads} threads | {t2 * 1e3:.3f} ms | "
+                  f"{t2 / tc:.2f}x |")
         print(f"| {name} | catalytic, 1 thread | {t1 * 1e3:.3f} ms | {t1 / tc:.2f}x |")
 
 
