@@ -413,6 +413,37 @@ def v_label(lat, values, background=0, delta=0):
     return (lat, value_keys(arr), sites.view(np.uint8), key_delta), {}
 
 
+def v_cluster_statistics(lat, labels, field=None):
+    """``cluster_statistics``: ``labels`` non-negative integers of the lattice's shape
+    (or flat), 0 on blocked sites (a :class:`Components` gives its ``labels``);
+    ``field``, when given, real numbers of that shape (NaN allowed). Gives the flat
+    labels as int64 and the flat field as float64."""
+    g = lat.geometry
+    arr = np.asarray(getattr(labels, "labels", labels))
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"labels must be an integer array, got dtype {arr.dtype}")
+    if arr.shape not in (g.shape, (g.n_points,)):
+        raise ValueError(f"labels has shape {arr.shape}; expected the lattice shape {g.shape}")
+    flat = arr.reshape(-1).astype(np.int64)
+    if flat.size and flat.min() < 0:
+        raise ValueError(f"labels must be >= 0 (0: no cluster), got {int(flat.min())}")
+    if g.mask is not None:
+        blocked = np.flatnonzero((flat != 0) & ~g.mask.reshape(-1))
+        if blocked.size:
+            raise ValueError(f"labels has label {int(flat[blocked[0]])} at blocked site "
+                             f"{np.unravel_index(int(blocked[0]), g.shape)}; blocked sites "
+                             "belong to no cluster")
+    f = None
+    if field is not None:
+        f = np.asarray(field)
+        if f.dtype.kind not in "biuf":
+            raise TypeError(f"field must be a real numeric array, got dtype {f.dtype}")
+        if f.shape not in (g.shape, (g.n_points,)):
+            raise ValueError(f"field has shape {f.shape}; expected the lattice shape {g.shape}")
+        f = f.reshape(-1).astype(np.float64)
+    return (lat, flat, f), {}
+
+
 def v_spanning(lat, axes=None):
     """``axes``: None (every axis), one int, or a sequence of ints (negative count from
     the end); normalised to distinct non-negative axes in the order given."""
@@ -924,6 +955,8 @@ CATALOGUE = (
      "Labels and sizes of the connected components of the open sites."),
     ("label", v_label, sites_work, mem_sites(40), {},
      "Labels of the clusters of close values (equal, or at most delta apart)."),
+    ("cluster_statistics", v_cluster_statistics, sites_work, mem_sites(200), {},
+     "Sizes, boxes, centroids, gyration, faces, wrapping and field reductions of clusters."),
     ("percolates", v_percolates, sites_work, _mem_percolates, {},
      "Whether a cluster spans (open axis) or wraps (periodic axis) the lattice."),
     ("spanning_clusters", v_spanning, sites_work, mem_spanning, {},

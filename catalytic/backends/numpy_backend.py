@@ -218,6 +218,12 @@ def label(lat, keys, sites, delta):
     return R.Components(labels, count, C.component_sizes(labels, count))
 
 
+def cluster_statistics(lat, labels, field):
+    from catalytic.backends._clusters import cluster_statistics as stats
+
+    return stats(lat.geometry, labels, field)
+
+
 def percolates(lat, *, axis=0):
     return C.percolates_with(connected_components, lat, axis)
 
@@ -734,6 +740,7 @@ IMPLEMENTATIONS = {
     "path_catalytic": path_catalytic,
     "connected_components": connected_components,
     "label": label,
+    "cluster_statistics": cluster_statistics,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
     "degree": degree,
@@ -789,8 +796,8 @@ def _graph_fits(lat, *args, **kwargs):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "all_paths", "path_catalytic",
-    "connected_components", "label", "percolates", "spanning_clusters", "degree",
-    "analyze_structure", "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
+    "connected_components", "label", "cluster_statistics", "percolates",
+    "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
     "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
     "batched.laplacian",
     "newman_ziff",  # its reference reads the usable bonds (Geometry.displace)
