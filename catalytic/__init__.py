@@ -6,7 +6,7 @@
 4
 """
 
-from catalytic import memory, ops, percolation, profiler
+from catalytic import clusters, memory, ops, percolation, profiler
 from catalytic.device import devices
 from catalytic.batch import BatchError, BatchProcessor, BatchResult
 from catalytic.engine import Engine, get_engine, reset_engine
@@ -21,7 +21,13 @@ from catalytic.errors import (
 )
 from catalytic.memory import get_monitor
 from catalytic.lattice import Lattice, LatticeMetrics, UnifiedCatalyticLattice
-from catalytic.results import Communities, Components, PathResult, SpanningClusters
+from catalytic.results import (
+    ClusterStatistics,
+    Communities,
+    Components,
+    PathResult,
+    SpanningClusters,
+)
 from catalytic.profiler import get_profiler, profile
 from catalytic.router import Decision
 
@@ -34,6 +40,7 @@ __all__ = [
     "CalibrationError",
     "CatalyticError",
     "CatalyticViolation",
+    "ClusterStatistics",
     "Communities",
     "Components",
     "Decision",
@@ -49,6 +56,7 @@ __all__ = [
     "get_engine",
     "get_monitor",
     "get_profiler",
+    "clusters",
     "hookimpl",
     "memory",
     "ops",

@@ -444,6 +444,23 @@ def v_cluster_statistics(lat, labels, field=None):
     return (lat, flat, f), {}
 
 
+def v_region_graph(lat, labels):
+    """``region_graph``: labels as :func:`v_cluster_statistics` checks them (any
+    label may have several pieces)."""
+    g = lat.geometry
+    arr = np.asarray(getattr(labels, "labels", labels))
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"labels must be an integer array, got dtype {arr.dtype}")
+    if arr.shape not in (g.shape, (g.n_points,)):
+        raise ValueError(f"labels has shape {arr.shape}; expected the lattice shape {g.shape}")
+    flat = arr.reshape(-1).astype(np.int64)
+    if flat.size and flat.min() < 0:
+        raise ValueError(f"labels must be >= 0 (0: no region), got {int(flat.min())}")
+    if g.mask is not None:
+        flat = np.where(g.mask.reshape(-1), flat, 0)
+    return (lat, flat), {}
+
+
 def v_spanning(lat, axes=None):
     """``axes``: None (every axis), one int, or a sequence of ints (negative count from
     the end); normalised to distinct non-negative axes in the order given."""
@@ -957,6 +974,8 @@ CATALOGUE = (
      "Labels of the clusters of close values (equal, or at most delta apart)."),
     ("cluster_statistics", v_cluster_statistics, sites_work, mem_sites(200), {},
      "Sizes, boxes, centroids, gyration, faces, wrapping and field reductions of clusters."),
+    ("region_graph", v_region_graph, sites_work, mem_sites(120), {},
+     "The regions that touch, with the number of bonds joining each pair."),
     ("percolates", v_percolates, sites_work, _mem_percolates, {},
      "Whether a cluster spans (open axis) or wraps (periodic axis) the lattice."),
     ("spanning_clusters", v_spanning, sites_work, mem_spanning, {},

@@ -573,6 +573,44 @@ class Geometry:
         bits = np.unpackbits(as_bytes, axis=1, count=self.n_points, bitorder="little")
         return bits.astype(bool).reshape((kf,) + self.shape)
 
+    def bond_ends(self, sites=None):
+        """Every usable bond once (each forward offset from the site it starts at):
+        ``(i, j, turns)``, int64 flat indices of its ends and int64 ``(m, d)`` the turns
+        the step from ``i`` to ``j`` makes round each periodic axis (0 on open axes).
+        Parallel bonds of short periodic axes and self-loop bonds are all listed.
+
+        ``sites`` (bool, flat, open sites only), when given, keeps the bonds whose two
+        ends it marks instead of those between open sites. Memory O(n d) per forward
+        offset.
+        """
+        d, n = self.dimensions, self.n_points
+        shape = np.asarray(self.shape, dtype=np.int64)
+        keep_sites = (np.ones(n, bool) if self.mask is None else self.mask.reshape(-1)) \
+            if sites is None else np.asarray(sites, bool)
+        coords = np.stack(np.unravel_index(np.arange(n), self.shape), axis=-1).astype(np.int64)
+        planes = None if self.bond_bits is None else self.bond_mask().reshape(-1, n)
+        out_i, out_j, out_q = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [
+            np.zeros((0, d), np.int64)]
+        for s, off in enumerate(self.bond_offsets):
+            t = coords + off
+            keep = keep_sites.copy()
+            if planes is not None:
+                keep &= planes[s]
+            q = np.zeros_like(t)
+            for a in range(d):
+                if self.periodic[a]:
+                    q[:, a] = np.floor_divide(t[:, a], shape[a])
+                    t[:, a] -= q[:, a] * shape[a]
+                else:
+                    keep &= (t[:, a] >= 0) & (t[:, a] < shape[a])
+            i = np.flatnonzero(keep)
+            j = (t[i] @ self.strides).astype(np.int64)
+            ok = keep_sites[j]
+            out_i.append(i[ok])
+            out_j.append(j[ok])
+            out_q.append(q[i[ok]])
+        return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_q)
+
     def neighbor_pairs(self, *, costs: bool = False):
         """All directed neighbour pairs ``(rows, cols)`` as int64 arrays (vectorised),
         self-loops dropped; parallel bonds (small periodic axes) give repeated pairs.

@@ -903,6 +903,34 @@ class UnifiedCatalyticLattice:
         """
         return self._run("cluster_statistics", labels, field=field, backend=backend)
 
+    def region_graph(self, labels, *, backend=None) -> dict:
+        """Which regions touch, and how much: the region-adjacency graph of a labelling
+        with contact counts (cc3d's ``region_graph`` and ``contacts`` in one).
+
+        Parameters
+        ----------
+        labels : array_like of int, or Components
+            Regions 1.., 0 for none (ignored); a region may have several pieces.
+            Labels on blocked sites are ignored.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        dict
+            ``{(a, b): contacts}`` for every pair of labels ``a < b`` joined by at least
+            one usable bond of this lattice (its stencil, periodic axes and bonds), with
+            the number of such bonds.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> v = np.array([[1, 1, 2], [3, 3, 2]])
+        >>> cat.Lattice(shape=(2, 3)).region_graph(v)
+        {(1, 2): 1, (1, 3): 2, (2, 3): 1}
+        """
+        return self._run("region_graph", labels, backend=backend)
+
     def percolates(self, axis: int = 0, *, backend=None) -> bool:
         """True if some cluster spans ``axis``: on an open axis it touches both faces
         (first and last layer); on a periodic axis it *wraps* around it (a cycle of

@@ -21,32 +21,10 @@ from catalytic.results import ClusterStatistics
 def cluster_edges(g, flat):
     """Every usable bond joining two sites of one label (> 0), once: ``(i, j, q)``,
     with ``q`` (m, d) the turns the step from ``i`` to ``j`` makes round each periodic
-    axis (-1, 0 or 1 for steps shorter than the axis; 0 on open axes)."""
-    d, n = g.dimensions, g.n_points
-    shape = np.asarray(g.shape, dtype=np.int64)
-    coords = np.stack(np.unravel_index(np.arange(n), g.shape), axis=-1).astype(np.int64)
-    bonds = None if g.bond_bits is None else g.bond_mask().reshape(len(g.bond_offsets), n)
-    out_i, out_j, out_q = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [
-        np.zeros((0, d), np.int64)]
-    for s, off in enumerate(g.bond_offsets):
-        t = coords + off
-        keep = flat != 0
-        if bonds is not None:
-            keep &= bonds[s]
-        q = np.zeros_like(t)
-        for a in range(d):
-            if g.periodic[a]:
-                q[:, a] = np.floor_divide(t[:, a], shape[a])
-                t[:, a] -= q[:, a] * shape[a]
-            else:
-                keep &= (t[:, a] >= 0) & (t[:, a] < shape[a])
-        i = np.flatnonzero(keep)
-        j = (t[i] @ g.strides).astype(np.int64)
-        same = flat[j] == flat[i]
-        out_i.append(i[same])
-        out_j.append(j[same])
-        out_q.append(q[i[same]])
-    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_q)
+    axis (:meth:`Geometry.bond_ends` on the labelled sites)."""
+    i, j, q = g.bond_ends(flat != 0)
+    same = flat[i] == flat[j]
+    return i[same], j[same], q[same]
 
 
 def windings(n, roots, i, j, q):
@@ -214,3 +192,16 @@ def _reductions(f, sites, lab, count, sizes) -> dict:
         val[has_nan] = np.nan
         out[name], out["arg" + name] = val, at
     return out
+
+
+def region_graph(g, flat):
+    """``{(a, b): contacts}`` for labels ``0 < a < b``: the usable bonds joining a site
+    of label ``a`` to one of label ``b`` (every bond counted, parallel ones too)."""
+    i, j, _ = g.bond_ends(flat != 0)
+    a, b = flat[i], flat[j]
+    cross = a != b
+    lo, hi = np.minimum(a[cross], b[cross]), np.maximum(a[cross], b[cross])
+    if lo.size == 0:
+        return {}
+    pairs, counts = np.unique(np.stack([lo, hi], axis=1), axis=0, return_counts=True)
+    return {(int(x), int(y)): int(c) for (x, y), c in zip(pairs, counts)}

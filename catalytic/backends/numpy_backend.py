@@ -224,6 +224,12 @@ def cluster_statistics(lat, labels, field):
     return stats(lat.geometry, labels, field)
 
 
+def region_graph(lat, labels):
+    from catalytic.backends._clusters import region_graph as graph
+
+    return graph(lat.geometry, labels)
+
+
 def percolates(lat, *, axis=0):
     return C.percolates_with(connected_components, lat, axis)
 
@@ -741,6 +747,7 @@ IMPLEMENTATIONS = {
     "connected_components": connected_components,
     "label": label,
     "cluster_statistics": cluster_statistics,
+    "region_graph": region_graph,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
     "degree": degree,
@@ -796,7 +803,7 @@ def _graph_fits(lat, *args, **kwargs):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "all_paths", "path_catalytic",
-    "connected_components", "label", "cluster_statistics", "percolates",
+    "connected_components", "label", "cluster_statistics", "region_graph", "percolates",
     "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
     "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
     "batched.laplacian",
