@@ -195,11 +195,14 @@ def peer(repeat, p_bond):
             finally:
                 numba.set_num_threads(threads)
 
-        tc, t2, t1 = together([
+        tc, t2, t1, t0 = together([
             lambda: cc3d.color_connectivity_graph(vcg, connectivity=conn),
-            lambda: M.connected_components(backend=B_ROUTE), one_thread], repeat, 3)
+            lambda: M.connected_components(backend=B_ROUTE), one_thread,
+            lambda: L.connected_components(backend=B_ROUTE)], repeat, 3)
         name = "x".join(map(str, shape))
         print(f"| {name} | cc3d (one thread) | {tc * 1e3:.3f} ms | 1.00x |")
+        print(f"| {name} | catalytic without bonds, {threads} thread(s) (the floor's "
+              f"scale) | {t0 * 1e3:.3f} ms | {t0 / tc:.2f}x |")
         if threads > 1:
             print(f"| {name} | catalytic, {threads} threads | {t2 * 1e3:.3f} ms | "
                   f"{t2 / tc:.2f}x |")
