@@ -19,7 +19,7 @@ import numpy as np
 
 from catalytic.results import Components
 
-__all__ = ["relabel", "dust", "largest_k", "each"]
+__all__ = ["relabel", "dust", "largest_k", "find_objects", "each"]
 
 
 def _labels(labels) -> np.ndarray:
@@ -125,6 +125,46 @@ def largest_k(components, k) -> Components:
     flat = base.labels.reshape(-1)
     out = new[flat].astype(base.labels.dtype).reshape(base.labels.shape)
     return Components(out, int(order.size), base.sizes[order])
+
+
+def find_objects(stats) -> list:
+    """The clusters' bounding boxes as slices, as ``scipy.ndimage.find_objects`` gives
+    them: one tuple of slices per label (None for a label no site holds).
+
+    Parameters
+    ----------
+    stats : ClusterStatistics
+
+    Returns
+    -------
+    list
+
+    Raises
+    ------
+    ValueError
+        A box crosses a periodic seam (its shortest arc runs past the end of the axis):
+        no slice holds it; :func:`each` gives such clusters whole.
+
+    Examples
+    --------
+    >>> import catalytic as cat
+    >>> L = cat.Lattice(shape=(3, 4))
+    >>> c = L.label(np.array([[1, 1, 0, 0], [0, 0, 0, 2], [0, 0, 0, 2]]))
+    >>> find_objects(L.cluster_statistics(c))
+    [(slice(0, 1, None), slice(0, 2, None)), (slice(1, 3, None), slice(3, 4, None))]
+    """
+    out = []
+    for c in range(stats.count):
+        if stats.sizes[c] == 0:
+            out.append(None)
+            continue
+        for a, (lo, hi) in enumerate(stats.bbox[c]):
+            if hi > stats.shape[a]:
+                raise ValueError(f"the box of label {c + 1} crosses the seam of periodic axis "
+                                 f"{a} ([{lo}, {hi}) on an axis of {stats.shape[a]}): no "
+                                 "slice holds it; clusters.each gives it whole")
+        out.append(tuple(slice(int(lo), int(hi)) for lo, hi in stats.bbox[c]))
+    return out
 
 
 def each(labels, stats):

@@ -73,6 +73,20 @@ def test_tools_refuse_bad_input():
         clusters.relabel(-np.ones(3, int))
 
 
+def test_find_objects_is_scipys_and_refuses_a_box_across_a_seam():
+    from scipy import ndimage
+
+    rng = np.random.default_rng(2)
+    labels = cat.Lattice(shape=(20, 22)).label(rng.integers(0, 4, size=(20, 22))).labels
+    L = cat.Lattice(shape=(20, 22))
+    assert clusters.find_objects(L.cluster_statistics(labels)) == ndimage.find_objects(labels)
+    m = np.zeros((3, 5), bool)
+    m[1, [0, 4]] = True
+    T = cat.Lattice(shape=(3, 5), periodic=True, mask=m)
+    with pytest.raises(ValueError, match="label 1 crosses the seam of periodic axis 1"):
+        clusters.find_objects(T.cluster_statistics(T.connected_components()))
+
+
 def test_each_gives_whole_clusters_across_the_seam():
     m = np.zeros((5, 8), bool)
     m[1, [6, 7, 0]] = True
