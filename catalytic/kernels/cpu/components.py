@@ -72,8 +72,8 @@ def _relabel(parent, lo, hi, count):
     reached its parent has already been converted to the label of their common root.
     Returns the count so far. Branch-free; O(hi - lo).
 
-    The same loop twice: from a constant 0 start LLVM unrolls it further, which pays on
-    the single range that every forest under ``_BUDGET`` entries is relabelled in."""
+    The same loop twice: from a constant 0 LLVM unrolls it further, which pays on the
+    single range that every forest under ``_BUDGET`` entries is relabelled in."""
     if lo == 0:
         for i in range(hi):
             p = parent[i]
