@@ -40,6 +40,18 @@ _ZERO = np.int64(0)
 _NO = np.bool_(False)
 _YES = np.bool_(True)
 
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` read-only, as a view when it is writable (the caller's array keeps its
+    flags). Numba types a read-only array apart from a writable one, so a kernel's input
+    arrays pass through this on their way in: one specialisation whoever the caller is.
+    Never for an array the kernel writes."""
+    if not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
 #: Work units one kernel call does before it returns to its host function, so that
 #: signal handlers can run (see "Interrupts" above). Read by the host functions at each
 #: call, so a test can shrink it; the results do not depend on it.

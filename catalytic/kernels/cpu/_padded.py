@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _INT32_LIMIT, _segments
+from catalytic.kernels.cpu._budget import _INT32_LIMIT, _frozen, _segments
 from catalytic.kernels.cpu.neighbors import c_strides
 
 UNVISITED = -1
@@ -96,7 +96,7 @@ def make_plan(shape, periodic, offsets, open_) -> Plan:
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
-    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    open_ = _frozen(np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1))
     n = int(np.prod(shape, dtype=object))
     # An offset that leaves an open axis from every site never gives a neighbour.
     never = ((np.abs(offsets) >= shape) & (periodic == 0)).any(axis=1)
@@ -388,6 +388,7 @@ def _fill_classes(out, vals, g: Plan, open_val, wall_val, portal_val):
         return _fill_small(out, vals, g, open_val, wall_val, portal_val)
     PL = int(g.pshape[-1])
     seg, calls = _segments(out.shape[0] // PL if PL else 0, PL)
+    vals = _frozen(vals)
     for a, b in calls:
         _fill_padded(out, vals, g.open_, open_val, wall_val, portal_val, g.shape, g.periodic,
                      g.r, g.pshape, seg, a, b)
@@ -527,7 +528,7 @@ def bond_cells(g: Plan, offsets, bond_slot, bits, words, bw) -> BondCells:
     K = plan_slot.shape[0]
     slot = np.where(plan_slot >= 0, plan_slot, ~plan_slot).astype(np.int64)
     fwd = (plan_slot >= 0).astype(np.uint8)
-    nomask = g._replace(open_=np.zeros(0, dtype=np.uint8))
+    nomask = g._replace(open_=_frozen(np.zeros(0, dtype=np.uint8)))
     n = g.n
     pbits = NO_BONDS.bits
     nw = max(1, (K + 7) // 8)

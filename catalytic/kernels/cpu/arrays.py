@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from catalytic.kernels.cpu._budget import _frozen
+
 __all__ = [
     "xor_bytes",
     "xor_elems",
@@ -149,6 +151,8 @@ def xor_bytes(data_u8, key_u8, out_u8):
     if n > _XOR_PERIOD and p < _XOR_PERIOD:
         key = np.tile(key, -(-_XOR_PERIOD // p))
         p = key.shape[0]
+    data = _frozen(data)
+    key = _frozen(key)
     if n < _PAR_MIN:
         _xor_range(data, key, out, 0, n)
     else:

@@ -24,7 +24,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _NO, _ZERO
+from catalytic.kernels.cpu._budget import _NO, _YES, _ZERO, _frozen
 from catalytic.kernels.cpu._padded import (
     PORTAL,
     UNVISITED,
@@ -57,8 +57,8 @@ def _stack_of(open_stack, n) -> np.ndarray:
     if stack.ndim != 2 or stack.shape[1] not in (0, n):
         raise ValueError(f"open_stack must be (B, {n}) or (B, 0), got shape {stack.shape}")
     if stack.shape[1] == 0:
-        return np.ones((stack.shape[0], n), dtype=np.uint8)
-    return np.ascontiguousarray(stack, dtype=np.uint8)
+        return _frozen(np.ones((stack.shape[0], n), dtype=np.uint8))
+    return _frozen(np.ascontiguousarray(stack, dtype=np.uint8))
 
 
 def _launch(kernel, B, per_row, *args):
@@ -245,7 +245,7 @@ def _spans_whole(open_, row_ptr, rs, re, rp, mark, half, shape, periodic, axis):
     row_ptr[0] = 0
     for row in range(nrow):
         row_ptr[row + 1] = row_ptr[row] + _runs_write_row(open_[row * L:(row + 1) * L], rs,
-                                                          re, row_ptr[row], True)
+                                                          re, row_ptr[row], _YES)
     n_runs = row_ptr[nrow]
     if n_runs == 0:
         return False
@@ -408,7 +408,7 @@ def _bfs_one(out, open_, psrc, work, queue, st, vals, cls, foff, offs, r, shape,
     L = shape[shape.shape[0] - 1]
     nrow = out.shape[0] // L
     for row in range(nrow):
-        _unpad_row(work, out, row, _ZERO, L, shape, r, pshape, True)
+        _unpad_row(work, out, row, _ZERO, L, shape, r, pshape, _YES)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -497,7 +497,7 @@ def bfs_distance_batched(shape, periodic, offsets, open_stack, dedupe, sources, 
     work = np.empty((T, g.psize), dtype=g.itype)
     queue = np.empty((T, n + psrc.shape[1] + 2), dtype=g.itype)
     st = np.empty((T, 5), dtype=np.int64)
-    vals = np.empty(0, dtype=g.itype)
+    vals = _frozen(np.empty(0, dtype=g.itype))
     cls = np.array([UNVISITED, WALL, PORTAL], dtype=g.itype)
     K = max(g.offs.shape[0], 1)
     n_prow = g.psize // int(g.pshape[-1])

@@ -34,6 +34,8 @@ from catalytic.kernels.cpu._padded import (
 
 # Unsigned indices in the hot loops: a signed one costs a negative-index fix-up per access.
 _U = np.uint64
+# ``stop`` of a search that runs to the end, typed int64 like the host's (see _budget._ZERO)
+_NO_STOP = np.int64(-1)
 
 __all__ = ["bfs_distance", "closeness"]
 
@@ -230,7 +232,7 @@ def _bfs_queue(work, queue, st, stop, budget, foff, offs, r, shape, pstrides, pe
     while lo < hi:
         e = min(hi, lo + max((budget - used) // K, 1))
         t = _expand(work, queue, lo, e, queue, t, dn, foff, offs, r, shape, pstrides,
-                    periodic, mode, bits, nw, False, False)
+                    periodic, mode, bits, nw, _NO, _NO)
         used += (e - lo) * K + _LEVEL_COST
         lo = e
         if lo == hi:
@@ -263,7 +265,7 @@ def _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape, pstrides
         a = lo + m * t // T
         b = lo + m * (t + 1) // T
         cnt[t] = _expand(work, cur, a, b, bufs[t], _ZERO, dn, foff, offs, r, shape, pstrides,
-                         periodic, mode, bits, nw, True, coded)
+                         periodic, mode, bits, nw, _YES, coded)
 
 
 @njit(cache=True, nogil=True)
@@ -333,11 +335,11 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
                 # the whole level: constant start positions let LLVM specialise the call
                 hi = m
                 m2 = _expand(work, cur, _ZERO, m, nxt, _ZERO, dn, foff, offs, r, shape, pstrides,
-                             periodic, mode, bits, nw, False, coded)
+                             periodic, mode, bits, nw, _NO, coded)
             else:
                 hi = min(m, lo + max((budget - used) // K, 1))
                 m2 = _expand(work, cur, lo, hi, nxt, m2, dn, foff, offs, r, shape,
-                             pstrides, periodic, mode, bits, nw, False, coded)
+                             pstrides, periodic, mode, bits, nw, _NO, coded)
         else:
             hi = min(m, lo + T * chunk)
             _expand_par(work, cur, lo, hi, bufs, cnt, dn, foff, offs, r, shape,
@@ -405,7 +407,7 @@ def _closeness_run(work_t, queue_t, st_t, psrc, out, n_open, budget, foff, offs,
                 q[3] = 1
                 q[4] = 0
                 st[6] = 1
-            used += _bfs_queue(work, queue, q, -1, budget - used, foff, offs, r, shape,
+            used += _bfs_queue(work, queue, q, _NO_STOP, budget - used, foff, offs, r, shape,
                                pstrides, periodic, mode, bits, nw)
             if q[0] < q[1]:
                 continue

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _INT32_LIMIT
+from catalytic.kernels.cpu._budget import _INT32_LIMIT, _frozen
 from catalytic.kernels.cpu.neighbors import bond_open, c_strides
 
 __all__ = ["catalytic_path"]
@@ -174,7 +174,7 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state, *
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
     offs = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
-    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    open_ = _frozen(np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1))
     n = int(np.prod(shape, dtype=object))
     assert state.dtype == np.uint8 and state.shape[0] >= n
     n_open = int(np.count_nonzero(open_)) if open_.shape[0] else n
@@ -185,6 +185,8 @@ def catalytic_path(shape, periodic, offsets, open_, dedupe, start, end, state, *
         slot, bits, words = np.zeros(offs.shape[0], dtype=np.int64), _NO_BITS, 0
     else:
         slot, bits, words = bonds[0], bonds[1], bonds[2]
+    slot = _frozen(np.ascontiguousarray(slot, dtype=np.int64))
+    bits = _frozen(np.ascontiguousarray(bits, dtype=np.uint32))
     budget = _budget._BUDGET
     step = max(budget, 1)
     for a in range(0, n, step):  # state[:n] = 0, in slices

@@ -16,7 +16,8 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _INT32_LIMIT, _NO, _YES, _ZERO, _arange, _filled
+from catalytic.kernels.cpu._budget import (_INT32_LIMIT, _NO, _YES, _ZERO, _arange, _filled,
+                                           _frozen)
 from catalytic.kernels.cpu._rows import _next_row, _row_coords, _row_target, _window
 
 __all__ = ["connected_components", "connected_components_batched", "face_spanning_batched",
@@ -334,7 +335,7 @@ def _runs_whole(out, sizes, open_, row_ptr, rs, re, lab, half, shape, periodic):
     row_ptr[0] = 0
     for row in range(nrow):  # count and write in one scan (each row spills into the next)
         row_ptr[row + 1] = row_ptr[row] + _runs_write_row(open_[row * L:(row + 1) * L], rs,
-                                                          re, row_ptr[row], True)
+                                                          re, row_ptr[row], _YES)
     n_runs = row_ptr[nrow]
     lab[0] = -1
     for a in range(n_runs):
@@ -342,7 +343,7 @@ def _runs_whole(out, sizes, open_, row_ptr, rs, re, lab, half, shape, periodic):
     rp = lab[1:n_runs + 1]
     _runs_union_rows(rp, rs, re, row_ptr, _ZERO, nrow, _ZERO, nrow, _NO, half, shape,
                      periodic)
-    count = _relabel(rp, 0, n_runs, 0)
+    count = _relabel(rp, _ZERO, n_runs, _ZERO)
     lab[0] = 0
     for row in range(nrow):
         a0 = row_ptr[row]
@@ -527,7 +528,7 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, sizes=False
     shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
-    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    open_ = _frozen(np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1))
     n = math.prod(shape.tolist())
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
     half, runs = _stencil_halves(offsets.tobytes(), d)
@@ -542,7 +543,7 @@ def connected_components(shape, periodic, offsets, open_, dedupe, *, sizes=False
     if (runs and (T == 1 or n * half.shape[0] <= _WHOLE_WORK)
             and n * (4 + 4 * half.shape[0]) <= _budget._BUDGET):
         if open_.shape[0] == 0:
-            open_ = np.ones(n, dtype=np.uint8)
+            open_ = _frozen(np.ones(n, dtype=np.uint8))
         bound = nrow * ((L + 1) // 2) + 1  # runs (at most one per two sites) + spill
         labels = np.empty(n, dtype=np.int32)
         size_of = np.empty(bound, dtype=np.int64)
@@ -581,7 +582,7 @@ def _sites_whole(parent, sizes, open_, half, shape, periodic):
     for i in range(n):
         parent[i] = i if open_[i] != 0 else -1
     _cc_rows(parent, _ZERO, n // L, _ZERO, n // L, _NO, half, shape, periodic)
-    count = _relabel(parent, 0, n, 0)
+    count = _relabel(parent, _ZERO, n, _ZERO)
     sizes[:count + 1] = 0
     for i in range(n):
         sizes[parent[i]] += 1
@@ -667,7 +668,7 @@ def connected_components_batched(shape, periodic, offsets, open_stack, dedupe):
                          "label it with connected_components")
     if stack.shape[1] == 0:
         stack = np.ones((B, n), dtype=np.uint8)
-    stack = np.ascontiguousarray(stack, dtype=np.uint8)
+    stack = _frozen(np.ascontiguousarray(stack, dtype=np.uint8))
     half, runs = _stencil_halves(offsets.tobytes(), d)
     L = int(shape[-1]) if n else 1
     runs = runs or L == 1
@@ -796,7 +797,8 @@ def _components_windows(shape, periodic, open_, n, half, runs, ltype, L, nrow, T
     wins = range(-(-chunk_rows // w))
     if runs:
         if open_.shape[0] == 0:
-            open_ = _filled(n, 1, np.uint8)  # one run per row; O(n) bytes, rarely used
+            # one run per row; O(n) bytes, rarely used
+            open_ = _frozen(_filled(n, 1, np.uint8))
         row_cnt = np.empty(nrow, dtype=np.int64)
         for s in wins:
             _runs_count(open_, L, row_cnt, T, s, w)

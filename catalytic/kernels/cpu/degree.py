@@ -6,6 +6,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from catalytic.kernels.cpu._budget import _YES, _frozen
 from catalytic.kernels.cpu.neighbors import bond_neighbors_into, c_strides, neighbors_into
 from catalytic.kernels.cpu._rows import _row_coords, _row_target
 
@@ -71,7 +72,7 @@ def _degree_dedupe(deg, buf_t, open_, offs, shape, strides, periodic):
             if has_mask and open_[i] == 0:
                 deg[i] = 0
             else:
-                deg[i] = neighbors_into(i, shape, strides, periodic, offs, open_, True, buf)
+                deg[i] = neighbors_into(i, shape, strides, periodic, offs, open_, _YES, buf)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -132,7 +133,7 @@ def degree(shape, periodic, offsets, open_, dedupe, *, bonds=None) -> np.ndarray
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
     offs = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
-    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    open_ = _frozen(np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1))
     n = int(np.prod(shape, dtype=object))
     deg = np.empty(n, dtype=np.int64)
     if n == 0:
@@ -143,9 +144,9 @@ def degree(shape, periodic, offsets, open_, dedupe, *, bonds=None) -> np.ndarray
         k = max(offs.shape[0], 1)
         _degree_bonds(deg, np.empty((T, k), dtype=np.int64), np.empty((T, k)), open_, offs,
                       shape, c_strides(shape), periodic, bool(dedupe),
-                      np.ascontiguousarray(slot, dtype=np.int64),
-                      np.ascontiguousarray(bits, dtype=np.uint32), int(words),
-                      np.ascontiguousarray(bw, dtype=np.float64))
+                      _frozen(np.ascontiguousarray(slot, dtype=np.int64)),
+                      _frozen(np.ascontiguousarray(bits, dtype=np.uint32)), int(words),
+                      _frozen(np.ascontiguousarray(bw, dtype=np.float64)))
     elif dedupe:
         T = max(1, min(numba.get_num_threads(), n))
         buf_t = np.empty((T, max(offs.shape[0], 1)), dtype=np.int64)

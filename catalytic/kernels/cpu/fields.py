@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from catalytic.kernels.cpu._budget import _frozen
 from catalytic.kernels.cpu.neighbors import bond_neighbors_into, c_strides, neighbors_into
 
 __all__ = ["laplacian", "diffuse"]
@@ -305,7 +306,7 @@ def _prepare(shape, periodic, offsets, open_):
     if offsets.ndim != 2 or offsets.shape[1] != d:
         raise ValueError(f"offsets must have shape (k, {d}), got {offsets.shape}")
     n = int(np.prod(shape))
-    open_ = np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1)
+    open_ = _frozen(np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1))
     if open_.shape[0] not in (0, n):
         raise ValueError(f"open_ must have length 0 or {n}, got {open_.shape[0]}")
     return shape, c_strides(shape), periodic, offsets, open_, n
@@ -327,6 +328,7 @@ def _launch(shape, strides, periodic, offsets, open_, dedupe, field, out, alpha,
     k = max(offsets.shape[0], 1)
     if n == 0:
         return
+    field = _frozen(field)  # the user's field, or a diffusion step's scratch
     T = get_num_threads()
     if bonds is not None:
         slot, bits, words, bw = bonds
@@ -439,9 +441,9 @@ def _bond_arrays(bonds):
     if bonds is None:
         return None
     slot, bits, words, bw = bonds
-    return (np.ascontiguousarray(slot, dtype=np.int64),
-            np.ascontiguousarray(bits, dtype=np.uint32), int(words),
-            np.ascontiguousarray(bw, dtype=np.float64))
+    return (_frozen(np.ascontiguousarray(slot, dtype=np.int64)),
+            _frozen(np.ascontiguousarray(bits, dtype=np.uint32)), int(words),
+            _frozen(np.ascontiguousarray(bw, dtype=np.float64)))
 
 
 def diffuse(shape, periodic, offsets, open_, dedupe, field, steps, alpha, out, *,

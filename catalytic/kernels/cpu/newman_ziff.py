@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from catalytic.kernels.cpu._budget import _frozen
 from catalytic.kernels.cpu.neighbors import bond_open, c_strides, neighbor
 from catalytic.kernels.random import (GOLDEN, _mulhi64_nb, _splitmix64_nb, mulhi64,
                                       splitmix64, stream_key)
@@ -401,7 +402,9 @@ def elements(kind, shape, periodic, offsets, open_, bond_slot, bits, words) -> n
     out = np.empty(kf * n, dtype=np.int64)
     m = _bond_elements(out, n, shape, c_strides(shape), np.ascontiguousarray(periodic, np.uint8),
                        np.ascontiguousarray(offsets, np.int64),
-                       np.ascontiguousarray(open_, np.uint8), bond_slot, bits, words)
+                       _frozen(np.ascontiguousarray(open_, np.uint8)),
+                       _frozen(np.ascontiguousarray(bond_slot, np.int64)),
+                       _frozen(np.ascontiguousarray(bits, np.uint32)), words)
     out = out[:m]
     # the planes come in ascending order already; sort only if a stencil says otherwise
     return out if np.all(out[1:] > out[:-1]) else np.sort(out)

@@ -28,7 +28,7 @@ from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu import components as _components
-from catalytic.kernels.cpu._budget import _INT32_LIMIT, _NO, _YES
+from catalytic.kernels.cpu._budget import _INT32_LIMIT, _NO, _YES, _ZERO, _frozen
 from catalytic.kernels.cpu._rows import _next_row, _row_coords, _window
 from catalytic.kernels.cpu.components import _first_overlap, _stencil_halves, _union
 
@@ -576,9 +576,9 @@ def _wind_whole(out, sizes, wraps, open_, bits, words, us, half, hslot, unit_h, 
     lab[0] = 0
     parent = lab[1:]
     _init_runs(parent, flag, disp, P, 0, R)
-    _wind_rows(parent, disp, flag, rs, re, row_ptr, 0, nrow, 0, nrow, False, bits, words,
-               hslot, unit_h, half, shape, periodic, wax)
-    count = _relabel_runs(parent, flag, sizes, wraps, rs, re, 0, R, 0, P)
+    _wind_rows(parent, disp, flag, rs, re, row_ptr, _ZERO, nrow, _ZERO, nrow, _NO, bits,
+               words, hslot, unit_h, half, shape, periodic, wax)
+    count = _relabel_runs(parent, flag, sizes, wraps, rs, re, _ZERO, R, _ZERO, P)
     _write_labels(out, lab, 0, out.shape[0])
     return count
 
@@ -739,7 +739,7 @@ def _prepare(shape, offsets, bond_slot, bits, axes):
     us = int(hslot[unit_h]) if unit_h >= 0 else -1
     if unit_h < 0 and shape.shape[0] and shape[-1] == 1:
         us = -1  # one site per row: runs are sites, no unit bond to read
-    bits = np.ascontiguousarray(bits, dtype=np.uint32).reshape(-1)
+    bits = _frozen(np.ascontiguousarray(bits, dtype=np.uint32).reshape(-1))
     wax = np.array([int(a) for a in axes], dtype=np.int64)
     if wax.shape[0] > _LANES:
         raise ValueError(f"at most {_LANES} axes can be tracked for wrapping, got {len(wax)}")
@@ -840,6 +840,7 @@ def label_windings(shape, periodic, offsets, open_, bond_slot, bits, words, axes
         return (np.zeros(0, np.int32), 0, np.zeros(0, np.int64), np.zeros(1, np.uint8))
     if open_.shape[0] == 0:
         open_ = np.ones(n, dtype=np.uint8)
+    open_ = _frozen(open_)
     L = int(shape[-1])
     nrow = n // L
     labels = np.empty(n, dtype=np.int32)
@@ -913,7 +914,7 @@ def label_windings_batched(shape, periodic, offsets, open_stack, bond_slot, bits
                 [np.zeros(1, np.uint8) for _ in range(B)])
     if stack.shape[1] == 0:
         stack = np.ones((B, n), dtype=np.uint8)
-    stack = np.ascontiguousarray(stack, dtype=np.uint8)
+    stack = _frozen(np.ascontiguousarray(stack, dtype=np.uint8))
     P = wax.shape[0]
     T = numba.get_num_threads()
     m = _bound(n, int(shape[-1]), us, bits)
