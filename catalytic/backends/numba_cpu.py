@@ -333,10 +333,6 @@ def label(lat, keys, sites, delta):
     slot, user, words, _ = g.bond_args()
     bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
                                  user, words)
-    # read-only like the geometry's own arrays: one specialisation of the labelling
-    bits.setflags(write=False)
-    sites = sites.view()
-    sites.setflags(write=False)
     labels, count, sizes, _ = _winding().label_windings(
         g.shape_arr, g.periodic_arr, g.offsets, sites, slot, bits, words)
     return R.Components(labels.reshape(g.shape), count, sizes)
