@@ -94,10 +94,40 @@ def _arcs(lab, x, count, length):
     return lo, hi
 
 
+def assemble(g, sizes, mean, cov, lo, hi, arc_lo, arc_hi, wraps, field) -> ClusterStatistics:
+    """:class:`ClusterStatistics` from what every backend measures, per label 1..count
+    (row ``label - 1``): ``sizes``, ``mean`` and ``cov`` of the unwrapped coordinates,
+    coordinate extremes ``lo``/``hi`` (int64 (count, d), read on open axes), the
+    shortest arcs ``arc_lo``/``arc_hi`` (read on periodic axes), ``wraps`` (bool
+    (count, d)) and the field's reductions (a dict, or None)."""
+    d = g.dimensions
+    shape = np.asarray(g.shape, dtype=np.int64)
+    periodic = np.asarray(g.periodic, dtype=bool)
+    empty = sizes == 0
+    centroid = np.where(periodic, np.mod(mean, shape), mean) if d else mean.copy()
+    centroid[wraps] = np.nan
+    gyration = cov.copy()
+    gyration[wraps[:, :, None] | wraps[:, None, :]] = np.nan
+    centroid[empty] = np.nan
+    gyration[empty] = np.nan
+    rg = np.sqrt(np.trace(gyration, axis1=1, axis2=2))
+    bbox = np.stack([np.where(periodic, arc_lo, lo), np.where(periodic, arc_hi, hi + 1)],
+                    axis=-1).astype(np.int64)
+    full = np.stack([np.zeros(d, np.int64), shape], axis=-1)
+    bbox[wraps] = np.broadcast_to(full, bbox.shape)[wraps]
+    faces = np.stack([lo == 0, hi == shape - 1], axis=-1) & ~periodic[:, None]
+    bbox[empty] = 0
+    faces[empty] = False
+    return ClusterStatistics(shape=tuple(g.shape), periodic=tuple(bool(p) for p in periodic),
+                             sizes=sizes, bbox=bbox, centroid=centroid, gyration=gyration,
+                             radius_of_gyration=rg, faces=faces, wraps=wraps, field=field)
+
+
 def cluster_statistics(g, labels, field=None) -> ClusterStatistics:
-    """:class:`ClusterStatistics` of ``labels`` (the lattice's shape, 0 = no cluster,
-    clusters 1..count, each connected by usable bonds) on geometry ``g``, with the
-    reductions of ``field`` (float64, flat) when given."""
+    """:class:`ClusterStatistics` of ``labels`` (flat int64, 0 = no cluster, clusters
+    1..count) on geometry ``g``, with the reductions of ``field`` (float64, flat) when
+    given. With a periodic axis, each label's sites must be joined by usable bonds (a
+    ValueError otherwise); without one, a label is measured as the sites that hold it."""
     flat = np.asarray(labels).reshape(-1).astype(np.int64)
     n, d = g.n_points, g.dimensions
     count = int(flat.max(initial=0))
@@ -106,66 +136,55 @@ def cluster_statistics(g, labels, field=None) -> ClusterStatistics:
     sites = np.flatnonzero(flat)
     lab = flat[sites]
     sizes = np.bincount(lab, minlength=count + 1)[1:].astype(np.int64)
-    present = np.flatnonzero(sizes) + 1
-    roots = np.zeros(0, np.int64)
-    if sites.size:
-        _, first = np.unique(lab, return_index=True)
-        roots = sites[first]
-    i, j, q = cluster_edges(g, flat)
-    w, reached = windings(n, roots, i, j, q)
-    if not reached[sites].all():
-        bad = int(flat[sites[~reached[sites]][0]])
-        raise ValueError(f"label {bad} is not one cluster: its sites are not all joined "
-                         "by usable bonds of this lattice")
-    # a bond whose ends disagree by whole turns closes a cycle of that winding
-    wraps = np.zeros((count, d), bool)
-    off = w[i] + q - w[j]
-    bad = np.flatnonzero(off.any(axis=1))
-    if bad.size:
-        np.logical_or.at(wraps, flat[i[bad]] - 1, off[bad] != 0)
     coords = np.stack(np.unravel_index(sites, g.shape), axis=-1).astype(np.int64)
-    u = (coords + w[sites] * shape).astype(np.float64)  # unwrapped
+    wraps = np.zeros((count, d), bool)
+    u = coords.astype(np.float64)
+    if periodic.any():
+        roots = np.zeros(0, np.int64)
+        if sites.size:
+            _, first = np.unique(lab, return_index=True)
+            roots = sites[first]
+        i, j, q = cluster_edges(g, flat)
+        w, reached = windings(n, roots, i, j, q)
+        if not reached[sites].all():
+            bad = int(flat[sites[~reached[sites]][0]])
+            raise ValueError(f"label {bad} is not one cluster: its sites are not all "
+                             "joined by usable bonds of this lattice")
+        # a bond whose ends disagree by whole turns closes a cycle of that winding
+        off = w[i] + q - w[j]
+        bad = np.flatnonzero(off.any(axis=1))
+        if bad.size:
+            np.logical_or.at(wraps, flat[i[bad]] - 1, off[bad] != 0)
+        u += w[sites] * shape  # unwrapped
     safe = np.maximum(sizes, 1)
     mean = np.stack([np.bincount(lab, u[:, a], minlength=count + 1)[1:] / safe
                      for a in range(d)], axis=-1) if d else np.zeros((count, 0))
     centred = u - mean[lab - 1]
-    gyration = np.zeros((count, d, d))
+    cov = np.zeros((count, d, d))
     for a in range(d):
         for b in range(a, d):
-            gyration[:, a, b] = gyration[:, b, a] = np.bincount(
+            cov[:, a, b] = cov[:, b, a] = np.bincount(
                 lab, centred[:, a] * centred[:, b], minlength=count + 1)[1:] / safe
-    centroid = np.where(periodic, np.mod(mean, shape), mean) if d else mean
-    centroid[wraps] = np.nan
-    gyration[wraps[:, :, None] | wraps[:, None, :]] = np.nan
-    empty = sizes == 0
-    centroid[empty] = np.nan
-    gyration[empty] = np.nan
-    rg = np.sqrt(np.trace(gyration, axis1=1, axis2=2))
-    bbox = np.zeros((count, d, 2), np.int64)
-    faces = np.zeros((count, d, 2), bool)
+    lo = np.zeros((count, d), np.int64)
+    hi = np.zeros((count, d), np.int64)
+    arc_lo = np.zeros((count, d), np.int64)
+    arc_hi = np.zeros((count, d), np.int64)
     for a in range(d):
         x = coords[:, a]
         if periodic[a]:
-            lo, hi = _arcs(lab, x, count, int(shape[a])) if sites.size else (0, 0)
-            bbox[:, a, 0], bbox[:, a, 1] = lo, hi
-            bbox[wraps[:, a], a] = (0, shape[a])
+            if sites.size:
+                arc_lo[:, a], arc_hi[:, a] = _arcs(lab, x, count, int(shape[a]))
             continue
-        lo = np.full(count + 1, shape[a], np.int64)
-        hi = np.full(count + 1, -1, np.int64)
-        np.minimum.at(lo, lab, x)
-        np.maximum.at(hi, lab, x)
-        bbox[:, a, 0], bbox[:, a, 1] = lo[1:], hi[1:] + 1
-        faces[:, a, 0] = lo[1:] == 0
-        faces[:, a, 1] = hi[1:] == shape[a] - 1
-    bbox[empty] = 0
+        low = np.full(count + 1, shape[a], np.int64)
+        high = np.full(count + 1, -1, np.int64)
+        np.minimum.at(low, lab, x)
+        np.maximum.at(high, lab, x)
+        lo[:, a], hi[:, a] = low[1:], high[1:]
     reductions = None
     if field is not None:
         reductions = _reductions(np.asarray(field, np.float64).reshape(-1), sites, lab,
                                  count, sizes)
-    return ClusterStatistics(shape=tuple(g.shape), periodic=tuple(bool(p) for p in periodic),
-                             sizes=sizes, bbox=bbox, centroid=centroid, gyration=gyration,
-                             radius_of_gyration=rg, faces=faces, wraps=wraps,
-                             field=reductions)
+    return assemble(g, sizes, mean, cov, lo, hi, arc_lo, arc_hi, wraps, reductions)
 
 
 def _reductions(f, sites, lab, count, sizes) -> dict:

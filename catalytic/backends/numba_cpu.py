@@ -64,6 +64,12 @@ def _values():
     return values
 
 
+def _clusters():
+    from catalytic.kernels.cpu import clusters
+
+    return clusters
+
+
 def _degree():
     from catalytic.kernels.cpu import degree
 
@@ -338,6 +344,46 @@ def label(lat, keys, sites, delta):
     return R.Components(labels.reshape(g.shape), count, sizes)
 
 
+def cluster_statistics(lat, labels, field):
+    """The windings by a breadth-first search in Numba (periodic axes only), the sums
+    and extremes in two threaded passes, the arcs sorted per label
+    (``kernels.cpu.clusters``), assembled as the reference assembles its own."""
+    from catalytic.backends._clusters import assemble
+
+    g = lat.geometry
+    K = _clusters()
+    d = g.dimensions
+    count = int(labels.max(initial=0))
+    wraps = np.zeros((count, d), bool)
+    w = np.zeros((0, d), np.int32)
+    if any(g.periodic):
+        slot, bits, words, _ = g.bond_args()
+        w, wraps = K.unwrap(labels, count, g.shape_arr, g.periodic_arr, g.offsets, slot,
+                            bits, words)
+    sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2 = K.moments(
+        labels, count, g.shape_arr, w, field)
+    sizes, first, lo, hi, m1, m2 = sizes[1:], first[1:], lo[1:], hi[1:], m1[1:], m2[1:]
+    safe = np.maximum(sizes, 1)[:, None]
+    ref = np.stack(np.unravel_index(np.maximum(first, 0), g.shape), axis=-1) if d else m1
+    mean = ref + m1 / safe
+    cov = m2 / safe[:, :, None]
+    cov = np.triu(cov) + np.triu(cov, 1).transpose(0, 2, 1)
+    cov -= (m1 / safe)[:, :, None] * (m1 / safe)[:, None, :]
+    arc_lo = np.zeros((count, d), np.int64)
+    arc_hi = np.zeros((count, d), np.int64)
+    for a in np.flatnonzero(g.periodic):
+        coord = (np.arange(g.n_points, dtype=np.int64) // g.strides[a]) % g.shape[a]
+        alo, ahi = K.arcs(labels, count, coord, int(g.shape[a]))
+        arc_lo[:, a], arc_hi[:, a] = alo[1:], ahi[1:]
+    reductions = None
+    if field is not None:
+        has = sizes > 0
+        reductions = {"sum": fsum[1:], "mean": np.where(has, fsum[1:] / safe[:, 0], np.nan),
+                      "min": fmin[1:], "max": fmax[1:], "argmin": amin[1:],
+                      "argmax": amax[1:]}
+    return assemble(g, sizes, mean, cov, lo, hi, arc_lo, arc_hi, wraps, reductions)
+
+
 def _spanning_from(g, comp, axes, wrapping):
     """:class:`SpanningClusters` from a labelling and ``wrapping`` (periodic axis ->
     labels of the clusters wrapping it); open axes by their faces."""
@@ -597,6 +643,7 @@ IMPLEMENTATIONS = {
     "path_catalytic": (path_catalytic, _no_bond_weights),
     "connected_components": (connected_components, None),
     "label": (label, None),
+    "cluster_statistics": (cluster_statistics, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),
@@ -657,7 +704,8 @@ for _op in ("connected_components", "label", "percolates", "spanning_clusters"):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "path_catalytic", "centrality",
-    "batched.distance_field", "connected_components", "label", "percolates",
+    "batched.distance_field", "connected_components", "label", "cluster_statistics",
+    "percolates",
     "spanning_clusters", "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",
     "batched.spanning_clusters", "batched.laplacian",
     "newman_ziff", "spanning_thresholds",  # the Newman-Ziff kernel reads them

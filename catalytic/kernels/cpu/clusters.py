@@ -1,0 +1,277 @@
+"""Per-cluster statistics on the CPU: the windings that unwrap clusters across periodic
+seams, and the sums, extremes and arcs of every cluster, in Numba.
+
+The contract is the reference's (``backends/_clusters.py``); the numbers are the same
+up to the order of floating-point sums.
+
+* :func:`unwrap`: a breadth-first search over each cluster (from its lowest site, in
+  the order of those sites) gives every site its winding relative to the root, and a
+  bond of the cluster whose ends disagree by whole turns marks the axes it wraps. The
+  search is resumable (``_budget``): a call pops about ``_BUDGET`` sites' worth of
+  neighbours and returns, so a signal handler runs between calls.
+* :func:`moments`: sizes, the first site, coordinate extremes, and the field's sum and
+  extremes per label in one pass, then the first and second moments of the unwrapped
+  coordinates about each cluster's first site in a second (so the gyration does not
+  lose digits to large coordinates). Threads own ranges of labels holding about equal
+  numbers of sites and each scans every site, writing only its own labels: no
+  per-thread copies of the per-label arrays.
+* :func:`arcs`: the occupied coordinates of each cluster along a periodic axis, sorted,
+  and the largest gap between them round the circle.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu.neighbors import bond_open, c_strides
+
+__all__ = ["unwrap", "moments", "arcs"]
+
+
+@njit(cache=True, nogil=True)
+def _unwrap_run(labels, shape, strides, periodic, offsets, slot, bits, words, w, wraps,
+                seen, queue, root, state, budget):
+    """Resume the breadth-first searches at ``state`` (next start site, queue head and
+    tail, the search's label) for about ``budget`` units; returns True when every
+    cluster is done, or -1 in ``state[4]`` with the label found twice as a root."""
+    n = labels.shape[0]
+    d = shape.shape[0]
+    K = offsets.shape[0]
+    s, head, tail = state[0], state[1], state[2]
+    c = np.empty(d, np.int64)
+    t = np.empty(d, np.int64)
+    work = 0
+    while True:
+        if head == tail:
+            while s < n and (labels[s] == 0 or seen[s]):
+                s += 1
+                work += 1
+                if work >= budget:
+                    state[0], state[1], state[2] = s, head, tail
+                    return False
+            if s >= n:
+                state[0], state[1], state[2] = s, head, tail
+                return True
+            lab = labels[s]
+            if root[lab] >= 0:
+                state[3] = lab
+                state[4] = -1
+                return True
+            root[lab] = s
+            seen[s] = 1
+            for a in range(d):
+                w[s, a] = 0
+            queue[0] = s
+            head, tail = 0, 1
+        if work >= budget:
+            state[0], state[1], state[2] = s, head, tail
+            return False
+        u = queue[head]
+        head += 1
+        lab = labels[u]
+        rem = u
+        for a in range(d):
+            c[a] = rem // strides[a]
+            rem -= c[a] * strides[a]
+        for k in range(K):
+            j = 0
+            ok = True
+            for a in range(d):
+                x = c[a] + offsets[k, a]
+                t[a] = 0
+                if x < 0 or x >= shape[a]:
+                    if periodic[a] == 0:
+                        ok = False
+                        break
+                    t[a] = x // shape[a]
+                    x -= t[a] * shape[a]
+                j += x * strides[a]
+            if not ok or labels[j] != lab:
+                continue
+            if not bond_open(u, j, slot[k], bits, words):
+                continue
+            if seen[j]:
+                for a in range(d):
+                    if w[u, a] + t[a] != w[j, a]:
+                        wraps[lab, a] = 1
+            else:
+                seen[j] = 1
+                for a in range(d):
+                    w[j, a] = w[u, a] + t[a]
+                queue[tail] = j
+                tail += 1
+        work += K + 1
+
+
+def unwrap(labels, count, shape, periodic, offsets, bond_slot, bits, words):
+    """Windings of every site (int32 (n, d), relative to its cluster's lowest site) and
+    the axes each label wraps (bool (count, d)), over the usable bonds between sites of
+    one label; a ValueError when a label's sites are not all joined."""
+    shape = np.ascontiguousarray(shape, dtype=np.int64)
+    n = int(labels.shape[0])
+    d = shape.shape[0]
+    w = np.empty((n, d), np.int32)
+    wraps = np.zeros((count + 1, d), np.uint8)
+    seen = np.zeros(n, np.uint8)
+    queue = np.empty(n, np.int64)
+    root = np.full(count + 1, -1, np.int64)
+    state = np.zeros(5, np.int64)
+    strides = c_strides(shape)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8)
+    while not _unwrap_run(labels, shape, strides, periodic, offsets, bond_slot, bits,
+                          np.int64(words), w, wraps, seen, queue, root, state,
+                          np.int64(_budget._BUDGET)):
+        pass
+    if state[4] == -1:
+        raise ValueError(f"label {int(state[3])} is not one cluster: its sites are not all "
+                         "joined by usable bonds of this lattice")
+    return w, wraps[1:].astype(bool)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _coords(i, strides, c):
+    rem = i
+    for a in range(c.shape[0]):
+        c[a] = rem // strides[a]
+        rem -= c[a] * strides[a]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _first_pass(labels, strides, bounds, field, sizes, first, lo, hi, fsum, fmin, fmax,
+                amin, amax):
+    """Sizes, first sites, coordinate extremes and the field's sum and extremes: thread
+    ``t`` owns labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site."""
+    n = labels.shape[0]
+    d = strides.shape[0]
+    has_field = field.shape[0] != 0
+    for t in prange(bounds.shape[0] - 1):
+        l0, l1 = bounds[t], bounds[t + 1]
+        c = np.empty(d, np.int64)
+        for i in range(n):
+            lab = labels[i]
+            if lab < l0 or lab >= l1 or lab == 0:
+                continue
+            _coords(i, strides, c)
+            if sizes[lab] == 0:
+                first[lab] = i
+                for a in range(d):
+                    lo[lab, a] = c[a]
+                    hi[lab, a] = c[a]
+            else:
+                for a in range(d):
+                    lo[lab, a] = min(lo[lab, a], c[a])
+                    hi[lab, a] = max(hi[lab, a], c[a])
+            sizes[lab] += 1
+            if has_field:
+                v = field[i]
+                fsum[lab] += v
+                # NaN is the extreme of its cluster (the first NaN), as in NumPy
+                if amin[lab] < 0 or v < fmin[lab] or (v != v and fmin[lab] == fmin[lab]):
+                    fmin[lab] = v
+                    amin[lab] = i
+                if amax[lab] < 0 or v > fmax[lab] or (v != v and fmax[lab] == fmax[lab]):
+                    fmax[lab] = v
+                    amax[lab] = i
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _second_pass(labels, strides, shape, w, bounds, first, m1, m2):
+    """Sums of the unwrapped coordinates about each cluster's first site, and of their
+    products (the gyration before dividing), per owned label range as above."""
+    n = labels.shape[0]
+    d = strides.shape[0]
+    has_w = w.shape[0] != 0
+    for t in prange(bounds.shape[0] - 1):
+        l0, l1 = bounds[t], bounds[t + 1]
+        c = np.empty(d, np.int64)
+        r = np.empty(d, np.int64)
+        x = np.empty(d, np.float64)
+        for i in range(n):
+            lab = labels[i]
+            if lab < l0 or lab >= l1 or lab == 0:
+                continue
+            _coords(i, strides, c)
+            _coords(first[lab], strides, r)
+            for a in range(d):
+                u = c[a] - r[a]
+                if has_w:
+                    u += (np.int64(w[i, a]) - np.int64(w[first[lab], a])) * shape[a]
+                x[a] = u
+                m1[lab, a] += u
+            for a in range(d):
+                for b in range(a, d):
+                    m2[lab, a, b] += x[a] * x[b]
+
+
+def _bounds(sizes_prefix, count, T):
+    """Label ranges ``[bounds[t], bounds[t + 1])`` holding about equal numbers of sites."""
+    total = sizes_prefix[-1]
+    cuts = np.searchsorted(sizes_prefix, np.arange(1, T) * total / T)
+    return np.unique(np.r_[1, np.clip(cuts + 1, 1, count + 1), count + 1]).astype(np.int64)
+
+
+def moments(labels, count, shape, w, field):
+    """Per label 0..count: sizes (int64), first site, coordinate extremes (int64
+    (count+1, d) each), field sum, min, max and their first sites (NaN/-1 without a
+    field), and the first and second moments (float64) of the unwrapped coordinates
+    about the first site. ``w`` (n, d) int32 windings, or length 0 (none)."""
+    shape = np.ascontiguousarray(shape, dtype=np.int64)
+    d = shape.shape[0]
+    strides = c_strides(shape)
+    pre = np.cumsum(np.bincount(labels, minlength=count + 1)[1:])
+    bounds = _bounds(np.r_[0, pre], count, max(1, numba.get_num_threads()))
+    sizes = np.zeros(count + 1, np.int64)
+    first = np.full(count + 1, -1, np.int64)
+    lo = np.zeros((count + 1, d), np.int64)
+    hi = np.zeros((count + 1, d), np.int64)
+    has = field is not None
+    f = np.ascontiguousarray(field, dtype=np.float64) if has else np.zeros(0)
+    fsum = np.zeros(count + 1)
+    fmin = np.full(count + 1, np.nan)
+    fmax = np.full(count + 1, np.nan)
+    amin = np.full(count + 1, -1, np.int64)
+    amax = np.full(count + 1, -1, np.int64)
+    _first_pass(labels, strides, bounds, f, sizes, first, lo, hi, fsum, fmin, fmax, amin, amax)
+    m1 = np.zeros((count + 1, d))
+    m2 = np.zeros((count + 1, d, d))
+    _second_pass(labels, strides, shape, w, bounds, first, m1, m2)
+    return sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _arcs_run(order, starts, coord, length, lo, hi):
+    """Per label (prange): its sites' coordinates ``coord[order[starts[l]:starts[l+1]]]``
+    sorted, the largest gap round the circle (the wrap-round gap wins ties), and the arc
+    that leaves it out."""
+    for lab in prange(starts.shape[0] - 1):
+        a, b = starts[lab], starts[lab + 1]
+        if a == b:
+            continue
+        xs = np.sort(coord[order[a:b]])
+        best = xs[0] + length - xs[b - a - 1]
+        at = xs[0]
+        for q in range(1, b - a):
+            g = xs[q] - xs[q - 1]
+            if g > best:
+                best, at = g, xs[q]
+        lo[lab] = at
+        hi[lab] = at + length - best + 1
+
+
+def arcs(labels, count, coord, length):
+    """``(lo, hi)`` int64 (count + 1,) of the shortest arc of a periodic axis of
+    ``length`` holding every coordinate ``coord`` (int64 per site) of each label."""
+    sel = np.flatnonzero(labels)
+    lab = labels[sel]
+    order = sel[np.argsort(lab, kind="stable")]
+    starts = np.zeros(count + 2, np.int64)
+    starts[1:] = np.cumsum(np.bincount(lab, minlength=count + 1))
+    lo = np.zeros(count + 1, np.int64)
+    hi = np.zeros(count + 1, np.int64)
+    _arcs_run(order, starts, np.ascontiguousarray(coord, dtype=np.int64), np.int64(length),
+              lo, hi)
+    return lo, hi
