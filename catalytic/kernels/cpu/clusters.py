@@ -9,12 +9,12 @@ up to the order of floating-point sums.
   bond of the cluster whose ends disagree by whole turns marks the axes it wraps. The
   search is resumable (``_budget``): a call pops about ``_BUDGET`` sites' worth of
   neighbours and returns, so a signal handler runs between calls.
-* :func:`moments`: sizes, the first site, coordinate extremes, and the field's sum and
-  extremes per label in one pass, then the first and second moments of the unwrapped
-  coordinates about each cluster's first site in a second (so the gyration does not
-  lose digits to large coordinates). Threads own ranges of labels holding about equal
-  numbers of sites and each scans every site, writing only its own labels: no
-  per-thread copies of the per-label arrays.
+* :func:`moments`: sizes, the first site, coordinate extremes, the field's sum and
+  extremes, and the first and second moments of the unwrapped coordinates about each
+  cluster's first site (so the gyration does not lose digits to large coordinates), in
+  one pass in flat order. Threads own ranges of labels holding about equal numbers of
+  sites and each scans every site, writing only its own labels: no per-thread copies
+  of the per-label arrays.
 * :func:`arcs`: the occupied coordinates of each cluster along a periodic axis, sorted,
   and the largest gap between them round the circle.
 """
@@ -132,79 +132,64 @@ def unwrap(labels, count, shape, periodic, offsets, bond_slot, bits, words):
     return w, wraps[1:].astype(bool)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _coords(i, strides, c):
-    rem = i
-    for a in range(c.shape[0]):
-        c[a] = rem // strides[a]
-        rem -= c[a] * strides[a]
-
-
 @njit(cache=True, nogil=True, parallel=True)
-def _first_pass(labels, strides, bounds, field, sizes, first, lo, hi, fsum, fmin, fmax,
-                amin, amax):
-    """Sizes, first sites, coordinate extremes and the field's sum and extremes: thread
-    ``t`` owns labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site."""
+def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsum, fmin,
+                 fmax, amin, amax, m1, m2):
+    """One pass in flat order: sizes, first sites, coordinate extremes, the field's sum
+    and extremes, and the sums of the unwrapped coordinates about each cluster's first
+    site (met first, the order being flat) and of their products. Thread ``t`` owns
+    labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site, keeping the
+    coordinates by an odometer step (no division per site)."""
     n = labels.shape[0]
-    d = strides.shape[0]
+    d = shape.shape[0]
     has_field = field.shape[0] != 0
-    for t in prange(bounds.shape[0] - 1):
-        l0, l1 = bounds[t], bounds[t + 1]
-        c = np.empty(d, np.int64)
-        for i in range(n):
-            lab = labels[i]
-            if lab < l0 or lab >= l1 or lab == 0:
-                continue
-            _coords(i, strides, c)
-            if sizes[lab] == 0:
-                first[lab] = i
-                for a in range(d):
-                    lo[lab, a] = c[a]
-                    hi[lab, a] = c[a]
-            else:
-                for a in range(d):
-                    lo[lab, a] = min(lo[lab, a], c[a])
-                    hi[lab, a] = max(hi[lab, a], c[a])
-            sizes[lab] += 1
-            if has_field:
-                v = field[i]
-                fsum[lab] += v
-                # NaN is the extreme of its cluster (the first NaN), as in NumPy
-                if amin[lab] < 0 or v < fmin[lab] or (v != v and fmin[lab] == fmin[lab]):
-                    fmin[lab] = v
-                    amin[lab] = i
-                if amax[lab] < 0 or v > fmax[lab] or (v != v and fmax[lab] == fmax[lab]):
-                    fmax[lab] = v
-                    amax[lab] = i
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _second_pass(labels, strides, shape, w, bounds, first, m1, m2):
-    """Sums of the unwrapped coordinates about each cluster's first site, and of their
-    products (the gyration before dividing), per owned label range as above."""
-    n = labels.shape[0]
-    d = strides.shape[0]
     has_w = w.shape[0] != 0
     for t in prange(bounds.shape[0] - 1):
         l0, l1 = bounds[t], bounds[t + 1]
-        c = np.empty(d, np.int64)
-        r = np.empty(d, np.int64)
+        c = np.zeros(d, np.int64)
         x = np.empty(d, np.float64)
         for i in range(n):
             lab = labels[i]
-            if lab < l0 or lab >= l1 or lab == 0:
-                continue
-            _coords(i, strides, c)
-            _coords(first[lab], strides, r)
-            for a in range(d):
-                u = c[a] - r[a]
-                if has_w:
-                    u += (np.int64(w[i, a]) - np.int64(w[first[lab], a])) * shape[a]
-                x[a] = u
-                m1[lab, a] += u
-            for a in range(d):
-                for b in range(a, d):
-                    m2[lab, a, b] += x[a] * x[b]
+            if lab >= l0 and lab < l1:
+                if sizes[lab] == 0:
+                    first[lab] = i
+                    for a in range(d):
+                        lo[lab, a] = c[a]
+                        hi[lab, a] = c[a]
+                        ref[lab, a] = c[a]
+                else:
+                    for a in range(d):
+                        lo[lab, a] = min(lo[lab, a], c[a])
+                        hi[lab, a] = max(hi[lab, a], c[a])
+                sizes[lab] += 1
+                f = first[lab]
+                if f != i:
+                    # about the first site, whose coordinates are lo's at first sight
+                    for a in range(d):
+                        x[a] = c[a] - ref[lab, a]
+                        if has_w:
+                            x[a] += (np.int64(w[i, a]) - np.int64(w[f, a])) * shape[a]
+                    for a in range(d):
+                        m1[lab, a] += x[a]
+                        for b in range(a, d):
+                            m2[lab, a, b] += x[a] * x[b]
+                if has_field:
+                    v = field[i]
+                    fsum[lab] += v
+                    # NaN is the extreme of its cluster (the first NaN), as in NumPy
+                    if amin[lab] < 0 or v < fmin[lab] or (v != v and fmin[lab] == fmin[lab]):
+                        fmin[lab] = v
+                        amin[lab] = i
+                    if amax[lab] < 0 or v > fmax[lab] or (v != v and fmax[lab] == fmax[lab]):
+                        fmax[lab] = v
+                        amax[lab] = i
+            a = d - 1  # the next site's coordinates
+            while a >= 0:
+                c[a] += 1
+                if c[a] < shape[a]:
+                    break
+                c[a] = 0
+                a -= 1
 
 
 def _bounds(sizes_prefix, count, T):
@@ -221,7 +206,6 @@ def moments(labels, count, shape, w, field):
     about the first site. ``w`` (n, d) int32 windings, or length 0 (none)."""
     shape = np.ascontiguousarray(shape, dtype=np.int64)
     d = shape.shape[0]
-    strides = c_strides(shape)
     pre = np.cumsum(np.bincount(labels, minlength=count + 1)[1:])
     bounds = _bounds(np.r_[0, pre], count, max(1, numba.get_num_threads()))
     sizes = np.zeros(count + 1, np.int64)
@@ -235,10 +219,11 @@ def moments(labels, count, shape, w, field):
     fmax = np.full(count + 1, np.nan)
     amin = np.full(count + 1, -1, np.int64)
     amax = np.full(count + 1, -1, np.int64)
-    _first_pass(labels, strides, bounds, f, sizes, first, lo, hi, fsum, fmin, fmax, amin, amax)
     m1 = np.zeros((count + 1, d))
     m2 = np.zeros((count + 1, d, d))
-    _second_pass(labels, strides, shape, w, bounds, first, m1, m2)
+    ref = np.empty((count + 1, d), np.int64)
+    _moments_run(labels, shape, w, bounds, f, sizes, first, lo, hi, ref, fsum, fmin, fmax,
+                 amin, amax, m1, m2)
     return sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2
 
 
