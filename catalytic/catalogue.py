@@ -424,8 +424,8 @@ def v_cluster_statistics(lat, labels, field=None):
         raise TypeError(f"labels must be an integer array, got dtype {arr.dtype}")
     if arr.shape not in (g.shape, (g.n_points,)):
         raise ValueError(f"labels has shape {arr.shape}; expected the lattice shape {g.shape}")
-    flat = arr.reshape(-1).astype(np.int64)
-    if flat.size and flat.min() < 0:
+    flat = arr.reshape(-1).astype(np.int64, copy=False)
+    if flat.size and arr.dtype.kind == "i" and flat.min() < 0:
         raise ValueError(f"labels must be >= 0 (0: no cluster), got {int(flat.min())}")
     if g.mask is not None:
         blocked = np.flatnonzero((flat != 0) & ~g.mask.reshape(-1))

@@ -12,7 +12,8 @@ up to the order of floating-point sums.
 * :func:`moments`: sizes, the first site, coordinate extremes, the field's sum and
   extremes, and the first and second moments of the unwrapped coordinates about each
   cluster's first site (so the gyration does not lose digits to large coordinates), in
-  one pass in flat order. Threads own ranges of labels holding about equal numbers of
+  one pass in flat order, a run of one label along the last axis at a time (its sums in
+  closed form) where no windings are needed. Threads own ranges of labels holding about equal numbers of
   sites and each scans every site, writing only its own labels: no per-thread copies
   of the per-label arrays.
 * :func:`arcs`: the occupied coordinates of each cluster along a periodic axis, sorted,
@@ -132,58 +133,117 @@ def unwrap(labels, count, shape, periodic, offsets, bond_slot, bits, words):
     return w, wraps[1:].astype(bool)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _site(lab, i, c, w, has_w, shape, sizes, first, lo, hi, ref, m1, m2, x):
+    """Add site ``i`` (coordinates ``c``) to label ``lab``: size, first site, extremes,
+    and its unwrapped coordinates about the first site to the moments."""
+    d = c.shape[0]
+    if sizes[lab] == 0:
+        first[lab] = i
+        for a in range(d):
+            lo[lab, a] = c[a]
+            hi[lab, a] = c[a]
+            ref[lab, a] = c[a]
+    else:
+        for a in range(d):
+            lo[lab, a] = min(lo[lab, a], c[a])
+            hi[lab, a] = max(hi[lab, a], c[a])
+    sizes[lab] += 1
+    f = first[lab]
+    for a in range(d):
+        x[a] = c[a] - ref[lab, a]
+        if has_w:
+            x[a] += (np.int64(w[i, a]) - np.int64(w[f, a])) * shape[a]
+    for a in range(d):
+        m1[lab, a] += x[a]
+        for b in range(a, d):
+            m2[lab, a, b] += x[a] * x[b]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _run(lab, i, m, c, sizes, first, lo, hi, ref, m1, m2):
+    """Add the run of ``m`` sites ``i .. i + m - 1`` along the last axis (the first at
+    coordinates ``c``) to label ``lab``, without windings: its sums in closed form."""
+    d = c.shape[0]
+    last = d - 1
+    if sizes[lab] == 0:
+        first[lab] = i
+        for a in range(d):
+            lo[lab, a] = c[a]
+            hi[lab, a] = c[a]
+            ref[lab, a] = c[a]
+    else:
+        for a in range(d):
+            lo[lab, a] = min(lo[lab, a], c[a])
+            hi[lab, a] = max(hi[lab, a], c[a])
+    hi[lab, last] = max(hi[lab, last], c[last] + m - 1)
+    sizes[lab] += m
+    fm = np.float64(m)
+    p = np.float64(c[last] - ref[lab, last])
+    k1 = fm * (fm - 1.0) / 2.0  # sum of 0 .. m-1
+    k2 = (fm - 1.0) * fm * (2.0 * fm - 1.0) / 6.0  # sum of their squares
+    s1 = fm * p + k1  # sum of the last coordinate about the first site
+    s2 = fm * p * p + 2.0 * p * k1 + k2
+    for a in range(last):
+        oa = np.float64(c[a] - ref[lab, a])
+        m1[lab, a] += fm * oa
+        for b in range(a, last):
+            m2[lab, a, b] += fm * oa * np.float64(c[b] - ref[lab, b])
+        m2[lab, a, last] += oa * s1
+    m1[lab, last] += s1
+    m2[lab, last, last] += s2
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsum, fmin,
                  fmax, amin, amax, m1, m2):
     """One pass in flat order: sizes, first sites, coordinate extremes, the field's sum
     and extremes, and the sums of the unwrapped coordinates about each cluster's first
     site (met first, the order being flat) and of their products. Thread ``t`` owns
-    labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site, keeping the
-    coordinates by an odometer step (no division per site)."""
+    labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site, row by row: without
+    windings a run of one label along the last axis is added at once (closed-form
+    sums), with them site by site."""
     n = labels.shape[0]
     d = shape.shape[0]
+    L = shape[d - 1] if d else 1
     has_field = field.shape[0] != 0
     has_w = w.shape[0] != 0
     for t in prange(bounds.shape[0] - 1):
         l0, l1 = bounds[t], bounds[t + 1]
         c = np.zeros(d, np.int64)
         x = np.empty(d, np.float64)
-        for i in range(n):
-            lab = labels[i]
-            if lab >= l0 and lab < l1:
-                if sizes[lab] == 0:
-                    first[lab] = i
-                    for a in range(d):
-                        lo[lab, a] = c[a]
-                        hi[lab, a] = c[a]
-                        ref[lab, a] = c[a]
-                else:
-                    for a in range(d):
-                        lo[lab, a] = min(lo[lab, a], c[a])
-                        hi[lab, a] = max(hi[lab, a], c[a])
-                sizes[lab] += 1
-                f = first[lab]
-                if f != i:
-                    # about the first site, whose coordinates are lo's at first sight
-                    for a in range(d):
-                        x[a] = c[a] - ref[lab, a]
-                        if has_w:
-                            x[a] += (np.int64(w[i, a]) - np.int64(w[f, a])) * shape[a]
-                    for a in range(d):
-                        m1[lab, a] += x[a]
-                        for b in range(a, d):
-                            m2[lab, a, b] += x[a] * x[b]
-                if has_field:
-                    v = field[i]
-                    fsum[lab] += v
-                    # NaN is the extreme of its cluster (the first NaN), as in NumPy
-                    if amin[lab] < 0 or v < fmin[lab] or (v != v and fmin[lab] == fmin[lab]):
-                        fmin[lab] = v
-                        amin[lab] = i
-                    if amax[lab] < 0 or v > fmax[lab] or (v != v and fmax[lab] == fmax[lab]):
-                        fmax[lab] = v
-                        amax[lab] = i
-            a = d - 1  # the next site's coordinates
+        for base in range(0, n, L):
+            xx = 0
+            while xx < L:
+                i = base + xx
+                lab = labels[i]
+                e = xx + 1
+                while e < L and labels[base + e] == lab:
+                    e += 1
+                if lab >= l0 and lab < l1:
+                    c[d - 1] = xx
+                    if has_w:
+                        for q in range(xx, e):
+                            c[d - 1] = q
+                            _site(lab, base + q, c, w, has_w, shape, sizes, first, lo, hi,
+                                  ref, m1, m2, x)
+                    else:
+                        _run(lab, i, e - xx, c, sizes, first, lo, hi, ref, m1, m2)
+                    if has_field:
+                        for q in range(i, base + e):
+                            v = field[q]
+                            fsum[lab] += v
+                            # NaN is the extreme of its cluster (the first NaN), as NumPy's
+                            if amin[lab] < 0 or v < fmin[lab] or (
+                                    v != v and fmin[lab] == fmin[lab]):
+                                fmin[lab] = v
+                                amin[lab] = q
+                            if amax[lab] < 0 or v > fmax[lab] or (
+                                    v != v and fmax[lab] == fmax[lab]):
+                                fmax[lab] = v
+                                amax[lab] = q
+                xx = e
+            a = d - 2  # the next row's coordinates
             while a >= 0:
                 c[a] += 1
                 if c[a] < shape[a]:
@@ -206,8 +266,12 @@ def moments(labels, count, shape, w, field):
     about the first site. ``w`` (n, d) int32 windings, or length 0 (none)."""
     shape = np.ascontiguousarray(shape, dtype=np.int64)
     d = shape.shape[0]
-    pre = np.cumsum(np.bincount(labels, minlength=count + 1)[1:])
-    bounds = _bounds(np.r_[0, pre], count, max(1, numba.get_num_threads()))
+    T = max(1, numba.get_num_threads())
+    bounds = np.array([1, count + 1], np.int64)
+    if T > 1 and count > 1:
+        # about equal sites per thread, from every 16th site (one pass over 1/16th)
+        pre = np.cumsum(np.bincount(labels[::16], minlength=count + 1)[1:])
+        bounds = _bounds(np.r_[0, pre], count, T)
     sizes = np.zeros(count + 1, np.int64)
     first = np.full(count + 1, -1, np.int64)
     lo = np.zeros((count + 1, d), np.int64)
