@@ -14,6 +14,7 @@ from hypothesis import example, given, settings
 from scipy import ndimage
 
 import catalytic as cat
+from tests.lattice.test_label import canonical
 from tests.support.oracles import _per, coords_of, is_open, usable_bonds
 from tests.support.strategies import L1, L2, lattice_specs, make
 
@@ -269,3 +270,32 @@ def test_numba_statistics_equal_the_reference_on_larger_lattices(monkeypatch, sh
     _same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
     monkeypatch.setattr(_budget, "_BUDGET", 7)
     _same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
+
+
+@pytest.mark.parametrize("shape", [(30, 27), (8, 9, 10)])
+def test_regionprops_subset_matches_scikit_image(shape):
+    """scikit-image's ``label`` (multi-label, background 0, connectivity 1 and the
+    lattice's Moore stencil for full connectivity) and ``regionprops`` area, bounding box,
+    centroid and inertia tensor (``trace(G) I - G`` of the gyration tensor G)."""
+    measure = pytest.importorskip("skimage.measure",
+                                  reason="scikit-image is not installed (pip install "
+                                         "scikit-image)")
+    rng = np.random.default_rng(len(shape))
+    img = rng.integers(0, 3, size=shape)
+    d = len(shape)
+    for connectivity, stencil in ((1, "von_neumann"), (d, "moore")):
+        L = cat.Lattice(shape=shape, stencil=stencil)
+        comp = L.label(img)
+        want = measure.label(img, background=0, connectivity=connectivity)
+        np.testing.assert_array_equal(comp.labels, canonical(want))
+        for b in BACKENDS:
+            st = L.cluster_statistics(comp, backend=b)
+            props = measure.regionprops(comp.labels)
+            assert [p.area for p in props] == st.sizes.tolist()
+            assert [tuple(p.bbox) for p in props] == [
+                tuple(st.bbox[c, :, 0]) + tuple(st.bbox[c, :, 1]) for c in range(st.count)]
+            np.testing.assert_allclose([p.centroid for p in props], st.centroid)
+            g = st.gyration
+            inertia = np.trace(g, axis1=1, axis2=2)[:, None, None] * np.eye(d) - g
+            np.testing.assert_allclose([p.inertia_tensor for p in props], inertia,
+                                       atol=1e-9)
