@@ -413,12 +413,9 @@ def v_label(lat, values, background=0, delta=0):
     return (lat, value_keys(arr), sites.view(np.uint8), key_delta), {}
 
 
-def v_cluster_statistics(lat, labels, field=None):
-    """``cluster_statistics``: ``labels`` non-negative integers of the lattice's shape
-    (or flat), 0 on blocked sites (a :class:`Components` gives its ``labels``);
-    ``field``, when given, real numbers of that shape (NaN allowed). Gives the flat
-    labels as int64 and the flat field as float64."""
-    g = lat.geometry
+def _labels_flat(g, labels) -> np.ndarray:
+    """A labelling (or a :class:`Components`' ``labels``) of geometry ``g``: non-negative
+    integers of its shape (or flat), as flat int64 (not copied when already)."""
     arr = np.asarray(getattr(labels, "labels", labels))
     if arr.dtype.kind not in "iu":
         raise TypeError(f"labels must be an integer array, got dtype {arr.dtype}")
@@ -427,6 +424,16 @@ def v_cluster_statistics(lat, labels, field=None):
     flat = arr.reshape(-1).astype(np.int64, copy=False)
     if flat.size and arr.dtype.kind == "i" and flat.min() < 0:
         raise ValueError(f"labels must be >= 0 (0: no cluster), got {int(flat.min())}")
+    return flat
+
+
+def v_cluster_statistics(lat, labels, field=None):
+    """``cluster_statistics``: ``labels`` non-negative integers of the lattice's shape
+    (or flat), 0 on blocked sites (a :class:`Components` gives its ``labels``);
+    ``field``, when given, real numbers of that shape (NaN allowed). Gives the flat
+    labels as int64 and the flat field as float64."""
+    g = lat.geometry
+    flat = _labels_flat(g, labels)
     if g.mask is not None:
         blocked = np.flatnonzero((flat != 0) & ~g.mask.reshape(-1))
         if blocked.size:
@@ -448,14 +455,7 @@ def v_region_graph(lat, labels):
     """``region_graph``: labels as :func:`v_cluster_statistics` checks them (any
     label may have several pieces)."""
     g = lat.geometry
-    arr = np.asarray(getattr(labels, "labels", labels))
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"labels must be an integer array, got dtype {arr.dtype}")
-    if arr.shape not in (g.shape, (g.n_points,)):
-        raise ValueError(f"labels has shape {arr.shape}; expected the lattice shape {g.shape}")
-    flat = arr.reshape(-1).astype(np.int64)
-    if flat.size and flat.min() < 0:
-        raise ValueError(f"labels must be >= 0 (0: no region), got {int(flat.min())}")
+    flat = _labels_flat(g, labels)
     if g.mask is not None:
         flat = np.where(g.mask.reshape(-1), flat, 0)
     return (lat, flat), {}

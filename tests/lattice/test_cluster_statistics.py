@@ -5,9 +5,6 @@ on open lattices, the summaries against their definitions, and bad input."""
 
 from __future__ import annotations
 
-import math
-from collections import deque
-
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -15,43 +12,20 @@ from scipy import ndimage
 
 import catalytic as cat
 from tests.lattice.test_label import canonical
-from tests.support.oracles import _per, coords_of, is_open, usable_bonds
+from tests.support.oracles import _per, bond_graph_unwrapped, coords_of
 from tests.support.strategies import L1, L2, lattice_specs, make
 
 BACKENDS = ("numpy", "numba-cpu")
 
 
 def walk(spec):
-    """``(labels, pos, wraps)`` by breadth-first walks over the usable bonds, built
-    without catalytic: ``pos[i]`` the unwrapped coordinates of site ``i`` (its
-    cluster's lowest site at its own coordinates, each step adding its offset), and
-    ``wraps[c]`` the periodic axes along which a bond of cluster c disagrees with the
-    positions of its ends (a cycle of non-zero winding)."""
-    shape = tuple(spec["shape"])
-    d = len(shape)
-    periodic = _per(spec["periodic"], d)
-    n = math.prod(shape)
-    steps = [[] for _ in range(n)]
-    for _, _, i, j, off in usable_bonds(spec):
-        steps[i].append((j, off))
-        steps[j].append((i, tuple(-o for o in off)))
-    labels, pos, wraps, count = [0] * n, {}, {}, 0
-    for s in range(n):
-        if not is_open(spec.get("mask"), s) or labels[s]:
-            continue
-        count += 1
-        labels[s], pos[s], wraps[count] = count, coords_of(s, shape), set()
-        queue = deque([s])
-        while queue:
-            u = queue.popleft()
-            for v, off in steps[u]:
-                q = tuple(x + o for x, o in zip(pos[u], off))
-                if not labels[v]:
-                    labels[v], pos[v] = count, q
-                    queue.append(v)
-                else:
-                    wraps[count] |= {a for a in range(d) if periodic[a] and pos[v][a] != q[a]}
-    return np.array(labels).reshape(shape), pos, wraps
+    """``(labels, pos, wraps)`` from the oracle that unwraps each cluster by walking its
+    bonds (:func:`tests.support.oracles.bond_graph_unwrapped`), ``wraps`` as label ->
+    the set of axes it wraps."""
+    labels, pos, by_axis = bond_graph_unwrapped(spec)
+    wraps = {c: {a for a, cs in by_axis.items() if c in cs}
+             for c in range(1, labels.max(initial=0) + 1)}
+    return labels, pos, wraps
 
 
 def shortest_arc(xs, length):

@@ -289,13 +289,21 @@ def winding_oracle(shape, periodic, stencil, mask):
 
 
 def bond_graph_windings(spec):
-    """``(labels, wraps)`` of :func:`winding_oracle` for a spec with bonds: the graph is
-    built bond by bond (bond ``(s, c)`` joins ``c`` to ``c + forward[s]``, usable when
-    open and both ends exist), every bond counted separately (parallel bonds of short
-    periodic axes and self-loop bonds too), each carrying its offset as displacement.
-    BFS per cluster over unwrapped positions; a usable bond between two visited sites
-    whose positions differ by something other than its offset closes a cycle of
-    non-zero winding."""
+    """``(labels, wraps)`` of :func:`winding_oracle` for a spec with bonds (see
+    :func:`bond_graph_unwrapped`, which also gives the positions)."""
+    labels, _, wraps = bond_graph_unwrapped(spec)
+    return labels, wraps
+
+
+def bond_graph_unwrapped(spec):
+    """``(labels, pos, wraps)`` for a spec with bonds: the graph is built bond by bond
+    (bond ``(s, c)`` joins ``c`` to ``c + forward[s]``, usable when open and both ends
+    exist), every bond counted separately (parallel bonds of short periodic axes and
+    self-loop bonds too), each carrying its offset as displacement. BFS per cluster over
+    unwrapped positions (``pos[i]``: site ``i``'s, its cluster's lowest site at its own
+    coordinates); a usable bond between two visited sites whose positions differ by
+    something other than its offset closes a cycle of non-zero winding (``wraps``:
+    periodic axis -> labels)."""
     shape = tuple(spec["shape"])
     d = len(shape)
     periodic = _per(spec["periodic"], d)
@@ -328,4 +336,4 @@ def bond_graph_windings(spec):
                     for a in wraps:
                         if pos[v][a] != q[a]:
                             wraps[a].add(count)
-    return np.array(labels, dtype=np.int64).reshape(shape), wraps
+    return np.array(labels, dtype=np.int64).reshape(shape), pos, wraps

@@ -27,6 +27,8 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu._budget import _frozen
+from catalytic.kernels.cpu._rows import _next_row
 from catalytic.kernels.cpu.neighbors import bond_open, c_strides
 
 __all__ = ["unwrap", "moments", "arcs"]
@@ -112,6 +114,7 @@ def unwrap(labels, count, shape, periodic, offsets, bond_slot, bits, words):
     the axes each label wraps (bool (count, d)), over the usable bonds between sites of
     one label; a ValueError when a label's sites are not all joined."""
     shape = np.ascontiguousarray(shape, dtype=np.int64)
+    labels = _frozen(labels)
     n = int(labels.shape[0])
     d = shape.shape[0]
     w = np.empty((n, d), np.int32)
@@ -134,20 +137,27 @@ def unwrap(labels, count, shape, periodic, offsets, bond_slot, bits, words):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _site(lab, i, c, w, has_w, shape, sizes, first, lo, hi, ref, m1, m2, x):
-    """Add site ``i`` (coordinates ``c``) to label ``lab``: size, first site, extremes,
-    and its unwrapped coordinates about the first site to the moments."""
-    d = c.shape[0]
+def _meet(lab, i, c, sizes, first, lo, hi, ref):
+    """Site ``i`` at coordinates ``c`` seen in label ``lab``: the label's first site and
+    reference point when it is new, its coordinate extremes widened otherwise."""
     if sizes[lab] == 0:
         first[lab] = i
-        for a in range(d):
+        for a in range(c.shape[0]):
             lo[lab, a] = c[a]
             hi[lab, a] = c[a]
             ref[lab, a] = c[a]
     else:
-        for a in range(d):
+        for a in range(c.shape[0]):
             lo[lab, a] = min(lo[lab, a], c[a])
             hi[lab, a] = max(hi[lab, a], c[a])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _site(lab, i, c, w, has_w, shape, sizes, first, lo, hi, ref, m1, m2, x):
+    """Add site ``i`` (coordinates ``c``) to label ``lab``: size, first site, extremes,
+    and its unwrapped coordinates about the first site to the moments."""
+    d = c.shape[0]
+    _meet(lab, i, c, sizes, first, lo, hi, ref)
     sizes[lab] += 1
     f = first[lab]
     for a in range(d):
@@ -166,16 +176,7 @@ def _run(lab, i, m, c, sizes, first, lo, hi, ref, m1, m2):
     coordinates ``c``) to label ``lab``, without windings: its sums in closed form."""
     d = c.shape[0]
     last = d - 1
-    if sizes[lab] == 0:
-        first[lab] = i
-        for a in range(d):
-            lo[lab, a] = c[a]
-            hi[lab, a] = c[a]
-            ref[lab, a] = c[a]
-    else:
-        for a in range(d):
-            lo[lab, a] = min(lo[lab, a], c[a])
-            hi[lab, a] = max(hi[lab, a], c[a])
+    _meet(lab, i, c, sizes, first, lo, hi, ref)
     hi[lab, last] = max(hi[lab, last], c[last] + m - 1)
     sizes[lab] += m
     fm = np.float64(m)
@@ -243,13 +244,7 @@ def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsu
                                 fmax[lab] = v
                                 amax[lab] = q
                 xx = e
-            a = d - 2  # the next row's coordinates
-            while a >= 0:
-                c[a] += 1
-                if c[a] < shape[a]:
-                    break
-                c[a] = 0
-                a -= 1
+            _next_row(c[:d - 1], shape)
 
 
 def _bounds(sizes_prefix, count, T):
@@ -266,6 +261,7 @@ def moments(labels, count, shape, w, field):
     about the first site. ``w`` (n, d) int32 windings, or length 0 (none)."""
     shape = np.ascontiguousarray(shape, dtype=np.int64)
     d = shape.shape[0]
+    labels = _frozen(labels)
     T = max(1, numba.get_num_threads())
     bounds = np.array([1, count + 1], np.int64)
     if T > 1 and count > 1:
@@ -277,7 +273,7 @@ def moments(labels, count, shape, w, field):
     lo = np.zeros((count + 1, d), np.int64)
     hi = np.zeros((count + 1, d), np.int64)
     has = field is not None
-    f = np.ascontiguousarray(field, dtype=np.float64) if has else np.zeros(0)
+    f = _frozen(np.ascontiguousarray(field, dtype=np.float64) if has else np.zeros(0))
     fsum = np.zeros(count + 1)
     fmin = np.full(count + 1, np.nan)
     fmax = np.full(count + 1, np.nan)
@@ -314,6 +310,7 @@ def _arcs_run(order, starts, coord, length, lo, hi):
 def arcs(labels, count, coord, length):
     """``(lo, hi)`` int64 (count + 1,) of the shortest arc of a periodic axis of
     ``length`` holding every coordinate ``coord`` (int64 per site) of each label."""
+    labels = _frozen(labels)
     sel = np.flatnonzero(labels)
     lab = labels[sel]
     order = sel[np.argsort(lab, kind="stable")]
