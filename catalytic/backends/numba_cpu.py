@@ -369,12 +369,9 @@ def cluster_statistics(lat, labels, field):
     cov = m2 / safe[:, :, None]
     cov = np.triu(cov) + np.triu(cov, 1).transpose(0, 2, 1)
     cov -= (m1 / safe)[:, :, None] * (m1 / safe)[:, None, :]
-    arc_lo = np.zeros((count, d), np.int64)
-    arc_hi = np.zeros((count, d), np.int64)
-    for a in np.flatnonzero(g.periodic):
-        coord = (np.arange(g.n_points, dtype=np.int64) // g.strides[a]) % g.shape[a]
-        alo, ahi = K.arcs(labels, count, coord, int(g.shape[a]))
-        arc_lo[:, a], arc_hi[:, a] = alo[1:], ahi[1:]
+    arc_lo = arc_hi = np.zeros((count, d), np.int64)
+    if any(g.periodic):
+        arc_lo, arc_hi = (a[1:] for a in K.arcs(labels, count, g.shape_arr, g.periodic_arr))
     reductions = None
     if field is not None:
         has = sizes > 0

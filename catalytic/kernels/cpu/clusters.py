@@ -287,37 +287,72 @@ def moments(labels, count, shape, w, field):
     return sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2
 
 
+@njit(cache=True, nogil=True)
+def _by_label(labels, starts, order):
+    """Counting sort: the sites of each label ``l`` at ``order[starts[l]:starts[l+1]]``,
+    in flat order (``starts`` from the sizes)."""
+    fill = starts.copy()
+    for i in range(labels.shape[0]):
+        lab = labels[i]
+        if lab != 0:
+            order[fill[lab]] = i
+            fill[lab] += 1
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def _arcs_run(order, starts, coord, length, lo, hi):
-    """Per label (prange): its sites' coordinates ``coord[order[starts[l]:starts[l+1]]]``
-    sorted, the largest gap round the circle (the wrap-round gap wins ties), and the arc
-    that leaves it out."""
+def _arcs_run(order, starts, shape, strides, axes, lo, hi):
+    """Per label (prange) and periodic axis: its sites' distinct coordinates in order
+    (sorted, or marked when the label has more sites than the axis has coordinates), the
+    largest gap round the circle (the wrap-round gap wins ties), and the arc that leaves
+    it out."""
     for lab in prange(starts.shape[0] - 1):
         a, b = starts[lab], starts[lab + 1]
         if a == b:
             continue
-        xs = np.sort(coord[order[a:b]])
-        best = xs[0] + length - xs[b - a - 1]
-        at = xs[0]
-        for q in range(1, b - a):
-            g = xs[q] - xs[q - 1]
-            if g > best:
-                best, at = g, xs[q]
-        lo[lab] = at
-        hi[lab] = at + length - best + 1
+        for q in range(axes.shape[0]):
+            ax = axes[q]
+            length = shape[ax]
+            if b - a > length:
+                # more sites than coordinates: mark them, O(sites + length)
+                seen = np.zeros(length, np.uint8)
+                for k in range(a, b):
+                    seen[(order[k] // strides[ax]) % length] = 1
+                m = 0
+                xs = np.empty(length, np.int64)
+                for x in range(length):
+                    if seen[x]:
+                        xs[m] = x
+                        m += 1
+            else:
+                m = b - a
+                xs = np.empty(m, np.int64)
+                for k in range(a, b):
+                    xs[k - a] = (order[k] // strides[ax]) % length
+                xs.sort()
+            best = xs[0] + length - xs[m - 1]
+            at = xs[0]
+            for k in range(1, m):
+                g = xs[k] - xs[k - 1]
+                if g > best:
+                    best, at = g, xs[k]
+            lo[lab, ax] = at
+            hi[lab, ax] = at + length - best + 1
 
 
-def arcs(labels, count, coord, length):
-    """``(lo, hi)`` int64 (count + 1,) of the shortest arc of a periodic axis of
-    ``length`` holding every coordinate ``coord`` (int64 per site) of each label."""
+def arcs(labels, count, shape, periodic):
+    """``(lo, hi)`` int64 (count + 1, d) of the shortest arc of each periodic axis
+    holding every coordinate each label occupies (0 on open axes)."""
     labels = _frozen(labels)
-    sel = np.flatnonzero(labels)
-    lab = labels[sel]
-    order = sel[np.argsort(lab, kind="stable")]
+    shape = np.ascontiguousarray(shape, dtype=np.int64)
+    d = shape.shape[0]
+    sizes = np.bincount(labels, minlength=count + 1)
+    sizes[0] = 0  # label 0 (no cluster) holds no slot
     starts = np.zeros(count + 2, np.int64)
-    starts[1:] = np.cumsum(np.bincount(lab, minlength=count + 1))
-    lo = np.zeros(count + 1, np.int64)
-    hi = np.zeros(count + 1, np.int64)
-    _arcs_run(order, starts, np.ascontiguousarray(coord, dtype=np.int64), np.int64(length),
-              lo, hi)
+    starts[1:] = np.cumsum(sizes)
+    order = np.empty(int(starts[-1]), np.int64)
+    _by_label(labels, starts, order)
+    lo = np.zeros((count + 1, d), np.int64)
+    hi = np.zeros((count + 1, d), np.int64)
+    axes = np.flatnonzero(np.asarray(periodic)).astype(np.int64)
+    _arcs_run(order, starts, shape, c_strides(shape), axes, lo, hi)
     return lo, hi
