@@ -376,6 +376,29 @@ def v_label(lat, values, background=0, delta=0):
     ``delta`` as a key (float64, or an int for integer keys: the floor of ``delta``,
     capped at the largest difference)."""
     g = lat.geometry
+    keys, sites, key_delta = _label_inputs(
+        g, values, background, delta,
+        np.ones(g.n_points, dtype=bool) if g.mask is None else g.mask.reshape(-1).copy())
+    return (lat, keys, sites, key_delta), {}
+
+
+def v_label_stack(lat, stack, values, background=0, delta=0):
+    """``batched.label``: a stack of masks (:func:`check_stack`) and one ``values`` for
+    every row, checked as :func:`v_label` checks them (NaN refused where any row is
+    open). Gives the stack, the keys, the sites some row opens that are not background
+    (uint8) and ``delta`` as a key."""
+    g = lat.geometry
+    stack = check_stack(lat, stack)
+    # the sites some row opens: a row's labelled sites are its own of these
+    keys, sites, key_delta = _label_inputs(g, values, background, delta,
+                                           stack.any(axis=0).astype(bool))
+    return (lat, stack, keys, sites, key_delta), {}
+
+
+def _label_inputs(g, values, background, delta, sites):
+    """The checks of :func:`v_label` for geometry ``g``, NaN looked for where ``sites``
+    (bool, flat, modified) is set: ``(keys, sites and not background as uint8, delta as
+    a key)``."""
     if on_device(values):
         raise TypeError("values must be a host array (NumPy); GPU values are not supported")
     arr = np.asarray(values)
@@ -395,8 +418,6 @@ def v_label(lat, values, background=0, delta=0):
     if background is not None and np.isnan(background):
         raise ValueError("background must not be NaN (no value equals NaN)")
     flat = arr.reshape(-1)
-    sites = (np.ones(g.n_points, dtype=bool) if g.mask is None
-             else g.mask.reshape(-1).copy())
     if background is not None:
         sites &= flat != background
     if arr.dtype.kind == "f":
@@ -410,7 +431,7 @@ def v_label(lat, values, background=0, delta=0):
         key_delta = float(delta)
     else:
         key_delta = int(min(math.floor(delta), _KEY_MAX)) if math.isfinite(delta) else _KEY_MAX
-    return (lat, value_keys(arr), sites.view(np.uint8), key_delta), {}
+    return value_keys(arr), sites.view(np.uint8), key_delta
 
 
 def _labels_flat(g, labels) -> np.ndarray:
@@ -1012,6 +1033,8 @@ CATALOGUE = (
     # batched twins (BATCHED_PREFIX): one call over a stack of masks
     ("batched.connected_components", batched(v_none), stack_work, mem_stack(mem_sites(12)),
      {}, "connected_components of every row of a stack of masks."),
+    ("batched.label", v_label_stack, stack_work, mem_stack(mem_sites(40)), {},
+     "label of one value array on every row of a stack of masks."),
     ("batched.percolates", batched(v_percolates), stack_work, mem_stack(_mem_percolates), {},
      "percolates of every row of a stack of masks."),
     ("batched.spanning_clusters", batched(v_spanning), stack_work, mem_stack(mem_spanning),

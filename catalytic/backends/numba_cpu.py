@@ -344,6 +344,18 @@ def label(lat, keys, sites, delta):
     return R.Components(labels.reshape(g.shape), count, sizes)
 
 
+def batched_label(lat, stack, keys, sites, delta):
+    """The bonds joining close values made once for every row, and the rows labelled in
+    one batched bond-aware labelling (``kernels.cpu.winding``)."""
+    g = lat.geometry
+    slot, user, words, _ = g.bond_args()
+    bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+                                 user, words)
+    labels, counts, sizes, _ = _winding().label_windings_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack & sites, slot, bits, words)
+    return C.components_of_stack(g, labels, counts, sizes)
+
+
 def cluster_statistics(lat, labels, field):
     """The windings by a breadth-first search in Numba (periodic axes only), the sums
     and extremes in two threaded passes, the arcs sorted per label
@@ -641,6 +653,7 @@ IMPLEMENTATIONS = {
     "connected_components": (connected_components, None),
     "label": (label, None),
     "cluster_statistics": (cluster_statistics, None),
+    "batched.label": (batched_label, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),
@@ -685,8 +698,8 @@ def catalytic_add_backends(registry):
 
 #: operations that run the graph kernels (their thread count is chosen per call)
 GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_catalytic",
-             "connected_components", "label", "percolates", "spanning_clusters", "degree",
-             "centrality", "batched.connected_components", "batched.percolates",
+             "connected_components", "label", "batched.label", "percolates",
+             "spanning_clusters", "degree", "centrality", "batched.connected_components", "batched.percolates",
              "batched.spanning_clusters", "batched.distance_field"}
 
 
@@ -701,8 +714,8 @@ for _op in ("connected_components", "label", "percolates", "spanning_clusters"):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "path_catalytic", "centrality",
-    "batched.distance_field", "connected_components", "label", "cluster_statistics",
-    "percolates",
+    "batched.distance_field", "connected_components", "label", "batched.label",
+    "cluster_statistics", "percolates",
     "spanning_clusters", "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",
     "batched.spanning_clusters", "batched.laplacian",
     "newman_ziff", "spanning_thresholds",  # the Newman-Ziff kernel reads them

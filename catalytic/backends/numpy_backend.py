@@ -218,6 +218,11 @@ def label(lat, keys, sites, delta):
     return R.Components(labels, count, C.component_sizes(labels, count))
 
 
+def batched_label(lat, stack, keys, sites, delta):
+    """``label`` of every row of ``stack`` (rows labelled one after another)."""
+    return [label(lat, keys, row & sites, delta) for row in stack]
+
+
 def cluster_statistics(lat, labels, field):
     from catalytic.backends._clusters import cluster_statistics as stats
 
@@ -747,6 +752,7 @@ IMPLEMENTATIONS = {
     "connected_components": connected_components,
     "label": label,
     "cluster_statistics": cluster_statistics,
+    "batched.label": batched_label,
     "region_graph": region_graph,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
@@ -803,7 +809,8 @@ def _graph_fits(lat, *args, **kwargs):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "all_paths", "path_catalytic",
-    "connected_components", "label", "cluster_statistics", "region_graph", "percolates",
+    "connected_components", "label", "batched.label", "cluster_statistics", "region_graph",
+    "percolates",
     "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",
     "batched.percolates", "batched.spanning_clusters", "batched.distance_field",
     "batched.laplacian",

@@ -277,3 +277,39 @@ def test_read_only_out_is_refused():
     out.setflags(write=False)
     with pytest.raises(ValueError, match="out is read-only"):
         cat.Lattice(shape=(3, 4)).label(np.ones((3, 4)), out=out)
+
+
+# -- the batched twin ---------------------------------------------------------------------
+@pytest.mark.parametrize("shape, periodic, stencil", [
+    ((12, 13), False, "von_neumann"), ((40, 41), True, "moore"), ((6, 7, 8), (True, False, True),
+                                                                  "von_neumann")])
+def test_batched_label_rows_equal_single_calls(shape, periodic, stencil):
+    """Every row of ``batched.label`` (one value array, a stack of masks) equals
+    ``label`` on the lattice with that row's mask, on every backend."""
+    rng = np.random.default_rng(len(shape))
+    values = rng.integers(0, 3, size=shape)
+    stack = rng.random((4,) + shape) < 0.8
+    L = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil,
+                    bonds=rng.random((len(cat.Lattice(shape=shape, stencil=stencil)
+                                          .bond_offsets),) + shape) < 0.9)
+    eng = cat.get_engine()
+    for b in BACKENDS:
+        rows = eng.run("batched.label", L, stack, values, background=0, delta=0, backend=b)
+        assert len(rows) == len(stack)
+        for row, m in zip(rows, stack):
+            one = L.with_mask(m).label(values, backend="numpy")
+            np.testing.assert_array_equal(row.labels, one.labels, err_msg=b)
+            assert row.count == one.count and row.sizes.tolist() == one.sizes.tolist()
+
+
+def test_batched_label_refuses_nan_where_a_row_is_open():
+    L = cat.Lattice(shape=(2, 3))
+    v = np.ones((2, 3))
+    v[1, 2] = np.nan
+    stack = np.ones((2, 2, 3), bool)
+    stack[0, 1, 2] = False
+    with pytest.raises(ValueError, match="NaN at site"):
+        cat.get_engine().run("batched.label", L, stack, v)
+    stack[1, 1, 2] = False  # no row opens it: fine
+    rows = cat.get_engine().run("batched.label", L, stack, v)
+    assert [r.count for r in rows] == [1, 1]

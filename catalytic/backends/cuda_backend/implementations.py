@@ -203,6 +203,23 @@ def label(lat, keys, sites, delta):
     return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
 
 
+def batched_label(lat, stack, keys, sites, delta):
+    """The value bonds made once on the device for every row, and the rows labelled in
+    the same launches (``connected_components_batched``)."""
+    g = lat.geometry
+    slot, user, words, _ = g.bond_args()
+    if g.bond_bits is not None:
+        user = resident(lat)["bond_bits"]
+    bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+                                 user, words)
+    labels, counts = _graph().connected_components_batched(
+        g.shape_arr, g.periodic_arr, g.offsets, stack & sites, g.dedupe,
+        bonds=(slot, bits, words, np.zeros(0)))
+    labels = to_host(labels)
+    sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
+    return C.components_of_stack(g, labels, counts, sizes)
+
+
 def _winding():
     """The wrapping kernels' host functions (``kernels.cuda.winding``), on this thread's
     stream."""
@@ -477,6 +494,9 @@ IMPLEMENTATIONS = {
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
     # the keys, the labelled sites, the labelling's 16 B and the value bonds
+    "batched.label": (batched_label, lambda lat, stack, *a, **k: (
+        stack.size * 17 + lat.geometry.n_points * 9 + 2 * _bond_bytes(lat.geometry, False)
+        + 4 * len(lat.geometry.bond_offsets) * lat.geometry.bond_words), None),
     "label": (label, lambda lat, *a, **k: (lat.geometry.n_points * 25
                                            + 2 * _bond_bytes(lat.geometry, False)
                                            + 4 * len(lat.geometry.bond_offsets)

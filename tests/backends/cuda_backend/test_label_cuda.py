@@ -62,3 +62,16 @@ def test_device_bits_equal_the_cpu_twins(dtype):
     got = cuda_values.value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
                                   user, words).copy_to_host()
     np.testing.assert_array_equal(got, want)
+
+
+@sim
+def test_cuda_batched_label_rows_equal_single_calls():
+    rng = np.random.default_rng(9)
+    values = rng.integers(0, 3, size=(5, 6))
+    stack = rng.random((3, 5, 6)) < 0.8
+    L = cat.Lattice(shape=(5, 6), periodic=(True, False), bonds=rng.random((2, 5, 6)) < 0.9)
+    rows = cat.get_engine().run("batched.label", L, stack, values, backend="cuda")
+    for row, m in zip(rows, stack):
+        one = L.with_mask(m).label(values, backend="numpy")
+        np.testing.assert_array_equal(row.labels, one.labels)
+        assert row.count == one.count and row.sizes.tolist() == one.sizes.tolist()
