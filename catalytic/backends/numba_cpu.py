@@ -356,6 +356,14 @@ def batched_label(lat, stack, keys, sites, delta):
     return C.components_of_stack(g, labels, counts, sizes)
 
 
+def region_graph(lat, labels):
+    """Contacts counted over the rows in two threaded passes (``kernels.cpu.clusters``)."""
+    g = lat.geometry
+    _, bits, words, _ = g.bond_args()
+    return _clusters().contacts(labels, int(labels.max(initial=0)), g.shape_arr,
+                                g.periodic_arr, g.bond_offsets, bits, words)
+
+
 def cluster_statistics(lat, labels, field):
     """The windings by a breadth-first search in Numba (periodic axes only), the sums
     and extremes in two threaded passes, the arcs sorted per label
@@ -654,6 +662,7 @@ IMPLEMENTATIONS = {
     "label": (label, None),
     "cluster_statistics": (cluster_statistics, None),
     "batched.label": (batched_label, None),
+    "region_graph": (region_graph, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),
@@ -715,7 +724,7 @@ for _op in ("connected_components", "label", "percolates", "spanning_clusters"):
 BONDS: set[str] = {
     "distance_field", "shortest_path", "count_shortest_paths", "path_catalytic", "centrality",
     "batched.distance_field", "connected_components", "label", "batched.label",
-    "cluster_statistics", "percolates",
+    "cluster_statistics", "region_graph", "percolates",
     "spanning_clusters", "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",
     "batched.spanning_clusters", "batched.laplacian",
     "newman_ziff", "spanning_thresholds",  # the Newman-Ziff kernel reads them

@@ -105,7 +105,9 @@ def test_each_gives_whole_clusters_across_the_seam():
 def test_region_graph_matches_cc3d(cc3d, shape, connectivity, stencil):
     rng = np.random.default_rng(connectivity)
     img = rng.integers(0, 6, size=shape).astype(np.uint32)
-    got = cat.Lattice(shape=shape, stencil=stencil).region_graph(img)
+    L = cat.Lattice(shape=shape, stencil=stencil)
+    got = L.region_graph(img, backend="numpy")
+    assert L.region_graph(img, backend="numba-cpu") == got
     edges = {tuple(sorted(map(int, e))) for e in cc3d.region_graph(img, connectivity)}
     assert set(got) == edges
     if connectivity in (4, 6):  # one bond a unit of contact surface
@@ -126,7 +128,8 @@ def test_region_graph_counts_the_usable_bonds_between_regions(spec, seed):
         if a and b and a != b:
             key = (min(a, b), max(a, b))
             want[key] = want.get(key, 0) + 1
-    assert make(spec).region_graph(labels) == want
+    for b in ("numpy", "numba-cpu"):
+        assert make(spec).region_graph(labels, backend=b) == want, b
     G = bond_graph(spec)
     assert set(want) == {tuple(sorted((int(flat[u]), int(flat[v])))) for u, v in G.edges
                          if flat[u] and flat[v] and flat[u] != flat[v]}

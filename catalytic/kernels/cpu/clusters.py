@@ -31,7 +31,7 @@ from catalytic.kernels.cpu._budget import _frozen
 from catalytic.kernels.cpu._rows import _next_row
 from catalytic.kernels.cpu.neighbors import bond_open, c_strides
 
-__all__ = ["unwrap", "moments", "arcs"]
+__all__ = ["unwrap", "moments", "arcs", "contacts"]
 
 
 @njit(cache=True, nogil=True)
@@ -356,3 +356,76 @@ def arcs(labels, count, shape, periodic):
     axes = np.flatnonzero(np.asarray(periodic)).astype(np.int64)
     _arcs_run(order, starts, shape, c_strides(shape), axes, lo, hi)
     return lo, hi
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _contacts_rows(labels, shape, periodic, fwd, slot, bits, words, count, row_ptr, codes,
+                   write):
+    """Per row (prange): every usable bond along a forward offset from a site of the row
+    to a site of another non-zero label. Counting (``write`` False: ``row_ptr[r + 1]`` =
+    the row's bonds) or writing each as the code ``min * (count + 1) + max`` at
+    ``codes[row_ptr[r]:]``."""
+    d = shape.shape[0]
+    L = shape[d - 1]
+    nrow = labels.shape[0] // L
+    K = fwd.shape[0]
+    for r in prange(nrow):
+        c = np.empty(d, np.int64)
+        rem = np.int64(r)
+        for a in range(d - 2, -1, -1):
+            c[a] = rem % shape[a]
+            rem //= shape[a]
+        k_out = row_ptr[r] if write else 0
+        for xx in range(L):
+            i = np.int64(r) * L + xx
+            a_lab = labels[i]
+            if a_lab == 0:
+                continue
+            c[d - 1] = xx
+            for k in range(K):
+                j = 0
+                ok = True
+                for a in range(d):
+                    x = c[a] + fwd[k, a]
+                    if x < 0 or x >= shape[a]:
+                        if periodic[a] == 0:
+                            ok = False
+                            break
+                        x %= shape[a]
+                    j = j * shape[a] + x
+                if not ok:
+                    continue
+                b_lab = labels[j]
+                if b_lab == 0 or b_lab == a_lab:
+                    continue
+                if not bond_open(i, j, slot[k], bits, words):
+                    continue
+                if write:
+                    lo_, hi_ = min(a_lab, b_lab), max(a_lab, b_lab)
+                    codes[k_out] = lo_ * (count + 1) + hi_
+                k_out += 1
+        if not write:
+            row_ptr[r + 1] = k_out
+
+
+def contacts(labels, count, shape, periodic, bond_offsets, bits, words) -> dict:
+    """``{(a, b): bonds}`` for labels ``0 < a < b`` joined by usable bonds (each bond
+    once, along the forward offsets ``bond_offsets``, forward offset ``s`` reading bond
+    plane ``s`` of ``bits``), from two threaded passes over the rows (count, write) and
+    one sort."""
+    labels = _frozen(labels)
+    shape = np.ascontiguousarray(shape, dtype=np.int64)
+    fwd = np.ascontiguousarray(bond_offsets, dtype=np.int64).reshape(-1, shape.shape[0])
+    slot = np.arange(fwd.shape[0], dtype=np.int64)
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8)
+    nrow = labels.shape[0] // int(shape[-1]) if shape.shape[0] and shape[-1] else 0
+    row_ptr = np.zeros(nrow + 1, np.int64)
+    codes = np.zeros(0, np.int64)
+    _contacts_rows(labels, shape, periodic, fwd, slot, bits, np.int64(words),
+                   np.int64(count), row_ptr, codes, False)
+    np.cumsum(row_ptr, out=row_ptr)
+    codes = np.empty(int(row_ptr[-1]), np.int64)
+    _contacts_rows(labels, shape, periodic, fwd, slot, bits, np.int64(words),
+                   np.int64(count), row_ptr, codes, True)
+    pairs, n = np.unique(codes, return_counts=True)
+    return {(int(p // (count + 1)), int(p % (count + 1))): int(m) for p, m in zip(pairs, n)}
