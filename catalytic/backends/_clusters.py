@@ -123,6 +123,34 @@ def assemble(g, sizes, mean, cov, lo, hi, arc_lo, arc_hi, wraps, field) -> Clust
                              radius_of_gyration=rg, faces=faces, wraps=wraps, field=field)
 
 
+def from_moments(g, sizes, first, lo, hi, fparts, m1, m2, wraps, arcs) -> ClusterStatistics:
+    """:func:`assemble` from the per-label sums the compiled backends make (rows 0..count,
+    row 0 unused): ``sizes``, ``first`` sites, coordinate extremes ``lo``/``hi``, the
+    field's ``(sum, min, max, argmin, argmax)`` or None, the first and second moments
+    ``m1`` (count+1, d) and ``m2`` (count+1, d, d; upper triangle) of the unwrapped
+    coordinates about each first site, ``wraps`` (count, d) and the arcs ``(lo, hi)``
+    (count+1, d) or None (no periodic axis)."""
+    d = g.dimensions
+    count = sizes.shape[0] - 1
+    sizes, first, lo, hi, m1, m2 = sizes[1:], first[1:], lo[1:], hi[1:], m1[1:], m2[1:]
+    safe = np.maximum(sizes, 1)[:, None]
+    ref = (np.stack(np.unravel_index(np.maximum(first, 0), g.shape), axis=-1) if d
+           else np.zeros((count, 0)))
+    mean = ref + m1 / safe
+    cov = m2 / safe[:, :, None]
+    cov = np.triu(cov) + np.triu(cov, 1).transpose(0, 2, 1)
+    cov -= (m1 / safe)[:, :, None] * (m1 / safe)[:, None, :]
+    arc_lo = arc_hi = np.zeros((count, d), np.int64)
+    if arcs is not None:
+        arc_lo, arc_hi = arcs[0][1:], arcs[1][1:]
+    reductions = None
+    if fparts is not None:
+        fsum, fmin, fmax, amin, amax = (a[1:] for a in fparts)
+        reductions = {"sum": fsum, "mean": np.where(sizes > 0, fsum / safe[:, 0], np.nan),
+                      "min": fmin, "max": fmax, "argmin": amin, "argmax": amax}
+    return assemble(g, sizes, mean, cov, lo, hi, arc_lo, arc_hi, wraps, reductions)
+
+
 def cluster_statistics(g, labels, field=None) -> ClusterStatistics:
     """:class:`ClusterStatistics` of ``labels`` (flat int64, 0 = no cluster, clusters
     1..count) on geometry ``g``, with the reductions of ``field`` (float64, flat) when

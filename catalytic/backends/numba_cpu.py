@@ -366,9 +366,9 @@ def region_graph(lat, labels):
 
 def cluster_statistics(lat, labels, field):
     """The windings by a breadth-first search in Numba (periodic axes only), the sums
-    and extremes in two threaded passes, the arcs sorted per label
+    and extremes in one threaded pass, the arcs from a counting sort by label
     (``kernels.cpu.clusters``), assembled as the reference assembles its own."""
-    from catalytic.backends._clusters import assemble
+    from catalytic.backends._clusters import from_moments
 
     g = lat.geometry
     K = _clusters()
@@ -380,25 +380,12 @@ def cluster_statistics(lat, labels, field):
         slot, bits, words, _ = g.bond_args()
         w, wraps = K.unwrap(labels, count, g.shape_arr, g.periodic_arr, g.offsets, slot,
                             bits, words)
-    sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2 = K.moments(
-        labels, count, g.shape_arr, w, field)
-    sizes, first, lo, hi, m1, m2 = sizes[1:], first[1:], lo[1:], hi[1:], m1[1:], m2[1:]
-    safe = np.maximum(sizes, 1)[:, None]
-    ref = np.stack(np.unravel_index(np.maximum(first, 0), g.shape), axis=-1) if d else m1
-    mean = ref + m1 / safe
-    cov = m2 / safe[:, :, None]
-    cov = np.triu(cov) + np.triu(cov, 1).transpose(0, 2, 1)
-    cov -= (m1 / safe)[:, :, None] * (m1 / safe)[:, None, :]
-    arc_lo = arc_hi = np.zeros((count, d), np.int64)
+    sizes, first, lo, hi, fparts, m1, m2 = K.moments(labels, count, g.shape_arr, w, field)
+    arcs = None
     if any(g.periodic):
-        arc_lo, arc_hi = (a[1:] for a in K.arcs(labels, count, g.shape_arr, g.periodic_arr))
-    reductions = None
-    if field is not None:
-        has = sizes > 0
-        reductions = {"sum": fsum[1:], "mean": np.where(has, fsum[1:] / safe[:, 0], np.nan),
-                      "min": fmin[1:], "max": fmax[1:], "argmin": amin[1:],
-                      "argmax": amax[1:]}
-    return assemble(g, sizes, mean, cov, lo, hi, arc_lo, arc_hi, wraps, reductions)
+        arcs = K.arcs(labels, count, g.shape_arr, g.periodic_arr)
+    return from_moments(g, sizes, first, lo, hi, fparts if field is not None else None, m1,
+                        m2, wraps, arcs)
 
 
 def _spanning_from(g, comp, axes, wrapping):
