@@ -220,6 +220,29 @@ def batched_label(lat, stack, keys, sites, delta):
     return C.components_of_stack(g, labels, counts, sizes)
 
 
+def cluster_statistics(lat, labels, field):
+    """The per-label sums by atomic additions on the device (``kernels.cuda.clusters``),
+    for lattices without periodic axes (no windings to find), assembled as the CPU
+    backends assemble theirs."""
+    from catalytic.backends._clusters import from_moments
+    from catalytic.kernels.cuda import clusters
+
+    g = lat.geometry
+    count = int(labels.max(initial=0))
+    sizes, first, lo, hi, fparts, m1, m2 = _OnStream(clusters, call_stream()).moments(
+        labels, count, g.shape_arr, field)
+    return from_moments(g, sizes, first, lo, hi, fparts if field is not None else None, m1,
+                        m2, np.zeros((count, g.dimensions), bool), None)
+
+
+def _open_axes_only(lat, *args, **kwargs):
+    """Why the cuda statistics decline a lattice with a periodic axis (None otherwise)."""
+    if any(lat.geometry.periodic):
+        return ("cluster_statistics on cuda takes lattices without periodic axes (the "
+                "windings that unwrap clusters are found on the CPU backends)")
+    return None
+
+
 def _winding():
     """The wrapping kernels' host functions (``kernels.cuda.winding``), on this thread's
     stream."""
@@ -494,6 +517,10 @@ IMPLEMENTATIONS = {
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
     # the keys, the labelled sites, the labelling's 16 B and the value bonds
+    # labels, field, and per label (count <= n): 8 sums and extremes, d + d^2 moments
+    "cluster_statistics": (cluster_statistics, lambda lat, labels, field=None, **k: (
+        lat.geometry.n_points * (16 + 8 * (lat.geometry.dimensions + 1) ** 2)),
+        _open_axes_only),
     "batched.label": (batched_label, lambda lat, stack, *a, **k: (
         stack.size * 17 + lat.geometry.n_points * 9 + 2 * _bond_bytes(lat.geometry, False)
         + 4 * len(lat.geometry.bond_offsets) * lat.geometry.bond_words), None),

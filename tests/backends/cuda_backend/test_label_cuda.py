@@ -14,7 +14,7 @@ import catalytic as cat
 from catalytic.kernels.cpu import values as cpu_values
 from catalytic.kernels.cuda import values as cuda_values
 from tests.lattice.test_label import oracle, valued_specs
-from tests.support.strategies import L1, L2, make
+from tests.support.strategies import L1, L2, lattice_specs, make
 
 sim = pytest.mark.sim
 
@@ -75,3 +75,34 @@ def test_cuda_batched_label_rows_equal_single_calls():
         one = L.with_mask(m).label(values, backend="numpy")
         np.testing.assert_array_equal(row.labels, one.labels)
         assert row.count == one.count and row.sizes.tolist() == one.sizes.tolist()
+
+
+@sim
+@given(spec=lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=40, periodic=False))
+@settings(max_examples=15, deadline=None)
+def test_cuda_statistics_equal_the_reference_on_open_lattices(spec):
+    """``cluster_statistics`` on the device (open lattices): the reference's sizes,
+    boxes, faces, centroids, gyration and field reductions, a NaN and infinities in the
+    field included."""
+    L = make(spec)
+    labels = L.connected_components(backend="numpy").labels
+    field = np.random.default_rng(3).normal(size=spec["shape"])
+    flat = field.reshape(-1)
+    if flat.size > 2:
+        flat[0], flat[1], flat[2] = np.nan, np.inf, -np.inf
+    want = L.cluster_statistics(labels, field=field, backend="numpy")
+    got = L.cluster_statistics(labels, field=field, backend="cuda")
+    for name in ("sizes", "bbox", "faces", "wraps"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    for name in ("centroid", "gyration", "radius_of_gyration"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-9,
+                                   atol=1e-9, err_msg=name)
+    for key in want.field:
+        np.testing.assert_allclose(got.field[key], want.field[key], rtol=1e-9, err_msg=key)
+
+
+@sim
+def test_cuda_statistics_decline_periodic_lattices_with_the_reason():
+    L = cat.Lattice(shape=(4, 4), periodic=True)
+    why = cat.get_engine().router.explain("cluster_statistics", L, np.ones((4, 4), int))
+    assert "periodic" in str(why)

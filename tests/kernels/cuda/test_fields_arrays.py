@@ -32,6 +32,7 @@ from catalytic.kernels.cuda import arrays as gpu_arrays
 from catalytic.kernels.cuda import fields as gpu_fields
 from catalytic.kernels.cuda import random as gpu_random
 from catalytic.kernels.cuda import newman_ziff as NZ
+from catalytic.kernels.cuda import clusters as CL
 from catalytic.kernels.cuda import values as VB
 from catalytic.kernels.cuda import winding as WD
 
@@ -904,6 +905,12 @@ def _kernels():
         out.append((f"seam_steps<{lab.dtype}>", WD._seam_steps, seam + (lab, I64),
                     "atom.global.add.u64"))
         out.append((f"relabel<{lab.dtype}>", WD._relabel, (lab,) + (I64,) * 4, "ld.global"))
+    # the statistics: labels, strides, field, sizes, first, lo, hi, sums, extremes, NaN
+    out.append(("cluster_sums", CL._sums,
+                (I64, I64, F64, I64, I64, I64_2D, I64_2D, F64, F64, F64, I64), "atom.global"))
+    out.append(("cluster_where", CL._where, (I64, F64, F64, F64, I64, I64), "atom.global"))
+    out.append(("cluster_moments", CL._moments,
+                (I64, I64, I64, F64_2D, nt.float64[:, :, ::1]), "atom.global.add.f64"))
     for key, kd in (("f64", nt.float64), ("u64", nt.uint64)):
         # out, keys, delta, shape, strides, periodic, forward offsets, no sites, user
         # bits, words
