@@ -32,15 +32,14 @@ SKIMAGE_MAX = 100_000
 
 
 def best(f, repeat):
-    """The best of ``repeat`` timed calls after one untimed call; a call of over 2 s is
-    timed once (the peers' per-region Python loops on many clusters)."""
+    """The best of ``repeat`` timed calls after one untimed call (compiling, warming
+    caches); when that call took over 2 s, one timed call (the peers' per-region
+    Python loops on many clusters)."""
     t0 = CLOCK[0]()
     f()
-    first = CLOCK[0]() - t0
-    if first > 2.0:
-        return first
+    slow = CLOCK[0]() - t0 > 2.0
     out = []
-    for _ in range(repeat):
+    for _ in range(1 if slow else repeat):
         t0 = CLOCK[0]()
         f()
         out.append(CLOCK[0]() - t0)

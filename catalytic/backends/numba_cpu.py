@@ -377,8 +377,8 @@ def cluster_statistics(lat, labels, field):
     wraps = np.zeros((count, d), bool)
     w = np.zeros((0, d), np.int32)
     if any(g.periodic):
-        slot, bits, words, _ = g.bond_args()
-        w, wraps = K.unwrap(labels, count, g.shape_arr, g.periodic_arr, g.offsets, slot,
+        _, bits, words, _ = g.bond_args()
+        w, wraps = K.unwrap(labels, count, g.shape_arr, g.periodic_arr, g.bond_offsets,
                             bits, words)
     sizes, first, lo, hi, fparts, m1, m2 = K.moments(labels, count, g.shape_arr, w, field)
     arcs = None

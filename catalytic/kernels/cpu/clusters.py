@@ -4,11 +4,12 @@ seams, and the sums, extremes and arcs of every cluster, in Numba.
 The contract is the reference's (``backends/_clusters.py``); the numbers are the same
 up to the order of floating-point sums.
 
-* :func:`unwrap`: a breadth-first search over each cluster (from its lowest site, in
-  the order of those sites) gives every site its winding relative to the root, and a
-  bond of the cluster whose ends disagree by whole turns marks the axes it wraps. The
-  search is resumable (``_budget``): a call pops about ``_BUDGET`` sites' worth of
-  neighbours and returns, so a signal handler runs between calls.
+* :func:`unwrap`: union-find with windings over the bonds of each cluster, in flat
+  order (the larger root linked under the smaller, so each cluster's root is its
+  lowest site), gives every site its winding relative to the root, and a bond inside
+  one tree whose turns disagree with the windings marks the axes its label wraps. The
+  sites go through in kernel calls of about ``_BUDGET`` units (``_budget``), so a
+  signal handler runs between calls.
 * :func:`moments`: sizes, the first site, coordinate extremes, the field's sum and
   extremes, and the first and second moments of the unwrapped coordinates about each
   cluster's first site (so the gyration does not lose digits to large coordinates), in
@@ -34,56 +35,61 @@ from catalytic.kernels.cpu.neighbors import bond_open, c_strides
 __all__ = ["unwrap", "moments", "arcs", "contacts"]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _find(parent, disp, x, tot, rem):
+    """The root of ``x``, with ``tot`` (d) set to ``x``'s winding relative to it; the
+    path is compressed (every node on it then points at the root, holding its own
+    winding relative to it). ``rem`` is scratch (d)."""
+    d = tot.shape[0]
+    for a in range(d):
+        tot[a] = 0
+    r = x
+    while parent[r] != r:
+        for a in range(d):
+            tot[a] += disp[r, a]
+        r = parent[r]
+    for a in range(d):
+        rem[a] = tot[a]
+    y = x
+    while parent[y] != y:
+        nxt = parent[y]
+        parent[y] = r
+        for a in range(d):
+            step = disp[y, a]
+            disp[y, a] = rem[a]
+            rem[a] -= step
+        y = nxt
+    return r
+
+
 @njit(cache=True, nogil=True)
-def _unwrap_run(labels, shape, strides, periodic, offsets, slot, bits, words, w, wraps,
-                seen, queue, root, state, budget):
-    """Resume the breadth-first searches at ``state`` (next start site, queue head and
-    tail, the search's label) for about ``budget`` units; returns True when every
-    cluster is done, or -1 in ``state[4]`` with the label found twice as a root."""
-    n = labels.shape[0]
+def _unwrap_union(labels, shape, strides, periodic, fwd, bits, words, parent, disp, wraps,
+                  lo, hi):
+    """Sites [lo, hi) in flat order: every usable bond along a forward offset from the
+    site to a site of its label joins their trees with the step's turns (the larger root
+    under the smaller, so a cluster's root is its lowest site); a bond inside one tree
+    whose turns disagree with the windings marks the axes its label wraps. O(forward
+    offsets) union-find steps a site."""
     d = shape.shape[0]
-    K = offsets.shape[0]
-    s, head, tail = state[0], state[1], state[2]
+    K = fwd.shape[0]
     c = np.empty(d, np.int64)
     t = np.empty(d, np.int64)
-    work = 0
-    while True:
-        if head == tail:
-            while s < n and (labels[s] == 0 or seen[s]):
-                s += 1
-                work += 1
-                if work >= budget:
-                    state[0], state[1], state[2] = s, head, tail
-                    return False
-            if s >= n:
-                state[0], state[1], state[2] = s, head, tail
-                return True
-            lab = labels[s]
-            if root[lab] >= 0:
-                state[3] = lab
-                state[4] = -1
-                return True
-            root[lab] = s
-            seen[s] = 1
-            for a in range(d):
-                w[s, a] = 0
-            queue[0] = s
-            head, tail = 0, 1
-        if work >= budget:
-            state[0], state[1], state[2] = s, head, tail
-            return False
-        u = queue[head]
-        head += 1
-        lab = labels[u]
-        rem = u
+    ti = np.empty(d, np.int64)
+    tj = np.empty(d, np.int64)
+    rem = np.empty(d, np.int64)
+    for i in range(lo, hi):
+        lab = labels[i]
+        if lab == 0:
+            continue
+        r = i
         for a in range(d):
-            c[a] = rem // strides[a]
-            rem -= c[a] * strides[a]
+            c[a] = r // strides[a]
+            r -= c[a] * strides[a]
         for k in range(K):
             j = 0
             ok = True
             for a in range(d):
-                x = c[a] + offsets[k, a]
+                x = c[a] + fwd[k, a]
                 t[a] = 0
                 if x < 0 or x >= shape[a]:
                     if periodic[a] == 0:
@@ -94,44 +100,72 @@ def _unwrap_run(labels, shape, strides, periodic, offsets, slot, bits, words, w,
                 j += x * strides[a]
             if not ok or labels[j] != lab:
                 continue
-            if not bond_open(u, j, slot[k], bits, words):
+            if not bond_open(i, j, np.int64(k), bits, words):
                 continue
-            if seen[j]:
+            ri = _find(parent, disp, np.int64(i), ti, rem)
+            rj = _find(parent, disp, np.int64(j), tj, rem)
+            if ri == rj:
                 for a in range(d):
-                    if w[u, a] + t[a] != w[j, a]:
+                    if ti[a] + t[a] != tj[a]:
                         wraps[lab, a] = 1
-            else:
-                seen[j] = 1
+            elif ri < rj:
+                parent[rj] = ri
                 for a in range(d):
-                    w[j, a] = w[u, a] + t[a]
-                queue[tail] = j
-                tail += 1
-        work += K + 1
+                    disp[rj, a] = ti[a] + t[a] - tj[a]
+            else:
+                parent[ri] = rj
+                for a in range(d):
+                    disp[ri, a] = tj[a] - t[a] - ti[a]
 
 
-def unwrap(labels, count, shape, periodic, offsets, bond_slot, bits, words):
+@njit(cache=True, nogil=True)
+def _unwrap_flatten(labels, parent, disp, w, root, lo, hi):
+    """Sites [lo, hi): each one's winding relative to its root into ``w``, and the root
+    of each label into ``root`` (-2 when a label has two)."""
+    d = w.shape[1]
+    tot = np.empty(d, np.int64)
+    rem = np.empty(d, np.int64)
+    for i in range(lo, hi):
+        lab = labels[i]
+        if lab == 0:
+            continue
+        r = _find(parent, disp, np.int64(i), tot, rem)
+        for a in range(d):
+            w[i, a] = tot[a]
+        if root[lab] == -1:
+            root[lab] = r
+        elif root[lab] != r:
+            root[lab] = -2
+
+
+def unwrap(labels, count, shape, periodic, bond_offsets, bits, words):
     """Windings of every site (int32 (n, d), relative to its cluster's lowest site) and
     the axes each label wraps (bool (count, d)), over the usable bonds between sites of
-    one label; a ValueError when a label's sites are not all joined."""
+    one label (forward offset ``s`` reading bond plane ``s`` of ``bits``); a ValueError
+    when a label's sites are not all joined. Union-find with windings in flat order, in
+    kernel calls of about ``_BUDGET`` units."""
     shape = np.ascontiguousarray(shape, dtype=np.int64)
     labels = _frozen(labels)
     n = int(labels.shape[0])
     d = shape.shape[0]
-    w = np.empty((n, d), np.int32)
+    fwd = np.ascontiguousarray(bond_offsets, dtype=np.int64).reshape(-1, d)
+    parent = np.arange(n, dtype=np.int64)
+    disp = np.zeros((n, d), np.int64)
     wraps = np.zeros((count + 1, d), np.uint8)
-    seen = np.zeros(n, np.uint8)
-    queue = np.empty(n, np.int64)
-    root = np.full(count + 1, -1, np.int64)
-    state = np.zeros(5, np.int64)
     strides = c_strides(shape)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8)
-    while not _unwrap_run(labels, shape, strides, periodic, offsets, bond_slot, bits,
-                          np.int64(words), w, wraps, seen, queue, root, state,
-                          np.int64(_budget._BUDGET)):
-        pass
-    if state[4] == -1:
-        raise ValueError(f"label {int(state[3])} is not one cluster: its sites are not all "
+    step = max(1, _budget._BUDGET // max(1, 4 * fwd.shape[0]))
+    for lo in range(0, n, step):
+        _unwrap_union(labels, shape, strides, periodic, fwd, bits, np.int64(words), parent,
+                      disp, wraps, np.int64(lo), np.int64(min(n, lo + step)))
+    w = np.empty((n, d), np.int32)
+    root = np.full(count + 1, -1, np.int64)
+    for lo in range(0, n, step):
+        _unwrap_flatten(labels, parent, disp, w, root, np.int64(lo),
+                        np.int64(min(n, lo + step)))
+    split = np.flatnonzero(root == -2)
+    if split.size:
+        raise ValueError(f"label {int(split[0])} is not one cluster: its sites are not all "
                          "joined by usable bonds of this lattice")
     return w, wraps[1:].astype(bool)
 
@@ -300,43 +334,49 @@ def _by_label(labels, starts, order):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _arcs_run(order, starts, shape, strides, axes, lo, hi):
-    """Per label (prange) and periodic axis: its sites' distinct coordinates in order
-    (sorted, or marked when the label has more sites than the axis has coordinates), the
-    largest gap round the circle (the wrap-round gap wins ties), and the arc that leaves
-    it out."""
-    for lab in prange(starts.shape[0] - 1):
-        a, b = starts[lab], starts[lab + 1]
-        if a == b:
-            continue
-        for q in range(axes.shape[0]):
-            ax = axes[q]
-            length = shape[ax]
-            if b - a > length:
-                # more sites than coordinates: mark them, O(sites + length)
-                seen = np.zeros(length, np.uint8)
-                for k in range(a, b):
-                    seen[(order[k] // strides[ax]) % length] = 1
-                m = 0
-                xs = np.empty(length, np.int64)
-                for x in range(length):
-                    if seen[x]:
-                        xs[m] = x
-                        m += 1
-            else:
-                m = b - a
-                xs = np.empty(m, np.int64)
-                for k in range(a, b):
-                    xs[k - a] = (order[k] // strides[ax]) % length
-                xs.sort()
-            best = xs[0] + length - xs[m - 1]
-            at = xs[0]
-            for k in range(1, m):
-                g = xs[k] - xs[k - 1]
-                if g > best:
-                    best, at = g, xs[k]
-            lo[lab, ax] = at
-            hi[lab, ax] = at + length - best + 1
+def _arcs_run(order, starts, shape, strides, axes, lo, hi, T, scratch):
+    """Per label and periodic axis: its sites' distinct coordinates in order (sorted, or
+    marked when the label has more sites than the axis has coordinates), the largest
+    gap round the circle (the wrap-round gap wins ties), and the arc that leaves it out.
+    Labels in ``T`` chunks (prange), each with its own ``scratch`` buffer (as long as
+    the largest label or the longest periodic axis, whichever is longer)."""
+    nl = starts.shape[0] - 1
+    for ct in prange(T):
+        xs_all = np.empty(scratch, np.int64)
+        for lab in range(nl * ct // T, nl * (ct + 1) // T):
+            a, b = starts[lab], starts[lab + 1]
+            if a == b:
+                continue
+            for q in range(axes.shape[0]):
+                ax = axes[q]
+                length = shape[ax]
+                if b - a > length:
+                    # more sites than coordinates: mark them, O(sites + length)
+                    seen = xs_all[scratch - length:]
+                    for x in range(length):
+                        seen[x] = 0
+                    for k in range(a, b):
+                        seen[(order[k] // strides[ax]) % length] = 1
+                    m = 0
+                    for x in range(length):
+                        if seen[x]:
+                            xs_all[m] = x
+                            m += 1
+                    xs = xs_all[:m]
+                else:
+                    m = b - a
+                    xs = xs_all[:m]
+                    for k in range(a, b):
+                        xs[k - a] = (order[k] // strides[ax]) % length
+                    xs.sort()
+                best = xs[0] + length - xs[m - 1]
+                at = xs[0]
+                for k in range(1, m):
+                    g = xs[k] - xs[k - 1]
+                    if g > best:
+                        best, at = g, xs[k]
+                lo[lab, ax] = at
+                hi[lab, ax] = at + length - best + 1
 
 
 def arcs(labels, count, shape, periodic):
@@ -354,7 +394,13 @@ def arcs(labels, count, shape, periodic):
     lo = np.zeros((count + 1, d), np.int64)
     hi = np.zeros((count + 1, d), np.int64)
     axes = np.flatnonzero(np.asarray(periodic)).astype(np.int64)
-    _arcs_run(order, starts, shape, c_strides(shape), axes, lo, hi)
+    T = max(1, min(numba.get_num_threads(), count + 1))
+    longest = int(max(shape[axes].max(initial=0), sizes.max(initial=0)))
+    # marking needs the axis's length at the end of the buffer, after m <= length
+    # coordinates: twice the longest axis is always enough for that case
+    scratch = max(longest, 2 * int(shape[axes].max(initial=0)), 1)
+    _arcs_run(order, starts, shape, c_strides(shape), axes, lo, hi, np.int64(T),
+              np.int64(scratch))
     return lo, hi
 
 
