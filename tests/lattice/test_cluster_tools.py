@@ -133,3 +133,15 @@ def test_region_graph_counts_the_usable_bonds_between_regions(spec, seed):
     G = bond_graph(spec)
     assert set(want) == {tuple(sorted((int(flat[u]), int(flat[v])))) for u, v in G.edges
                          if flat[u] and flat[v] and flat[u] != flat[v]}
+
+
+def test_region_graph_in_many_kernel_calls_is_the_same(monkeypatch):
+    """numba-cpu's contacts with the budget shrunk to one row a call: the same graph."""
+    from catalytic.kernels.cpu import _budget
+
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 5, size=(30, 17, 9))
+    L = cat.Lattice(shape=labels.shape, periodic=(True, False, True), stencil="moore")
+    want = L.region_graph(labels, backend="numpy")
+    monkeypatch.setattr(_budget, "_BUDGET", 5)
+    assert L.region_graph(labels, backend="numba-cpu") == want

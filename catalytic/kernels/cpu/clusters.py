@@ -231,13 +231,14 @@ def _run(lab, i, m, c, sizes, first, lo, hi, ref, m1, m2):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsum, fmin,
-                 fmax, amin, amax, m1, m2):
+                 fmax, amin, amax, m1, m2, r0, r1):
     """One pass in flat order: sizes, first sites, coordinate extremes, the field's sum
     and extremes, and the sums of the unwrapped coordinates about each cluster's first
     site (met first, the order being flat) and of their products. Thread ``t`` owns
-    labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site, row by row: without
-    windings a run of one label along the last axis is added at once (closed-form
-    sums), with them site by site."""
+    labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site of rows [r0, r1) (a
+    window: the host goes through them in order), row by row: without windings a run of
+    one label along the last axis is added at once (closed-form sums), with them site by
+    site."""
     n = labels.shape[0]
     d = shape.shape[0]
     L = shape[d - 1] if d else 1
@@ -246,8 +247,12 @@ def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsu
     for t in prange(bounds.shape[0] - 1):
         l0, l1 = bounds[t], bounds[t + 1]
         c = np.zeros(d, np.int64)
+        rem = r0
+        for a in range(d - 2, -1, -1):
+            c[a] = rem % shape[a]
+            rem //= shape[a]
         x = np.empty(d, np.float64)
-        for base in range(0, n, L):
+        for base in range(r0 * L, min(n, r1 * L), L):
             xx = 0
             while xx < L:
                 i = base + xx
@@ -316,8 +321,13 @@ def moments(labels, count, shape, w, field):
     m1 = np.zeros((count + 1, d))
     m2 = np.zeros((count + 1, d, d))
     ref = np.empty((count + 1, d), np.int64)
-    _moments_run(labels, shape, w, bounds, f, sizes, first, lo, hi, ref, fsum, fmin, fmax,
-                 amin, amax, m1, m2)
+    L = int(shape[-1]) if d else 1
+    nrow = labels.shape[0] // L if L else 0
+    # windows of about _BUDGET sites a thread scans, so a signal handler runs between
+    step = max(1, _budget._BUDGET // max(1, L))
+    for r0 in range(0, nrow, step):
+        _moments_run(labels, shape, w, bounds, f, sizes, first, lo, hi, ref, fsum, fmin,
+                     fmax, amin, amax, m1, m2, np.int64(r0), np.int64(min(nrow, r0 + step)))
     return sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2
 
 
@@ -406,16 +416,15 @@ def arcs(labels, count, shape, periodic):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _contacts_rows(labels, shape, periodic, fwd, slot, bits, words, count, row_ptr, codes,
-                   write):
+                   write, r0, r1):
     """Per row (prange): every usable bond along a forward offset from a site of the row
     to a site of another non-zero label. Counting (``write`` False: ``row_ptr[r + 1]`` =
     the row's bonds) or writing each as the code ``min * (count + 1) + max`` at
     ``codes[row_ptr[r]:]``."""
     d = shape.shape[0]
     L = shape[d - 1]
-    nrow = labels.shape[0] // L
     K = fwd.shape[0]
-    for r in prange(nrow):
+    for r in prange(r0, r1):
         c = np.empty(d, np.int64)
         rem = np.int64(r)
         for a in range(d - 2, -1, -1):
@@ -467,11 +476,15 @@ def contacts(labels, count, shape, periodic, bond_offsets, bits, words) -> dict:
     nrow = labels.shape[0] // int(shape[-1]) if shape.shape[0] and shape[-1] else 0
     row_ptr = np.zeros(nrow + 1, np.int64)
     codes = np.zeros(0, np.int64)
-    _contacts_rows(labels, shape, periodic, fwd, slot, bits, np.int64(words),
-                   np.int64(count), row_ptr, codes, False)
-    np.cumsum(row_ptr, out=row_ptr)
-    codes = np.empty(int(row_ptr[-1]), np.int64)
-    _contacts_rows(labels, shape, periodic, fwd, slot, bits, np.int64(words),
-                   np.int64(count), row_ptr, codes, True)
+    # windows of about _BUDGET bond steps, so a signal handler runs between calls
+    step = max(1, _budget._BUDGET // max(1, int(shape[-1]) * max(1, fwd.shape[0])))
+    for write in (False, True):
+        if write:
+            np.cumsum(row_ptr, out=row_ptr)
+            codes = np.empty(int(row_ptr[-1]), np.int64)
+        for r0 in range(0, nrow, step):
+            _contacts_rows(labels, shape, periodic, fwd, slot, bits, np.int64(words),
+                           np.int64(count), row_ptr, codes, np.bool_(write), np.int64(r0),
+                           np.int64(min(nrow, r0 + step)))
     pairs, n = np.unique(codes, return_counts=True)
     return {(int(p // (count + 1)), int(p % (count + 1))): int(m) for p, m in zip(pairs, n)}
