@@ -173,10 +173,10 @@ def _vrow_count(keys, seg, base, delta):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vrow_write(keys, seg, base, delta, rs, re, k0, spill):
-    """Write the value runs of one row (start, exclusive end along the last axis) from
-    slot ``k0``; with ``spill`` branch-free, slot ``k0 + count`` receiving scratch (as
-    ``components._runs_write_row``). Returns the count."""
+def _vrow_write(keys, seg, base, delta, rs, re, rk, k0, spill):
+    """Write the value runs of one row (start, exclusive end along the last axis, key at
+    the start) from slot ``k0``; with ``spill`` branch-free, slot ``k0 + count``
+    receiving scratch (as ``components._runs_write_row``). Returns the count."""
     L = seg.shape[0]
     ks = k0
     ke = k0
@@ -191,6 +191,7 @@ def _vrow_write(keys, seg, base, delta, rs, re, k0, spill):
             re[ke] = x
             ke += prev & cut
             rs[ks] = x
+            rk[ks] = k
             ks += o & cut
             prev = o
     else:
@@ -204,6 +205,7 @@ def _vrow_write(keys, seg, base, delta, rs, re, k0, spill):
                 ke += 1
             if o & cut:
                 rs[ks] = x
+                rk[ks] = k
                 ks += 1
             prev = o
     if prev:
@@ -223,29 +225,29 @@ def _vruns_count(keys, open_, delta, L, row_cnt, T, s, w):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _vruns_write(keys, open_, delta, L, row_ptr, rs, re, T, s, w):
+def _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w):
     """Fill ``rs``/``re`` for the rows of window ``s`` (the scratch slot rule of
     ``components._runs_write``). O(T w L)."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
         _, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
         for row in range(a, b):
-            _vrow_write(keys, open_[row * L:(row + 1) * L], row * L, delta, rs, re,
+            _vrow_write(keys, open_[row * L:(row + 1) * L], row * L, delta, rs, re, rk,
                         row_ptr[row], row_ptr[row + 1] < row_ptr[hi])
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vruns_piece(rp, a, rs, re, b, b1, lo, e, keys, delta, exact, base_a, base_b, cmin,
-                 cmax, per_last, L):
+def _vruns_piece(rp, a, rs, re, rk, b, b1, lo, e, keys, delta, exact, base_a, base_b,
+                 cmin, cmax, per_last, L):
     """Join run ``a`` with the runs b, b+1, ... (< b1) that start before ``e`` and face
     it with a close pair of sites; ``[lo, e)`` is the part of the target row that ``a``
-    shifted by ``cmin..cmax`` covers. With ``exact`` the runs' first values decide."""
+    shifted by ``cmin..cmax`` covers. With ``exact`` the runs' keys ``rk`` decide."""
     ra = rs[a]
     ln = re[a] - ra
-    ka = keys[base_a + ra]
+    ka = rk[a]
     while b < b1 and rs[b] < e:
         if exact:
-            if keys[base_b + rs[b]] == ka:
+            if rk[b] == ka:
                 _union(rp, a, b)
         else:
             hit = False
@@ -267,11 +269,11 @@ def _vruns_piece(rp, a, rs, re, b, b1, lo, e, keys, delta, exact, base_a, base_b
 
 
 @njit(cache=True, nogil=True)
-def _vruns_union_rows(rp, rs, re, row_ptr, keys, delta, exact, row_lo, row_hi, chunk_lo,
-                      chunk_hi, cross, goff, gspan, shape, periodic):
+def _vruns_union_rows(rp, rs, re, rk, row_ptr, keys, delta, exact, row_lo, row_hi,
+                      chunk_lo, chunk_hi, cross, goff, gspan, shape, periodic):
     """``components._runs_union_rows`` for value runs: a run joins the runs it overlaps
     along each offset of the half stencil where a pair of facing sites is close
-    (``exact``: delta is 0, and the runs' first values decide). The offsets come in
+    (``exact``: delta is 0, and the runs' keys ``rk`` decide). The offsets come in
     groups (:func:`_row_groups`): group g reaches the row of ``goff[g]`` with the shifts
     ``goff[g, -1] .. goff[g, -1] + gspan[g]`` along the last axis, so one merge walk
     does them all. O(runs * groups) with ``exact``, else up to O(sites * offsets)."""
@@ -315,6 +317,20 @@ def _vruns_union_rows(rp, rs, re, row_ptr, keys, delta, exact, row_lo, row_hi, c
             # overlap, as components._runs_union_rows does
             wrap = per_last and (cmin != 0 or span != 0)
             b = b0
+            if exact and not wrap:
+                # the common case as a tight merge walk on the run keys
+                for a in range(a0, a1):
+                    s = rs[a] + cmin
+                    e = re[a] + cmax
+                    while b < b1 and re[b] <= s:
+                        b += 1
+                    ka = rk[a]
+                    bb = b
+                    while bb < b1 and rs[bb] < e:
+                        if rk[bb] == ka:
+                            _union(rp, a, bb)
+                        bb += 1
+                continue
             for a in range(a0, a1):
                 if wrap:
                     ln = re[a] - rs[a] + span
@@ -332,34 +348,34 @@ def _vruns_union_rows(rp, rs, re, row_ptr, keys, delta, exact, row_lo, row_hi, c
                         continue
                     while b < b1 and re[b] <= s:
                         b += 1
-                _vruns_piece(rp, a, rs, re, b, b1, s, min(e, L), keys, delta, exact,
+                _vruns_piece(rp, a, rs, re, rk, b, b1, s, min(e, L), keys, delta, exact,
                              base_a, base_b, cmin, cmax, per_last, L)
                 if e > L:
-                    _vruns_piece(rp, a, rs, re, b0, b1, 0, e - L, keys, delta, exact,
+                    _vruns_piece(rp, a, rs, re, rk, b0, b1, 0, e - L, keys, delta, exact,
                                  base_a, base_b, cmin, cmax, per_last, L)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _vruns_union_inside(rp, rs, re, row_ptr, keys, delta, exact, goff, gspan, shape, periodic,
-                        T, s, w):
+def _vruns_union_inside(rp, rs, re, rk, row_ptr, keys, delta, exact, goff, gspan, shape,
+                        periodic, T, s, w):
     """Value-run unions inside the row chunks, window ``s`` of each, in parallel (every
     window before :func:`_vruns_union_cross`, as ``components._runs_union_inside``)."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
         lo, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
-        _vruns_union_rows(rp, rs, re, row_ptr, keys, delta, exact, a, b, lo, hi, _NO, goff,
-                          gspan, shape, periodic)
+        _vruns_union_rows(rp, rs, re, rk, row_ptr, keys, delta, exact, a, b, lo, hi, _NO,
+                          goff, gspan, shape, periodic)
 
 
 @njit(cache=True, nogil=True)
-def _vruns_union_cross(rp, rs, re, row_ptr, keys, delta, exact, goff, gspan, shape, periodic,
-                       T, s, w):
+def _vruns_union_cross(rp, rs, re, rk, row_ptr, keys, delta, exact, goff, gspan, shape,
+                       periodic, T, s, w):
     """Value-run unions across chunk boundaries (window ``s`` of each chunk), in order."""
     nrow = row_ptr.shape[0] - 1
     for t in range(T):
         lo, hi, a, b = _window(nrow, T, t, s, w)
-        _vruns_union_rows(rp, rs, re, row_ptr, keys, delta, exact, a, b, lo, hi, _YES, goff,
-                          gspan, shape, periodic)
+        _vruns_union_rows(rp, rs, re, rk, row_ptr, keys, delta, exact, a, b, lo, hi, _YES,
+                          goff, gspan, shape, periodic)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -393,8 +409,8 @@ def _vruns_label(out, keys, open_, delta, lab, row_ptr, L, T, s, w):
 
 
 @njit(cache=True, nogil=True)
-def _vruns_whole(out, sizes, keys, open_, delta, exact, row_ptr, rs, re, lab, goff, gspan,
-                 shape, periodic):
+def _vruns_whole(out, sizes, keys, open_, delta, exact, row_ptr, rs, re, rk, lab, goff,
+                 gspan, shape, periodic):
     """Every phase of the value-run labelling in one serial call (as
     ``components._runs_whole``): the same scans and unions as the windowed kernels with
     one chunk, so the same labels. ``rs``/``re`` hold at least one slot more than the
@@ -405,14 +421,14 @@ def _vruns_whole(out, sizes, keys, open_, delta, exact, row_ptr, rs, re, lab, go
     row_ptr[0] = 0
     for row in range(nrow):
         row_ptr[row + 1] = row_ptr[row] + _vrow_write(keys, open_[row * L:(row + 1) * L],
-                                                      row * L, delta, rs, re, row_ptr[row],
-                                                      True)
+                                                      row * L, delta, rs, re, rk,
+                                                      row_ptr[row], True)
     n_runs = row_ptr[nrow]
     lab[0] = -1
     for a in range(n_runs):
         lab[a + 1] = a
     rp = lab[1:n_runs + 1]
-    _vruns_union_rows(rp, rs, re, row_ptr, keys, delta, exact, _ZERO, nrow, _ZERO, nrow,
+    _vruns_union_rows(rp, rs, re, rk, row_ptr, keys, delta, exact, _ZERO, nrow, _ZERO, nrow,
                       _NO, goff, gspan, shape, periodic)
     count = _relabel(rp, 0, n_runs, 0)
     lab[0] = 0
@@ -502,7 +518,7 @@ def label_values(shape, periodic, offsets, keys, open_, delta):
     the whole labelling fits in one budget and is small (``components._WHOLE_WORK``) or
     runs on one thread. With ``delta`` 0 two overlapping runs join on one comparison:
     O(n + R k alpha) for R runs; otherwise their facing sites are compared until a
-    close pair: up to O(n k). About 12 bytes per run (R <= n) besides the labels.
+    close pair: up to O(n k). About 20 bytes per run (R <= n) besides the labels.
 
     Examples
     --------
@@ -540,6 +556,7 @@ def label_values(shape, periodic, offsets, keys, open_, delta):
                                  np.empty(nrow + 1, dtype=np.int64),
                                  np.empty(n + 1, dtype=np.int32),
                                  np.empty(n + 1, dtype=np.int32),
+                                 np.empty(n + 1, dtype=keys.dtype),
                                  np.empty(n + 2, dtype=np.int32), goff, gspan, shape,
                                  periodic))
         return labels, count, size_of[1:count + 1].copy()
@@ -556,17 +573,18 @@ def label_values(shape, periodic, offsets, keys, open_, delta):
     xtype = np.int32 if L <= _INT32_LIMIT else np.int64
     rs = np.empty(n_runs + 1, dtype=xtype)
     re = np.empty(n_runs + 1, dtype=xtype)
+    rk = np.empty(n_runs + 1, dtype=keys.dtype)
     for s in wins:
-        _vruns_write(keys, open_, delta, L, row_ptr, rs, re, T, s, w)
+        _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w)
     # lab[0] = 0 ahead of the run forest rp = lab[1:], so lab[a + 1] labels run a
     lab = _arange(-1, n_runs, np.int32 if n_runs < _INT32_LIMIT else np.int64)
     rp = lab[1:]
     for s in wins:
-        _vruns_union_inside(rp, rs, re, row_ptr, keys, delta, exact, goff, gspan, shape,
+        _vruns_union_inside(rp, rs, re, rk, row_ptr, keys, delta, exact, goff, gspan, shape,
                             periodic, T, s, w)
     if T > 1:
         for s in wins:
-            _vruns_union_cross(rp, rs, re, row_ptr, keys, delta, exact, goff, gspan,
+            _vruns_union_cross(rp, rs, re, rk, row_ptr, keys, delta, exact, goff, gspan,
                                shape, periodic, T, s, w)
     count = _components._relabel_all(rp)
     lab[0] = 0
