@@ -1,11 +1,13 @@
-"""Bonds from site values: which neighbours a multi-label or continuous-value labelling
-joins.
+"""Labelling by site values: which neighbours a multi-label or continuous-value
+labelling joins, and the labelling itself on lattices without bonds.
 
 Two neighbouring sites join when their values are close: equal, or with ``delta`` apart
 by at most ``delta``. :func:`value_bonds` writes that as bond bits in the layout of
 ``Geometry.bond_args()`` (bit ``start & 31`` of word ``s * words + (start >> 5)`` for
 forward offset ``s``), ANDed with the lattice's own bonds, so the bond-aware labelling
-(:mod:`catalytic.kernels.cpu.winding`) labels values as it labels bonds.
+(:mod:`catalytic.kernels.cpu.winding`) labels values as it labels bonds. Without bonds,
+:func:`label_values` labels the values directly, by union-find over runs of close values
+along the last axis (the stencil holding the unit step along it).
 
 Values come as *keys* (``catalogue.value_keys``): float64, or the integers mapped in
 order onto uint64 so that a difference never overflows. NaN is refused before a key is
