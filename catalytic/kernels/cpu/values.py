@@ -284,6 +284,9 @@ def _vruns_union_rows(rp, rs, re, rk, row_ptr, keys, delta, exact, row_lo, row_h
     per_last = periodic[d - 1] != 0
     G = goff.shape[0]
     c = np.empty(d - 1, dtype=np.int64)
+    # the pairs one walk notes: at most the runs of two rows
+    pa = np.empty(2 * L + 2, dtype=np.int64)
+    pb = np.empty(2 * L + 2, dtype=np.int64)
     _row_coords(row_lo, shape, c)
     for row in range(row_lo, row_hi):
         if row > row_lo:
@@ -319,8 +322,25 @@ def _vruns_union_rows(rp, rs, re, rk, row_ptr, keys, delta, exact, row_lo, row_h
             # overlap, as components._runs_union_rows does
             wrap = per_last and (cmin != 0 or span != 0)
             b = b0
+            if exact and not wrap and span == 0:
+                # one shift branch-free: a two-pointer walk over both rows' runs
+                # (disjoint and ascending) notes the overlapping pairs of equal keys,
+                # then they are joined
+                a = a0
+                m = 0
+                while a < a1 and b < b1:
+                    ea = re[a] + cmin
+                    eb = re[b]
+                    pa[m] = a
+                    pb[m] = b
+                    m += (rs[a] + cmin < eb) & (rs[b] < ea) & (rk[a] == rk[b])
+                    a += ea <= eb
+                    b += eb <= ea
+                for q in range(m):
+                    _union(rp, pa[q], pb[q])
+                continue
             if exact and not wrap:
-                # the common case as a tight merge walk on the run keys
+                # several shifts: the runs each shifted run covers, on the run keys
                 for a in range(a0, a1):
                     s = rs[a] + cmin
                     e = re[a] + cmax
