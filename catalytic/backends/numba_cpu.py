@@ -333,11 +333,18 @@ def connected_components(lat):
 
 
 def label(lat, keys, sites, delta):
-    """Clusters of close values: the bonds joining close keys (``kernels.cpu.values``),
-    ANDed with the lattice's own, labelled by the bond-aware labelling."""
+    """Clusters of close values: without bonds and with the unit last-axis step, union-
+    find over runs of close values (``kernels.cpu.values.label_values``); otherwise the
+    bonds joining close keys (``kernels.cpu.values``), ANDed with the lattice's own,
+    labelled by the bond-aware labelling."""
     g = lat.geometry
+    V = _values()
+    if g.bond_bits is None and V.runs_apply(g.offsets, g.dimensions):
+        labels, count, sizes = V.label_values(g.shape_arr, g.periodic_arr, g.offsets, keys,
+                                              sites, delta)
+        return R.Components(labels.reshape(g.shape), count, sizes)
     slot, user, words, _ = g.bond_args()
-    bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
+    bits = V.value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
                                  user, words)
     labels, count, sizes, _ = _winding().label_windings(
         g.shape_arr, g.periodic_arr, g.offsets, sites, slot, bits, words)

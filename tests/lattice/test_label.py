@@ -11,10 +11,15 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+import numba
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import catalytic as cat
+from catalytic.catalogue import v_label
+from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu import values as V
+from tests.support.kernel_calls import count_kernel_calls
 from tests.support.oracles import bond_graph, moore, von_neumann
 from tests.support.strategies import L1, L2, lattice_specs, make
 
@@ -58,12 +63,12 @@ def oracle(spec, values, background, delta):
 
 # -- against NetworkX on every kind of lattice --------------------------------------------
 @st.composite
-def valued_specs(draw, max_sites=64):
-    """A spec (with bonds half the time), values of one of four kinds, a background
-    (0 or None) and a delta."""
+def valued_specs(draw, max_sites=64, bonds=True):
+    """A spec (with bonds half the time, if ``bonds``), values of one of four kinds, a
+    background (0 or None) and a delta."""
+    plain = lattice_specs(max_dim=3, custom=True, max_sites=max_sites)
     spec = draw(st.one_of(lattice_specs(max_dim=3, bonds=True, custom=True,
-                                        max_sites=max_sites),
-                          lattice_specs(max_dim=3, custom=True, max_sites=max_sites)))
+                                        max_sites=max_sites), plain) if bonds else plain)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     kind = draw(st.sampled_from(["int", "float", "bool", "uint8"]))
     shape = spec["shape"]
@@ -97,6 +102,111 @@ def test_labels_match_the_graph_of_close_values(case):
         assert comp.count == want.max(initial=0)
         assert comp.sizes.tolist() == np.bincount(want.reshape(-1),
                                                   minlength=comp.count + 1)[1:].tolist()
+
+
+# -- the numba-cpu value runs split over threads and kernel calls -------------------------
+@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
+def threads(request):
+    """Numba on one thread, then two (row chunks joined in parallel, then their seams)."""
+    prev = numba.get_num_threads()
+    if request.param > prev:
+        pytest.skip(f"needs {request.param} Numba threads, has {prev}")
+    numba.set_num_threads(request.param)
+    try:
+        yield request.param
+    finally:
+        numba.set_num_threads(prev)
+
+
+def run_args(L, values, background, delta):
+    """``values.label_values`` arguments: the keys, labelled sites and delta that the
+    backends receive."""
+    (_, keys, sites, key_delta), _ = v_label(L, values, background, delta)
+    g = L.geometry
+    return g.shape_arr, g.periodic_arr, g.offsets, keys, sites, key_delta
+
+
+def assert_components(got, want):
+    labels, count, sizes = got
+    want = np.asarray(want).reshape(-1)
+    np.testing.assert_array_equal(labels, want)
+    assert count == want.max(initial=0)
+    assert sizes.tolist() == np.bincount(want, minlength=count + 1)[1:].tolist()
+
+
+@given(case=valued_specs(bonds=False), big=st.booleans())
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_value_runs_split_over_row_chunks_match_the_graph(monkeypatch, threads, case, big):
+    # never one serial call: kernel calls of a few rows (one thread: always; two
+    # threads: half the time) or of the normal budget
+    spec, values, background, delta = case
+    L = make(spec)
+    if not V.runs_apply(L.geometry.offsets, L.dimensions):
+        return  # the bits path (test_labels_match_the_graph_of_close_values)
+    monkeypatch.setattr(V, "_WHOLE_WORK", 0)
+    monkeypatch.setattr(_budget, "_BUDGET", 1 << 23 if big and threads > 1 else 40)
+    want = oracle(spec, values, background, delta)
+    assert_components(V.label_values(*run_args(L, values, background, delta)), want)
+
+
+def _valued(shape, stencil, periodic, kind, delta, seed=11):
+    """A lattice with a mask (8% blocked) and values: ``ints`` in 0..3 (many small
+    clusters), ``walk`` integers in 0..40 drifting along the last axis, or ``floats`` in
+    [0, 1) rounded to 0.05."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random(shape) >= 0.08
+    if kind == "ints":
+        values = rng.integers(0, 4, size=shape)
+    elif kind == "walk":
+        values = np.cumsum(rng.integers(-1, 2, size=shape), axis=-1) % 41
+    else:
+        values = np.round(rng.random(shape) * 20) / 20
+    L = cat.Lattice(shape=shape, stencil=stencil, periodic=periodic, mask=mask)
+    return L, values, delta
+
+
+SPLIT_CASES = {
+    "64^3-open-von-neumann": lambda: _valued((64, 64, 64), "von_neumann", False, "ints", 0),
+    "40^3-periodic-moore-delta": lambda: _valued((40, 40, 40), "moore", True, "walk", 1),
+    "300x300-periodic-moore": lambda: _valued((300, 300), "moore", True, "ints", 0),
+    "300x300-open-moore-delta": lambda: _valued((300, 300), "moore", False, "floats", 0.1),
+    "300x300-periodic-von-neumann-delta": lambda: _valued((300, 300), "von_neumann",
+                                                          (False, True), "walk", 2),
+    # shifts 0 and 1 to the next row: a dilated run wraps the seam from an unshifted start
+    "300x300-periodic-triangular": lambda: _valued(
+        (300, 300), [[1, 0], [-1, 0], [0, 1], [0, -1], [1, -1], [-1, 1]], True, "ints", 0),
+    "300x300-periodic-von-neumann": lambda: _valued((300, 300), "von_neumann", True,
+                                                    "walk", 0),
+}
+_REFERENCE = {}
+
+#: the host-called kernels of the split value-run labelling (no other kernel calls them)
+RUN_KERNELS = ("_vruns_count", "_vruns_write", "_vruns_union_inside", "_vruns_union_cross",
+               "_vruns_label")
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_larger_value_labellings_match_the_numpy_backend(monkeypatch, threads, case):
+    """Row chunks over threads, windows of the normal budget, periodic seams along the
+    rows and across them; then a budget of a few rows: many kernel calls, the same
+    labels."""
+    L, values, delta = SPLIT_CASES[case]()
+    if case not in _REFERENCE:
+        comp = L.label(values, delta=delta, backend="numpy")
+        _REFERENCE[case] = comp.labels
+    want = _REFERENCE[case]
+    assert_components(V.label_values(*run_args(L, values, 0, delta)), want)
+    calls = count_kernel_calls(monkeypatch, {V: RUN_KERNELS})
+    monkeypatch.setattr(_budget, "_BUDGET", 3 * L.shape[-1])
+    assert_components(V.label_values(*run_args(L, values, 0, delta)), want)
+    rows = L.geometry.n_points // L.shape[-1]
+    windows = -(-(-(-rows // threads)) // max(1, 3 // threads))  # windows of each chunk
+    for name in RUN_KERNELS:
+        if name != "_vruns_union_cross" or threads > 1:
+            assert calls[name] >= windows, name
+    comp = L.label(values, delta=delta, backend="numba-cpu")
+    np.testing.assert_array_equal(comp.labels, want)
 
 
 # -- against cc3d on open lattices ---------------------------------------------------------
