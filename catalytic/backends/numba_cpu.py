@@ -344,8 +344,8 @@ def label(lat, keys, sites, delta):
                                               sites, delta)
         return R.Components(labels.reshape(g.shape), count, sizes)
     slot, user, words, _ = g.bond_args()
-    bits = V.value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
-                                 user, words)
+    bits = V.value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr, user,
+                         words)
     labels, count, sizes, _ = _winding().label_windings(
         g.shape_arr, g.periodic_arr, g.offsets, sites, slot, bits, words)
     return R.Components(labels.reshape(g.shape), count, sizes)
