@@ -8,7 +8,6 @@ winding check the kernel replaced."""
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -23,6 +22,7 @@ from catalytic.kernels.cpu.winding import label_windings, label_windings_batched
 from tests.support.kernel_calls import count_kernel_calls
 from tests.support.oracles import bond_graph, bond_graph_windings
 from tests.support.strategies import L1, L2, lattice_specs, make
+from tests.support.threads import threads  # noqa: F401 (a fixture)
 
 B = "numba-cpu"
 SPECS = lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=64)
@@ -306,19 +306,6 @@ def test_a_large_labelling_runs_in_many_kernel_calls_with_the_same_result(monkey
 
 
 # -- one lattice split over threads ------------------------------------------------------
-@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
-def threads(request):
-    """Numba on one thread, then two (row chunks joined in parallel, then their seams)."""
-    prev = numba.get_num_threads()
-    if request.param > prev:
-        pytest.skip(f"needs {request.param} Numba threads, has {prev}")
-    numba.set_num_threads(request.param)
-    try:
-        yield request.param
-    finally:
-        numba.set_num_threads(prev)
-
-
 #: the host-called kernels of the split labelling (no other kernel calls them)
 SPLIT_KERNELS = ("_par_count", "_par_write", "_par_inside", "_par_cross", "_par_labels")
 

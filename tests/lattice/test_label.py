@@ -11,7 +11,6 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
-import numba
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from catalytic.kernels.cpu import values as V
 from tests.support.kernel_calls import count_kernel_calls
 from tests.support.oracles import bond_graph, moore, von_neumann
 from tests.support.strategies import L1, L2, lattice_specs, make
+from tests.support.threads import threads  # noqa: F401 (a fixture)
 
 BACKENDS = ("numpy", "numba-cpu")
 
@@ -105,19 +105,6 @@ def test_labels_match_the_graph_of_close_values(case):
 
 
 # -- the numba-cpu value runs split over threads and kernel calls -------------------------
-@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
-def threads(request):
-    """Numba on one thread, then two (row chunks joined in parallel, then their seams)."""
-    prev = numba.get_num_threads()
-    if request.param > prev:
-        pytest.skip(f"needs {request.param} Numba threads, has {prev}")
-    numba.set_num_threads(request.param)
-    try:
-        yield request.param
-    finally:
-        numba.set_num_threads(prev)
-
-
 def run_args(L, values, background, delta):
     """``values.label_values`` arguments: the keys, labelled sites and delta that the
     backends receive."""

@@ -187,18 +187,24 @@ def _values():
     return _OnStream(values, call_stream())
 
 
-def label(lat, keys, sites, delta):
-    """The bonds joining close keys made on the device (``kernels.cuda.values``, ANDed
-    with the lattice's own, read in place), and labelled there."""
+def _value_bonds(lat, keys, delta):
+    """``bonds=`` for the labelling kernels: the bonds joining close keys, made on the
+    device (``kernels.cuda.values``) and ANDed with the lattice's own (read in place)."""
     g = lat.geometry
     slot, user, words, _ = g.bond_args()
     if g.bond_bits is not None:
         user = resident(lat)["bond_bits"]
     bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
                                  user, words)
+    return slot, bits, words, np.zeros(0)
+
+
+def label(lat, keys, sites, delta):
+    """The bonds joining close keys made on the device, and labelled there."""
+    g = lat.geometry
     labels, count = _graph().connected_components(
         g.shape_arr, g.periodic_arr, g.offsets, sites, g.dedupe,
-        bonds=(slot, bits, words, np.zeros(0)))
+        bonds=_value_bonds(lat, keys, delta))
     labels = to_host(labels).reshape(g.shape)
     return R.Components(labels, int(count), C.component_sizes(labels, int(count)))
 
@@ -207,14 +213,9 @@ def batched_label(lat, stack, keys, sites, delta):
     """The value bonds made once on the device for every row, and the rows labelled in
     the same launches (``connected_components_batched``)."""
     g = lat.geometry
-    slot, user, words, _ = g.bond_args()
-    if g.bond_bits is not None:
-        user = resident(lat)["bond_bits"]
-    bits = _values().value_bonds(keys, delta, g.bond_offsets, g.shape_arr, g.periodic_arr,
-                                 user, words)
     labels, counts = _graph().connected_components_batched(
         g.shape_arr, g.periodic_arr, g.offsets, stack & sites, g.dedupe,
-        bonds=(slot, bits, words, np.zeros(0)))
+        bonds=_value_bonds(lat, keys, delta))
     labels = to_host(labels)
     sizes = [C.component_sizes(labels[b], int(counts[b])) for b in range(len(counts))]
     return C.components_of_stack(g, labels, counts, sizes)

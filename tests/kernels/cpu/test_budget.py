@@ -49,6 +49,7 @@ from catalytic.kernels.cpu import (
 from tests.support.kernel_calls import count_kernel_calls
 from tests.support.oracles import graph_of, open_sites
 from tests.support.strategies import lattice_specs, make, pick_open
+from tests.support.threads import threads  # noqa: F401 (a fixture)
 
 #: host-called kernels whose calls are counted (only ones no other kernel calls)
 COUNTED = {bfs: ["_bfs_frontiers", "_closeness_run"],
@@ -65,19 +66,6 @@ COUNTED = {bfs: ["_bfs_frontiers", "_closeness_run"],
 #: calls, and on a busy machine each parallel one waits for a time slice.
 fixtures_ok = settings(max_examples=15,
                        suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
-def threads(request):
-    """One thread, then two (parallel frontier rounds, closeness slots, row chunks)."""
-    prev = numba.get_num_threads()
-    if request.param > prev:
-        pytest.skip(f"needs {request.param} Numba threads, has {prev}")
-    numba.set_num_threads(request.param)
-    try:
-        yield request.param
-    finally:
-        numba.set_num_threads(prev)
 
 
 @pytest.fixture
