@@ -74,8 +74,8 @@ def periodic(n, repeat):
     torus and on the same sites with open axes, beside the labelling itself (no peer
     measures a torus)."""
     rng = np.random.default_rng(0)
-    print(f"\n| occupation | clusters | labelling (torus) | statistics, torus | "
-          f"statistics, open axes |\n|---|---|---|---|---|")
+    print("\n| occupation | clusters | labelling (torus) | statistics, torus | "
+          "statistics, open axes |\n|---|---|---|---|---|")
     for p in (0.2, 0.3116, 0.5):
         m = rng.random((n, n, n)) < p
         T = cat.Lattice(shape=(n, n, n), periodic=True, mask=m)
