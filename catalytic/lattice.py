@@ -865,8 +865,10 @@ class UnifiedCatalyticLattice:
         Parameters
         ----------
         labels : array_like of int, or Components
-            0 for no cluster, clusters 1..count, 0 on blocked sites; every label's
-            sites joined by usable bonds.
+            0 for no cluster, clusters 1..count, 0 on blocked sites. With a periodic
+            axis every label's sites must be joined by usable bonds (its windings are
+            found along them); without one a label is measured as the sites holding
+            it, as SciPy measures labels.
         field : array_like, optional
             Real values per site, reduced over each cluster (sum, mean, min, max and
             where the extremes are).
@@ -886,8 +888,8 @@ class UnifiedCatalyticLattice:
         TypeError
             ``labels`` is not integer, ``field`` not real.
         ValueError
-            Another shape, a negative label, a label on a blocked site, or a label
-            whose sites are not joined.
+            Another shape, a negative label, a label on a blocked site, or (with a
+            periodic axis) a label whose sites are not joined.
 
         Examples
         --------
