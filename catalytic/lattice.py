@@ -89,10 +89,10 @@ def _check_label_out(shape, dtype, out):
         raise TypeError(f"out must have an integer dtype, got {out.dtype}")
     if not out.flags.writeable:
         raise ValueError("out is read-only")
-    if dtype is not None and dtype != "smallest" and dtype != out.dtype:
-        raise ValueError(f"dtype {dtype} differs from out's dtype {out.dtype}")
-    if dtype == "smallest":
+    if isinstance(dtype, str):
         raise ValueError("dtype='smallest' and out= name the dtype twice; give one")
+    if dtype is not None and dtype != out.dtype:
+        raise ValueError(f"dtype {dtype} differs from out's dtype {out.dtype}")
     return out.dtype
 
 

@@ -383,14 +383,13 @@ def cluster_statistics(lat, labels, field):
     count = int(labels.max(initial=0))
     wraps = np.zeros((count, d), bool)
     w = np.zeros((0, d), np.int32)
+    arcs = None
     if any(g.periodic):
         _, bits, words, _ = g.bond_args()
         w, wraps = K.unwrap(labels, count, g.shape_arr, g.periodic_arr, g.bond_offsets,
                             bits, words)
-    sizes, first, lo, hi, fparts, m1, m2 = K.moments(labels, count, g.shape_arr, w, field)
-    arcs = None
-    if any(g.periodic):
         arcs = K.arcs(labels, count, g.shape_arr, g.periodic_arr)
+    sizes, first, lo, hi, fparts, m1, m2 = K.moments(labels, count, g.shape_arr, w, field)
     return from_moments(g, sizes, first, lo, hi, fparts if field is not None else None, m1,
                         m2, wraps, arcs)
 

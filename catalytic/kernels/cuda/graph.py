@@ -1086,8 +1086,7 @@ def _bond_steps(t: _Tables, open_h, bonds):
     float64 (bond weight, 0 without bond weights), one per stencil entry and site, so
     parallel bonds give repeated pairs. O(n k d) vectorised."""
     slot = t.bslot
-    _s, bits, words, bw = (_host(bonds[0], np.int64), _host(bonds[1], np.uint32),
-                           int(bonds[2]), _host(bonds[3], np.float64))
+    bits, words, bw = _host(bonds[1], np.uint32), int(bonds[2]), _host(bonds[3], np.float64)
     n = t.n
     sites = np.arange(n, dtype=np.int64) if open_h.shape[0] == 0 else np.flatnonzero(open_h)
     coords = np.unravel_index(sites, tuple(int(x) for x in t.shape))
