@@ -82,6 +82,18 @@ print(json.dumps(gpus[0] if gpus else None, default=str))
 """
 
 
+def _numba_cuda_wants_row_stack() -> bool:
+    """Whether the installed numba-cuda's array overloads name ``np.row_stack``."""
+    spec = importlib.util.find_spec("numba_cuda")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    source = Path(list(spec.submodule_search_locations)[0], "numba", "cuda", "np", "arrayobj.py")
+    try:
+        return "np.row_stack" in source.read_text()
+    except OSError:
+        return False
+
+
 @dataclass
 class Step:
     """One command of the proof and, after it ran, its outcome."""
@@ -142,12 +154,15 @@ def plan(*, reports: Path, cpu_bfs: float | None, cc3d: str, python: str = sys.e
         bench += ["--cc3d-seconds", cc3d]
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     calibration = reports / "calibration_gpu.json"
+    # limits from the first run on hardware (H200, 2026-11-26, reports/gpu.md): the first
+    # bench_gpu part took 34 s, the CUDA tests 205 s, calibrate 52 s, and the sweep
+    # reached 2048^2 in 90 s (its 4096^2 row needs more: the NumPy reference there)
     return [
         Step("bench_gpu.py: bandwidth, BFS, components, transfers",
-             bench + ["--parts", "bandwidth,bfs,components,transfers"], 150,
+             bench + ["--parts", "bandwidth,bfs,components,transfers"], 90,
              outputs=[gpu_md, reports / "gpu.json"], needs=["benchmarks/bench_gpu.py"]),
         Step("CUDA tests", pytest + list(CUDA_TESTS) + ["--junitxml", rel(reports / "gpu_tests.xml")],
-             210, outputs=[reports / "gpu_tests.xml"], needs=list(CUDA_TESTS),
+             240, outputs=[reports / "gpu_tests.xml"], needs=list(CUDA_TESTS),
              junit=str(reports / "gpu_tests.xml")),
         Step("gpu_proof_bonds.py: bond-masked BFS, Dijkstra, components, wrapping",
              [python, "benchmarks/gpu_proof_support/gpu_proof_bonds.py", "--output",
@@ -160,9 +175,9 @@ def plan(*, reports: Path, cpu_bfs: float | None, cc3d: str, python: str = sys.e
              junit=str(reports / "gpu_tests_ising.xml")),
         Step("catalytic calibrate --quick",
              [python, "-m", "catalytic.cli", "calibrate", "--quick", "--output", rel(calibration)],
-             120, outputs=[calibration]),
+             90, outputs=[calibration]),
         Step("bench_gpu.py: router sweep, calibrated here", bench + ["--parts", "sweep", "--append"],
-             90, outputs=[gpu_md, reports / "gpu.json"], needs=["benchmarks/bench_gpu.py"],
+             150, outputs=[gpu_md, reports / "gpu.json"], needs=["benchmarks/bench_gpu.py"],
              env={"CATALYTIC_CALIBRATION": str(calibration)}),
         Step("bench_memory.py", [python, "benchmarks/bench_memory.py", "--output",
                                  rel(reports / "memory_gpu.md")],
@@ -375,6 +390,12 @@ def main(argv=None) -> int:
         notes.append("Hypothesis is not installed here: the tests ran with a stand-in "
                      "(benchmarks/gpu_proof_support/no_hypothesis) that skips each property "
                      "test; every other test ran as usual.")
+    if not hasattr(__import__("numpy"), "row_stack") and _numba_cuda_wants_row_stack():
+        path.insert(0, str(SUPPORT / "numpy_row_stack"))
+        notes.append("NumPy here has no np.row_stack, which this numba-cuda overloads when it "
+                     "compiles a kernel: the steps ran with a sitecustomize "
+                     "(benchmarks/gpu_proof_support/numpy_row_stack) that sets np.row_stack = "
+                     "np.vstack first; without it every CUDA compile fails.")
     if "ising" not in {ep.name for ep in metadata.entry_points(group="catalytic")}:
         notes.append("catalytic-ising is not installed here: its tests registered "
                      "catalytic_ising.plugin from the checkout on the engine "

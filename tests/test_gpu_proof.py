@@ -300,3 +300,37 @@ def test_a_run_on_a_gpu_machine_keeps_order_stamps_copies_and_fails_on_a_failed_
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["gpu.md", "gpu.json", "calibration_gpu.json", "gpu_proof.log"])
     assert (out / "gpu.md").read_text() == md
+
+
+def test_the_row_stack_shim_sets_the_alias_only_where_numpy_lacks_it(monkeypatch):
+    """numba-cuda's array overloads name ``np.row_stack``, which NumPy 2.5 removed: the
+    proof's sitecustomize puts the alias back (as ``np.vstack``), and leaves NumPy alone
+    where it has one."""
+    import runpy
+
+    import numpy as np
+
+    shim = gp.SUPPORT / "numpy_row_stack" / "sitecustomize.py"
+    monkeypatch.delattr(np, "row_stack", raising=False)
+    runpy.run_path(str(shim))
+    assert np.row_stack is np.vstack
+    mine = object()
+    monkeypatch.setattr(np, "row_stack", mine, raising=False)
+    runpy.run_path(str(shim))
+    assert np.row_stack is mine
+
+
+def test_the_row_stack_shim_is_wanted_only_by_a_numba_cuda_that_names_it(tmp_path, monkeypatch):
+    """The plan puts the shim on PYTHONPATH (with a note) only when NumPy lacks
+    ``row_stack`` and the installed numba-cuda's array overloads name it."""
+    source = tmp_path / "numba_cuda" / "numba" / "cuda" / "np"
+    source.mkdir(parents=True)
+    (tmp_path / "numba_cuda" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "numba_cuda", raising=False)
+    (source / "arrayobj.py").write_text("overload(np.row_stack)(impl_np_vstack)\n")
+    assert gp._numba_cuda_wants_row_stack() is True
+    (source / "arrayobj.py").write_text("overload(np.vstack)(impl_np_vstack)\n")
+    assert gp._numba_cuda_wants_row_stack() is False
+    (source / "arrayobj.py").unlink()
+    assert gp._numba_cuda_wants_row_stack() is False

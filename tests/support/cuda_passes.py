@@ -28,6 +28,7 @@ import os
 import pathlib
 import types as pytypes
 
+import numpy as np
 import pytest
 
 from tests.support import ROOT, cuda_kernels
@@ -110,6 +111,58 @@ def _record_simulator_launches():
         yield
     finally:
         FakeCUDAKernel.__call__ = real
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _empty_device_arrays_refuse_slicing():
+    """Under the simulator, slicing an empty device array raises, as it does on a GPU.
+
+    numba-cuda allocates no device memory for an empty array, and ``MemoryPointer.view``
+    refuses any slice of that NULL buffer ("non-empty slice into empty slice"), even
+    ``d[:0]`` (an empty slice of a non-empty array has a pointer, and may be sliced); the
+    simulator wraps a NumPy array and would let the slice pass. The GPU
+    proof found a kernel host function doing this (the bucket width of a lattice without a
+    mask): with this the simulator pass fails there too."""
+    if not SIM:
+        yield
+        return
+    import threading
+
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import BlockThread
+
+    real = FakeCUDAArray.__getitem__
+
+    def getitem(self, idx):
+        if isinstance(threading.current_thread(), BlockThread):
+            return real(self, idx)  # inside a kernel: an array is indexed, never viewed
+        root = self._ary  # the allocation this array views: NULL on a GPU when empty
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if root.size == 0:
+            raise RuntimeError("non-empty slice into empty slice (numba-cuda refuses any "
+                               "slice of an empty device array on a GPU)")
+        return real(self, idx)
+
+    FakeCUDAArray.__getitem__ = getitem
+    try:
+        yield
+    finally:
+        FakeCUDAArray.__getitem__ = real
+
+
+@pytest.fixture(autouse=True)
+def _cuda_enabled_again_after_each_test():
+    """After each test, re-enable the cuda backend if the engine disabled it after
+    repeated failures, so one test's failures are reported by that test and do not make
+    every later test in the process fail with "disabled for this process"."""
+    yield
+    import catalytic as cat
+
+    engine = cat.get_engine()
+    backend = engine.registry.backends.get("cuda")
+    if backend is not None and backend.disabled:
+        engine.reset_backend("cuda")
 
 
 # -- pytest-xdist: the whole-session checks over every worker's launches -------------------

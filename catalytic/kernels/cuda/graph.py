@@ -808,7 +808,10 @@ def _bucket_width(d_w, d_open, n, stream, d_bw=None) -> float:
     Any width gives the same costs; it only trades the number of steps against the
     work repeated within one."""
     mean = 0.0
-    for arr, mask in ((d_w, d_open), (d_bw, d_open[:0])):
+    # bond weights count every bond: an empty mask (``d_open`` itself when it is the empty
+    # no-mask array: a GPU refuses any slice of an empty device array, even ``[:0]``)
+    no_mask = d_open if d_open.shape[0] == 0 else d_open[:0]
+    for arr, mask in ((d_w, d_open), (d_bw, no_mask)):
         if arr is None or arr.shape[0] == 0:
             continue
         out = _transfer.to_device(np.zeros(2, dtype=np.float64), stream=stream)
