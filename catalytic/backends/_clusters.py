@@ -230,7 +230,9 @@ def _reductions(f, sites, lab, count, sizes) -> dict:
     out = {"sum": total,
            "mean": np.where(sizes > 0, total / np.maximum(sizes, 1), np.nan)}
     for name, key in (("min", v), ("max", -v)):
-        order = np.lexsort((sites, np.where(np.isnan(key), -np.inf, key), lab))
+        # by label, a NaN before any number (also before -inf, as np.argmin), value, site
+        nan = np.isnan(key)
+        order = np.lexsort((sites, np.where(nan, 0.0, key), ~nan, lab))
         first = order[np.r_[True, lab[order][1:] != lab[order][:-1]]] if order.size else order
         val = np.full(count, np.nan)
         at = np.full(count, -1, np.int64)

@@ -14,6 +14,7 @@ import catalytic as cat
 from tests.lattice.test_label import canonical
 from tests.support.oracles import _per, bond_graph_unwrapped, coords_of
 from tests.support.strategies import L1, L2, lattice_specs, make
+from tests.support.threads import threads  # noqa: F401 (the fixture)
 
 BACKENDS = ("numpy", "numba-cpu")
 
@@ -244,6 +245,38 @@ def test_numba_statistics_equal_the_reference_on_larger_lattices(monkeypatch, sh
     _same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
     monkeypatch.setattr(_budget, "_BUDGET", 7)
     _same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
+
+
+@pytest.mark.parametrize("shape, periodic", [((200, 120), (True, False)), ((24, 20, 30), True),
+                                             ((150, 100), False)])
+def test_few_labels_split_rows_over_threads_and_merge_as_the_reference(
+        monkeypatch, threads, shape, periodic):
+    """Few clusters: each thread sums its share of the rows into its own per-label arrays,
+    about its own first site of each label, and the shares are shifted and added. The
+    result is the reference's, with windings across seams, ties and NaN and infinite
+    values in the field (the first site of the extreme, a NaN before any number), and
+    budget windows of a few rows."""
+    from catalytic.kernels.cpu import _budget
+    from catalytic.kernels.cpu import clusters as K
+
+    calls = []
+    real = K._moments_split
+    monkeypatch.setattr(K, "_moments_split", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(sum(shape))
+    L = cat.Lattice(shape=shape, periodic=periodic, mask=rng.random(shape) < 0.8)
+    labels = L.connected_components().labels
+    assert 1 < labels.max() < 40
+    field = rng.integers(-2, 3, shape).astype(float)  # many ties
+    field.flat[rng.choice(field.size, 6, replace=False)] = [np.nan, np.nan, np.inf, -np.inf,
+                                                            np.inf, -np.inf]
+    want = L.cluster_statistics(labels, field=field, backend="numpy")
+    for budget in (_budget._BUDGET, 3 * shape[-1]):
+        monkeypatch.setattr(_budget, "_BUDGET", budget)
+        got = L.cluster_statistics(labels, field=field, backend="numba-cpu")
+        _same_statistics(got, want)
+        for key in ("argmin", "argmax"):
+            np.testing.assert_array_equal(got.field[key], want.field[key], err_msg=key)
+    assert bool(calls) == (threads > 1)
 
 
 @pytest.mark.parametrize("shape", [(30, 27), (8, 9, 10)])

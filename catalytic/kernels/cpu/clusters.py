@@ -14,9 +14,12 @@ up to the order of floating-point sums.
   extremes, and the first and second moments of the unwrapped coordinates about each
   cluster's first site (so the gyration does not lose digits to large coordinates), in
   one pass in flat order, a run of one label along the last axis at a time (its sums in
-  closed form) where no windings are needed. Threads own ranges of labels holding about equal numbers of
-  sites and each scans every site, writing only its own labels: no per-thread copies
-  of the per-label arrays.
+  closed form) where no windings are needed. With many labels, threads own ranges of
+  labels holding about equal numbers of sites and each scans every site, writing only
+  its own labels: no per-thread copies of the per-label arrays. With few, each thread
+  scans a share of the rows into its own per-label arrays, its moments about its own
+  first site of each label, and the host shifts them to the label's first site and
+  adds them up.
 * :func:`arcs`: the occupied coordinates of each cluster along a periodic axis, sorted,
   and the largest gap between them round the circle.
 """
@@ -229,61 +232,128 @@ def _run(lab, i, m, c, sizes, first, lo, hi, ref, m1, m2):
     m2[lab, last, last] += s2
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsum, fmin,
-                 fmax, amin, amax, m1, m2, r0, r1):
-    """One pass in flat order: sizes, first sites, coordinate extremes, the field's sum
-    and extremes, and the sums of the unwrapped coordinates about each cluster's first
-    site (met first, the order being flat) and of their products. Thread ``t`` owns
-    labels ``bounds[t] .. bounds[t + 1] - 1`` and scans every site of rows [r0, r1) (a
-    window: the host goes through them in order), row by row: without windings a run of
-    one label along the last axis is added at once (closed-form sums), with them site by
-    site."""
+@njit(cache=True, nogil=True, inline="always")
+def _scan_rows(labels, shape, w, field, l0, l1, sizes, first, lo, hi, ref, fsum, fmin,
+               fmax, amin, amax, m1, m2, r0, r1):
+    """Add the sites of rows [r0, r1) with labels in [l0, l1) to the per-label arrays,
+    row by row in flat order: without windings a run of one label along the last axis at
+    once (closed-form sums), with them site by site."""
     n = labels.shape[0]
     d = shape.shape[0]
     L = shape[d - 1] if d else 1
     has_field = field.shape[0] != 0
     has_w = w.shape[0] != 0
+    c = np.zeros(d, np.int64)
+    rem = r0
+    for a in range(d - 2, -1, -1):
+        c[a] = rem % shape[a]
+        rem //= shape[a]
+    x = np.empty(d, np.float64)
+    for base in range(r0 * L, min(n, r1 * L), L):
+        xx = 0
+        while xx < L:
+            i = base + xx
+            lab = labels[i]
+            e = xx + 1
+            while e < L and labels[base + e] == lab:
+                e += 1
+            if lab >= l0 and lab < l1:
+                c[d - 1] = xx
+                if has_w:
+                    for q in range(xx, e):
+                        c[d - 1] = q
+                        _site(lab, base + q, c, w, has_w, shape, sizes, first, lo, hi,
+                              ref, m1, m2, x)
+                else:
+                    _run(lab, i, e - xx, c, sizes, first, lo, hi, ref, m1, m2)
+                if has_field:
+                    for q in range(i, base + e):
+                        v = field[q]
+                        fsum[lab] += v
+                        # NaN is the extreme of its cluster (the first NaN), as NumPy's
+                        if amin[lab] < 0 or v < fmin[lab] or (
+                                v != v and fmin[lab] == fmin[lab]):
+                            fmin[lab] = v
+                            amin[lab] = q
+                        if amax[lab] < 0 or v > fmax[lab] or (
+                                v != v and fmax[lab] == fmax[lab]):
+                            fmax[lab] = v
+                            amax[lab] = q
+            xx = e
+        _next_row(c[:d - 1], shape)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _moments_run(labels, shape, w, bounds, field, sizes, first, lo, hi, ref, fsum, fmin,
+                 fmax, amin, amax, m1, m2, r0, r1):
+    """Many labels: thread ``t`` owns labels ``bounds[t] .. bounds[t + 1] - 1`` and scans
+    every site of rows [r0, r1) (a window: the host goes through them in order), writing
+    only its own labels' entries of the shared per-label arrays."""
     for t in prange(bounds.shape[0] - 1):
-        l0, l1 = bounds[t], bounds[t + 1]
-        c = np.zeros(d, np.int64)
-        rem = r0
-        for a in range(d - 2, -1, -1):
-            c[a] = rem % shape[a]
-            rem //= shape[a]
-        x = np.empty(d, np.float64)
-        for base in range(r0 * L, min(n, r1 * L), L):
-            xx = 0
-            while xx < L:
-                i = base + xx
-                lab = labels[i]
-                e = xx + 1
-                while e < L and labels[base + e] == lab:
-                    e += 1
-                if lab >= l0 and lab < l1:
-                    c[d - 1] = xx
-                    if has_w:
-                        for q in range(xx, e):
-                            c[d - 1] = q
-                            _site(lab, base + q, c, w, has_w, shape, sizes, first, lo, hi,
-                                  ref, m1, m2, x)
-                    else:
-                        _run(lab, i, e - xx, c, sizes, first, lo, hi, ref, m1, m2)
-                    if has_field:
-                        for q in range(i, base + e):
-                            v = field[q]
-                            fsum[lab] += v
-                            # NaN is the extreme of its cluster (the first NaN), as NumPy's
-                            if amin[lab] < 0 or v < fmin[lab] or (
-                                    v != v and fmin[lab] == fmin[lab]):
-                                fmin[lab] = v
-                                amin[lab] = q
-                            if amax[lab] < 0 or v > fmax[lab] or (
-                                    v != v and fmax[lab] == fmax[lab]):
-                                fmax[lab] = v
-                                amax[lab] = q
-                xx = e
-            _next_row(c[:d - 1], shape)
+        _scan_rows(labels, shape, w, field, bounds[t], bounds[t + 1], sizes, first, lo, hi,
+                   ref, fsum, fmin, fmax, amin, amax, m1, m2, r0, r1)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _moments_split(labels, shape, w, field, sizes, first, lo, hi, ref, fsum, fmin, fmax,
+                   amin, amax, m1, m2, r0, r1):
+    """Few labels: thread ``t`` scans its share of rows [r0, r1) into its own per-label
+    arrays (index ``t`` of each), every label; :func:`_merge` adds them up."""
+    T = sizes.shape[0]
+    rows = r1 - r0
+    for t in prange(T):
+        _scan_rows(labels, shape, w, field, 1, sizes.shape[1], sizes[t], first[t], lo[t],
+                   hi[t], ref[t], fsum[t], fmin[t], fmax[t], amin[t], amax[t], m1[t], m2[t],
+                   r0 + rows * t // T, r0 + rows * (t + 1) // T)
+
+
+def _first_extreme(vals, at, smaller):
+    """Per label, the extreme of the threads' extremes ``vals`` (T, k) at flat sites ``at``
+    (-1: none): the least (``smaller``) or greatest value, on a tie the first site, and a
+    NaN beats any number, the first NaN winning, as one scan in flat order finds it."""
+    rank = np.where(at < 0, 2, np.where(np.isnan(vals), 0, 1))  # a NaN, a number, none
+    key = np.where(rank == 1, vals if smaller else -vals, 0.0)
+    best = np.lexsort((at, key, rank), axis=0)[0]  # by rank, then value, then site
+    k = np.arange(vals.shape[1])
+    return vals[best, k], at[best, k]
+
+
+def _merge(sizes, first, lo, hi, ref, fparts, m1, m2, w, shape):
+    """The per-label arrays of :func:`moments` from the threads' own (leading axis T):
+    each thread's moments, taken about its own first site of the label, are shifted to
+    the label's first site overall before they are added."""
+    T, k = sizes.shape
+    d = lo.shape[2]
+    has = sizes > 0
+    tot = sizes.sum(axis=0)
+    big = np.iinfo(np.int64).max
+    f_site = np.where(has, first, big)
+    owner = np.argmin(f_site, axis=0)  # the thread that met each label first
+    lab = np.arange(k)
+    gfirst = np.where(tot > 0, first[owner, lab], -1)
+    glo = np.where(has[..., None], lo, big).min(axis=0)
+    ghi = np.where(has[..., None], hi, -big).max(axis=0)
+    glo[tot == 0] = 0
+    ghi[tot == 0] = 0
+    # each thread's reference point (unwrapped) relative to the label's overall one
+    u = ref.astype(np.float64)
+    if w.shape[0]:
+        wf = w[np.where(has, first, 0)].astype(np.float64)  # (T, k, d)
+        u = u + wf * np.asarray(shape, np.float64)
+    delta = np.where(has[..., None], u - u[owner, lab][None], 0.0)  # (T, k, d)
+    n = sizes.astype(np.float64)[..., None]
+    gm1 = (m1 + n * delta).sum(axis=0)
+    full = m2 + np.swapaxes(m2, 2, 3)  # the upper triangles, made symmetric
+    idx = np.arange(d)
+    full[:, :, idx, idx] = m2[:, :, idx, idx]
+    full = (full + m1[..., :, None] * delta[..., None, :] + delta[..., :, None] * m1[..., None, :]
+            + n[..., None] * delta[..., :, None] * delta[..., None, :])
+    gm2 = np.triu(full.sum(axis=0))
+    fsum, fmin, fmax, amin, amax = fparts
+    gfmin, gamin = _first_extreme(fmin, amin, True)
+    gfmax, gamax = _first_extreme(fmax, amax, False)
+    return (tot, gfirst, glo, ghi,
+            (fsum.sum(axis=0), gfmin, gfmax, gamin, gamax), gm1, gm2)
 
 
 def _bounds(sizes_prefix, count, T):
@@ -302,8 +372,13 @@ def moments(labels, count, shape, w, field):
     d = shape.shape[0]
     labels = _frozen(labels)
     T = max(1, numba.get_num_threads())
+    n_sites = labels.shape[0]
+    L = int(shape[-1]) if d else 1
+    nrow = labels.shape[0] // L if L else 0
+    # few labels (per-thread arrays of at most 2 bytes a site): rows split over threads
+    split = T > 1 and nrow >= 2 * T and 4 * (count + 1) * T * (d * d + 4 * d + 8) <= n_sites
     bounds = np.array([1, count + 1], np.int64)
-    if T > 1 and count > 1:
+    if T > 1 and count > 1 and not split:
         # about equal sites per thread, from every 16th site (one pass over 1/16th)
         pre = np.cumsum(np.bincount(labels[::16], minlength=count + 1)[1:])
         bounds = _bounds(np.r_[0, pre], count, T)
@@ -321,13 +396,24 @@ def moments(labels, count, shape, w, field):
     m1 = np.zeros((count + 1, d))
     m2 = np.zeros((count + 1, d, d))
     ref = np.empty((count + 1, d), np.int64)
-    L = int(shape[-1]) if d else 1
-    nrow = labels.shape[0] // L if L else 0
     # windows of about _BUDGET sites a thread scans, so a signal handler runs between
     step = max(1, _budget._BUDGET // max(1, L))
+    parts = [sizes, first, lo, hi, ref, fsum, fmin, fmax, amin, amax, m1, m2]
+    if split:
+        # a thread per share of rows, each with its own per-label arrays, added up at the
+        # end: with label ranges every thread would scan every site
+        parts = [np.repeat(a[None], T, axis=0) for a in parts]
+        step = max(step, T)
     for r0 in range(0, nrow, step):
-        _moments_run(labels, shape, w, bounds, f, sizes, first, lo, hi, ref, fsum, fmin,
-                     fmax, amin, amax, m1, m2, np.int64(r0), np.int64(min(nrow, r0 + step)))
+        r1 = np.int64(min(nrow, r0 + step))
+        if split:
+            _moments_split(labels, shape, w, f, *parts, np.int64(r0), r1)
+        else:
+            _moments_run(labels, shape, w, bounds, f, *parts, np.int64(r0), r1)
+    if split:
+        sizes, first, lo, hi, ref, fsum, fmin, fmax, amin, amax, m1, m2 = parts
+        return _merge(sizes, first, lo, hi, ref, (fsum, fmin, fmax, amin, amax), m1, m2, w,
+                      shape)
     return sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2
 
 
