@@ -150,7 +150,7 @@ def catalytic_add_backends(registry):
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
     "distance_field", "shortest_path", "connected_components", "label", "batched.label",
-    "cluster_statistics", "percolates",
+    "cluster_statistics", "region_graph", "percolates",
     "spanning_clusters", "degree", "centrality", "laplacian", "diffuse",
     "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
     "batched.distance_field", "batched.laplacian",

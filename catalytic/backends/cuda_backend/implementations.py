@@ -236,6 +236,18 @@ def cluster_statistics(lat, labels, field):
                         m2, np.zeros((count, g.dimensions), bool), None)
 
 
+def region_graph(lat, labels):
+    """Contacts counted on the device, one thread a site (``kernels.cuda.clusters``)."""
+    from catalytic.kernels.cuda import clusters
+
+    g = lat.geometry
+    _, _, words, _ = g.bond_args()
+    bits = resident(lat)["bond_bits"] if g.bond_bits is not None else np.zeros(0, np.uint32)
+    return _OnStream(clusters, call_stream()).contacts(
+        labels, int(labels.max(initial=0)), g.shape_arr, g.periodic_arr, g.bond_offsets, bits,
+        words)
+
+
 def _open_axes_only(lat, *args, **kwargs):
     """Why the cuda statistics decline a lattice with a periodic axis (None otherwise)."""
     if any(lat.geometry.periodic):
@@ -522,6 +534,10 @@ IMPLEMENTATIONS = {
     "cluster_statistics": (cluster_statistics, lambda lat, labels, field=None, **k: (
         lat.geometry.n_points * (16 + 8 * (lat.geometry.dimensions + 1) ** 2)),
         _open_axes_only),
+    # labels, and a code per bond between labels (at most the forward bonds of a site)
+    "region_graph": (region_graph, lambda lat, labels, **k: (
+        lat.geometry.n_points * 8 * (1 + len(lat.geometry.bond_offsets))
+        + _bond_bytes(lat.geometry, False)), None),
     "batched.label": (batched_label, lambda lat, stack, *a, **k: (
         stack.size * 17 + lat.geometry.n_points * 9 + 2 * _bond_bytes(lat.geometry, False)
         + 4 * len(lat.geometry.bond_offsets) * lat.geometry.bond_words), None),

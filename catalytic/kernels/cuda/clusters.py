@@ -7,6 +7,11 @@ Three launches of one thread a site: sizes, first sites, coordinate extremes and
 field's sum and extremes (NaN set aside); where the extremes are (the lowest site
 holding each, or the lowest NaN); the moments of the coordinates about each cluster's
 first site.
+
+:func:`contacts`, the twin of :func:`catalytic.kernels.cpu.clusters.contacts` (the
+region graph): one thread a site counts, then writes, the usable bonds along the
+forward offsets that join it to another label, each as a code of the two labels at a
+slot taken by an atomic counter; the host counts the codes.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from numba import cuda
 from catalytic.kernels.cpu.neighbors import c_strides
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda.graph import THREADS, _blocks, _device
+from catalytic.kernels.cuda.neighbors import bond_open
 
-__all__ = ["moments"]
+__all__ = ["moments", "contacts"]
 
 
 @cuda.jit
@@ -154,3 +160,74 @@ def moments(labels, count, shape, field, *, stream=0):
         v[empty] = np.nan
         at[empty] = -1
     return sizes, first, lo, hi, (fsum, fmin, fmax, amin, amax), m1, m2
+
+
+@cuda.jit
+def _contacts(labels, shape, strides, periodic, fwd, bits, words, count, n_out, codes):
+    """Site ``i``: every usable bond along a forward offset to a site of another non-zero
+    label, counted in ``n_out[0]``; written as ``min * (count + 1) + max`` at the slot the
+    count gives, where ``codes`` has room (none: a counting launch)."""
+    i = cuda.grid(1)
+    if i >= labels.shape[0]:
+        return
+    a_lab = labels[i]
+    if a_lab == 0:
+        return
+    d = shape.shape[0]
+    for k in range(fwd.shape[0]):
+        j = 0
+        ok = True
+        for a in range(d):
+            x = (i // strides[a]) % shape[a] + fwd[k, a]
+            if x < 0 or x >= shape[a]:
+                if periodic[a] == 0:
+                    ok = False
+                    break
+                x %= shape[a]
+            j += x * strides[a]
+        if not ok:
+            continue
+        b_lab = labels[j]
+        if b_lab == 0 or b_lab == a_lab or not bond_open(i, j, k, bits, words):
+            continue
+        slot = cuda.atomic.add(n_out, 0, 1)
+        if slot < codes.shape[0]:
+            codes[slot] = min(a_lab, b_lab) * (count + 1) + max(a_lab, b_lab)
+
+
+def contacts(labels, count, shape, periodic, bond_offsets, bits, words, *, stream=0) -> dict:
+    """``{(a, b): bonds}`` for labels ``0 < a < b`` joined by usable bonds, as
+    :func:`catalytic.kernels.cpu.clusters.contacts` gives them: each bond once, along the
+    forward offsets ``bond_offsets``, forward offset ``s`` reading bond plane ``s`` of
+    ``bits`` (a device or host uint32 array; empty: every bond usable).
+
+    Two launches of one thread a site (count, then write at atomically taken slots) and
+    the codes counted on the host; their order on the device does not matter."""
+    shape = np.ascontiguousarray(shape, dtype=np.int64)
+    n = labels.shape[0]
+    if n == 0:
+        return {}
+    dev = _transfer.to_device
+    d_labels = _device(labels, np.int64, stream)
+    fwd = np.ascontiguousarray(bond_offsets, dtype=np.int64).reshape(-1, shape.shape[0])
+    args = (d_labels, dev(shape, stream=stream), dev(c_strides(shape), stream=stream),
+            dev(np.ascontiguousarray(periodic, dtype=np.uint8), stream=stream),
+            dev(fwd, stream=stream), _device(bits, np.uint32, stream), np.int64(words),
+            np.int64(count))
+    n_out = dev(np.zeros(1, np.int64), stream=stream)
+    grid = (_blocks(n), THREADS, stream)
+    _contacts[grid](*args, n_out, cuda.device_array(0, np.int64, stream=stream))
+    h_out = _transfer.to_host(n_out, stream=stream)
+    if stream != 0:
+        stream.synchronize()
+    m = int(h_out[0])
+    codes = np.zeros(0, np.int64)
+    if m:
+        d_codes = cuda.device_array(m, np.int64, stream=stream)
+        n_out = dev(np.zeros(1, np.int64), stream=stream)
+        _contacts[grid](*args, n_out, d_codes)
+        codes = _transfer.to_host(d_codes, stream=stream)
+        if stream != 0:
+            stream.synchronize()
+    pairs, k = np.unique(codes, return_counts=True)
+    return {(int(p // (count + 1)), int(p % (count + 1))): int(c) for p, c in zip(pairs, k)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import catalytic as cat
 from catalytic.kernels.cpu import values as cpu_values
@@ -106,3 +107,36 @@ def test_cuda_statistics_decline_periodic_lattices_with_the_reason():
     L = cat.Lattice(shape=(4, 4), periodic=True)
     why = cat.get_engine().router.explain("cluster_statistics", L, np.ones((4, 4), int))
     assert "periodic" in str(why)
+
+
+@sim
+@given(spec=lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=40),
+       seed=st.integers(0, 2**32 - 1))
+@example(spec=L2, seed=0)
+@settings(max_examples=20, deadline=None)
+def test_cuda_region_graph_counts_the_usable_bonds_between_regions(spec, seed):
+    """``region_graph`` on the device: the contacts the oracle counts over the usable
+    bonds (periodic axes, custom stencils, masks and bonds included)."""
+    from tests.support.oracles import usable_bonds
+
+    labels = np.random.default_rng(seed).integers(0, 4, size=spec["shape"])
+    flat = labels.reshape(-1)
+    want = {}
+    for _, _, i, j, _ in usable_bonds(spec):
+        a, b = int(flat[i]), int(flat[j])
+        if a and b and a != b:
+            key = (min(a, b), max(a, b))
+            want[key] = want.get(key, 0) + 1
+    L = make(spec)
+    assert L.region_graph(labels, backend="cuda") == want
+    assert cat.get_engine().last_decision.backend == "cuda"
+
+
+@sim
+def test_cuda_region_graph_of_one_region_or_none_is_empty():
+    L = cat.Lattice(shape=(3, 4), periodic=True)
+    assert L.region_graph(np.zeros((3, 4), int), backend="cuda") == {}
+    assert L.region_graph(np.full((3, 4), 2), backend="cuda") == {}
+    two = np.repeat([[1], [2], [2]], 4, axis=1)
+    # rows 0-1 and, across the seam, rows 2-0: 4 + 4 bonds
+    assert L.region_graph(two, backend="cuda") == {(1, 2): 8}

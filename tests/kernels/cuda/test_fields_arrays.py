@@ -917,6 +917,11 @@ def _kernels():
     out.append(("cluster_where", CL._where, (I64, F64, F64, F64, I64, I64), "atom.global"))
     out.append(("cluster_moments", CL._moments,
                 (I64, I64, I64, F64_2D, nt.float64[:, :, ::1]), "atom.global.add.f64"))
+    # the region graph: labels, shape, strides, periodic, forward offsets, bits, words,
+    # count, the counter, the codes
+    out.append(("cluster_contacts", CL._contacts,
+                (I64, I64, I64, U8, I64_2D, nt.uint32[::1], nt.int64, nt.int64, I64, I64),
+                "atom.global.add.u64"))
     for key, kd in (("f64", nt.float64), ("u64", nt.uint64)):
         # out, keys, delta, shape, strides, periodic, forward offsets, no sites, user
         # bits, words
