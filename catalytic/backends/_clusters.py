@@ -71,7 +71,7 @@ def _arcs(lab, x, count, length):
     """``(lo, hi)`` int64 (count,) of each cluster's shortest arc of a periodic axis of
     ``length`` holding every coordinate ``x`` its sites ``lab`` occupy: ``hi`` is
     exclusive and may pass ``length`` (the arc crosses the seam); a tie keeps the arc
-    that does not cross it."""
+    that does not cross it, and then the one that starts lowest."""
     pairs = np.unique(lab * length + x)
     lab_u, x_u = pairs // length, pairs % length
     first = np.r_[True, lab_u[1:] != lab_u[:-1]]
@@ -83,8 +83,9 @@ def _arcs(lab, x, count, length):
     gap = x_u - prev
     last_of = np.repeat(x_u[last], np.diff(np.r_[start, pairs.size]))
     gap[first] = x_u[first] + length - last_of[first]
-    # the largest gap per cluster; ties go to the wrap-round gap (the cluster's first)
-    order = np.lexsort((first, gap, lab_u))  # by cluster, then gap; the first last
+    # the largest gap per cluster; ties go to the wrap-round gap (the cluster's first),
+    # then to the gap that ends lowest (the compiled backends' scan keeps the first)
+    order = np.lexsort((-x_u, first, gap, lab_u))  # the chosen one last in each cluster
     top = order[np.r_[lab_u[order][1:] != lab_u[order][:-1], True]]
     lo = np.zeros(count, np.int64)
     hi = np.zeros(count, np.int64)

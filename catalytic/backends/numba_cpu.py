@@ -372,7 +372,7 @@ def region_graph(lat, labels):
 
 
 def cluster_statistics(lat, labels, field):
-    """The windings by a breadth-first search in Numba (periodic axes only), the sums
+    """The windings by union-find in flat order in Numba (periodic axes only), the sums
     and extremes in one threaded pass, the arcs from a counting sort by label
     (``kernels.cpu.clusters``), assembled as the reference assembles its own."""
     from catalytic.backends._clusters import from_moments

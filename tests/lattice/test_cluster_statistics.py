@@ -306,3 +306,22 @@ def test_regionprops_subset_matches_scikit_image(shape):
             inertia = np.trace(g, axis1=1, axis2=2)[:, None, None] * np.eye(d) - g
             np.testing.assert_allclose([p.inertia_tensor for p in props], inertia,
                                        atol=1e-9)
+
+
+def test_arcs_break_ties_toward_the_wrap_round_gap_then_the_lowest_start():
+    """Equal largest gaps: the arc that does not cross the seam, else the one that starts
+    lowest, in the reference and in the numba-cpu kernel alike (a difference the CUDA
+    tests on periodic lattices found)."""
+    from catalytic.backends._clusters import _arcs
+    from catalytic.kernels.cpu import clusters as K
+
+    for xs, want in [([0, 2, 3, 4, 6, 7, 8], (2, 10)),  # gaps 0->2 and 4->6: the first
+                     ([1, 2, 5, 6, 7], (1, 8)),  # 2->5 and 7->1 round the seam: equal
+                     ([2, 3, 4, 6, 7], (2, 8))]:  # the wrap-round gap 7->2 is the largest
+        xs = np.array(xs)
+        lo, hi = _arcs(np.ones(xs.size, np.int64), xs, 1, 9)
+        assert (int(lo[0]), int(hi[0])) == want, xs
+        labels = np.zeros(9, np.int64)
+        labels[xs] = 1
+        klo, khi = K.arcs(labels, 1, np.array([9]), np.array([True]))
+        assert (int(klo[1, 0]), int(khi[1, 0])) == want, xs

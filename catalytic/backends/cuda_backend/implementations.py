@@ -223,17 +223,39 @@ def batched_label(lat, stack, keys, sites, delta):
 
 def cluster_statistics(lat, labels, field):
     """The per-label sums by atomic additions on the device (``kernels.cuda.clusters``),
-    for lattices without periodic axes (no windings to find), assembled as the CPU
-    backends assemble theirs."""
+    assembled as the CPU backends assemble theirs. With a periodic axis, the labels are
+    first labelled again with the periodic axes open, the bonds joining equal labels
+    only, and the pieces placed in their clusters by the seam steps
+    (``kernels.cuda.winding.piece_windings``); the sums then take each site's piece
+    offset, and the arcs come from a bit per label and coordinate."""
     from catalytic.backends._clusters import from_moments
     from catalytic.kernels.cuda import clusters
 
     g = lat.geometry
+    K = _OnStream(clusters, call_stream())
     count = int(labels.max(initial=0))
-    sizes, first, lo, hi, fparts, m1, m2 = _OnStream(clusters, call_stream()).moments(
-        labels, count, g.shape_arr, field)
+    wraps = np.zeros((count, g.dimensions), bool)
+    pieces = shift = arcs = None
+    if any(g.periodic):
+        bonds = _value_bonds(lat, O.value_keys(labels), 0)
+        pieces, shift, wraps = K.unwrap(labels, count, g.shape_arr, g.periodic_arr,
+                                        g.offsets, bonds)
+        arcs = K.arcs(labels, count, g.shape_arr, g.periodic_arr)
+    sizes, first, lo, hi, fparts, m1, m2 = K.moments(labels, count, g.shape_arr, field,
+                                                     pieces=pieces, shift=shift)
     return from_moments(g, sizes, first, lo, hi, fparts if field is not None else None, m1,
-                        m2, np.zeros((count, g.dimensions), bool), None)
+                        m2, wraps, arcs)
+
+
+def _stats_periodic_bytes(lat, labels):
+    """Device bytes the periodic part of ``cluster_statistics`` adds: the labelling of
+    ``label`` (keys, sites, union-find, value bonds), a piece offset per site at most,
+    and a bit per label (at most one a site) and coordinate of each periodic axis."""
+    g = lat.geometry
+    n = g.n_points
+    words = sum(-(-s // 32) for s, p in zip(g.shape, g.periodic) if p)
+    return (n * (25 + 8 * g.dimensions) + 2 * _bond_bytes(g, False)
+            + 4 * len(g.bond_offsets) * g.bond_words + 4 * n * words)
 
 
 def region_graph(lat, labels):
@@ -246,14 +268,6 @@ def region_graph(lat, labels):
     return _OnStream(clusters, call_stream()).contacts(
         labels, int(labels.max(initial=0)), g.shape_arr, g.periodic_arr, g.bond_offsets, bits,
         words)
-
-
-def _open_axes_only(lat, *args, **kwargs):
-    """Why the cuda statistics decline a lattice with a periodic axis (None otherwise)."""
-    if any(lat.geometry.periodic):
-        return ("cluster_statistics on cuda takes lattices without periodic axes (the "
-                "windings that unwrap clusters are found on the CPU backends)")
-    return None
 
 
 def _winding():
@@ -529,11 +543,12 @@ IMPLEMENTATIONS = {
     "distance_field": (distance_field, _sites(24, True), None),
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
-    # the keys, the labelled sites, the labelling's 16 B and the value bonds
-    # labels, field, and per label (count <= n): 8 sums and extremes, d + d^2 moments
+    # labels, field, and per label (count <= n): 8 sums and extremes, d + d^2 moments;
+    # with periodic axes also the relabelling's keys, bonds and pieces, and the arcs' bits
     "cluster_statistics": (cluster_statistics, lambda lat, labels, field=None, **k: (
-        lat.geometry.n_points * (16 + 8 * (lat.geometry.dimensions + 1) ** 2)),
-        _open_axes_only),
+        lat.geometry.n_points * (16 + 8 * (lat.geometry.dimensions + 1) ** 2)
+        + (_stats_periodic_bytes(lat, labels) if any(lat.geometry.periodic) else 0)),
+        None),
     # labels, and a code per bond between labels (at most the forward bonds of a site)
     "region_graph": (region_graph, lambda lat, labels, **k: (
         lat.geometry.n_points * 8 * (1 + len(lat.geometry.bond_offsets))
@@ -541,6 +556,7 @@ IMPLEMENTATIONS = {
     "batched.label": (batched_label, lambda lat, stack, *a, **k: (
         stack.size * 17 + lat.geometry.n_points * 9 + 2 * _bond_bytes(lat.geometry, False)
         + 4 * len(lat.geometry.bond_offsets) * lat.geometry.bond_words), None),
+    # the keys, the labelled sites, the labelling's 16 B and the value bonds
     "label": (label, lambda lat, *a, **k: (lat.geometry.n_points * 25
                                            + 2 * _bond_bytes(lat.geometry, False)
                                            + 4 * len(lat.geometry.bond_offsets)

@@ -31,7 +31,8 @@ from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda import graph as _g
 from catalytic.kernels.cuda.neighbors import bond_open, inside
 
-__all__ = ["wrapping_components", "wrapping_components_batched", "seam_rows_bound"]
+__all__ = ["wrapping_components", "wrapping_components_batched", "seam_rows_bound",
+           "piece_windings"]
 
 #: columns of a seam row before the seam crossings: lattice, open label of the
 #: step's start, open label of its end
@@ -158,9 +159,10 @@ def _find(parent, pos, path, x):
 def _seam_union(ia, ib, turns, nodes):
     """Union-find with displacements over ``nodes`` nodes joined by the steps
     ``ia[e] -> ib[e]`` that cross the seams ``turns[e]``: ``pos(ib) = pos(ia) + turns``.
-    Returns ``(root, wrap)``: each node's root, the smallest node of its set, and per
+    Returns ``(root, wrap, pos)``: each node's root, the smallest node of its set; per
     root a uint8 flag per tracked axis, 1 where a step inside the set contradicts the
-    positions (a cycle of non-zero winding along that axis)."""
+    positions (a cycle of non-zero winding along that axis); each node's position
+    relative to its root."""
     p = turns.shape[1]
     parent = np.arange(nodes)
     pos = np.zeros((nodes, p), dtype=np.int64)
@@ -186,7 +188,7 @@ def _seam_union(ia, ib, turns, nodes):
                 wrap[rb, q] |= wrap[ra, q]
     for x in range(nodes):
         _find(parent, pos, path, x)
-    return parent, wrap
+    return parent, wrap, pos
 
 
 def _merge(rows, counts, p):
@@ -202,7 +204,7 @@ def _merge(rows, counts, p):
     gb = base[rows[:, 0]] + rows[:, 2].astype(np.int64)
     touched, inv = np.unique(np.concatenate([ga, gb]), return_inverse=True)
     R = rows.shape[0]
-    root, wrap = _seam_union(inv[:R].astype(np.int64), inv[R:].astype(np.int64),
+    root, wrap, _ = _seam_union(inv[:R].astype(np.int64), inv[R:].astype(np.int64),
                              np.ascontiguousarray(rows[:, _HEAD:], dtype=np.int64),
                              touched.shape[0])
     moved = root != np.arange(touched.shape[0])
@@ -342,6 +344,77 @@ def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
                    packed[2 * B + G:], packed[B:2 * B])
     return _g._read(label, stream), counts, [
         {int(a): found[b][q] for q, a in enumerate(axes)} for b in range(B)]
+
+
+def piece_windings(shape, periodic, offsets, open_, axes, *, stream=0, bonds=None):
+    """The open labelling of :func:`wrapping_components` and where each of its pieces
+    lies in its periodic cluster: the windings that unwrap a cluster across the seams.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, axes, stream, bonds
+        As :func:`wrapping_components` takes them.
+
+    Returns
+    -------
+    pieces : device array of int32 (int64 when n >= 2**31), (n,)
+        The open labels (the tracked axes made open): pieces 1..m, 0 on blocked sites.
+    m : int
+        The number of pieces.
+    root : ndarray of int64, (m + 1,)
+        Each piece's cluster on the periodic lattice, named by its smallest piece
+        (``root[0]`` = 0).
+    pos : ndarray of int64, (m + 1, len(axes))
+        Each piece's seam crossings relative to its root piece: a site of piece ``k``
+        lies at ``x + pos[k] * L`` (along the tracked axes, of lengths ``L``) in the
+        unwrapped copy of its cluster that holds the root piece at its own coordinates.
+    wrap : ndarray of bool, (m + 1, len(axes))
+        On root pieces, whether the cluster wraps each tracked axis (holds a cycle of
+        non-zero winding along it); False elsewhere.
+
+    Notes
+    -----
+    The labelling, one launch for the seam steps, and a union-find with displacements
+    over the pieces those steps name on the host, as :func:`wrapping_components`; the
+    positions are the union-find's own (see its notes for why they are consistent).
+    """
+    axes = _tracked(shape, periodic, axes)
+    t = _g._tables(shape, periodic, offsets, stream)
+    d_open = _g._device(open_, np.uint8, stream)
+    d_stack = d_open.reshape(1, d_open.shape[0])
+    n, p = t.n, axes.shape[0]
+    opened = t.periodic.copy()
+    opened[axes] = 0
+    t_open = _g._tables(t.shape, opened, t.offsets, stream)
+    bd = _g._bonds(t, bonds, stream)
+    info = _transfer.to_device(np.zeros(2, dtype=np.int64), stream=stream)
+    label, _ = _g._components_run(t_open, d_stack, stream, bd, device=True, counts=info[:1])
+    st = _seam_tables(t, axes)
+    if st.cap and n:
+        rows = cuda.device_array((st.cap, _HEAD + p), dtype=label.dtype, stream=stream)
+        d_bits, words, _ = bd
+        _g._launch(_seam_steps, n, stream, t.d_shape, t.d_strides, t.d_periodic,
+                   st.d_track, st.d_half, st.d_lo, st.d_hi, st.d_hslot, d_bits,
+                   np.int64(words), label, st.d_axes, rows, info[1:])
+    host = _g._read(info, stream)
+    m, R = int(host[0]), int(host[1])
+    if R > st.cap:
+        raise AssertionError(f"{R} seam steps, more than the bound {st.cap}")
+    root = np.arange(m + 1, dtype=np.int64)
+    pos = np.zeros((m + 1, p), dtype=np.int64)
+    wrap = np.zeros((m + 1, p), dtype=bool)
+    if R:
+        got = _g._read(rows[:R], stream)
+        ga, gb = got[:, 1].astype(np.int64), got[:, 2].astype(np.int64)
+        touched, inv = np.unique(np.concatenate([ga, gb]), return_inverse=True)
+        r, w, q = _seam_union(inv[:R].astype(np.int64), inv[R:].astype(np.int64),
+                              np.ascontiguousarray(got[:, _HEAD:], dtype=np.int64),
+                              touched.shape[0])
+        root[touched] = touched[r]
+        pos[touched] = q
+        wrap[touched] = (w != 0) & (r == np.arange(touched.shape[0]))[:, None]
+    flat = label.reshape(n) if n else label.reshape(0)
+    return flat, m, root, pos, wrap
 
 
 def wrapping_components(shape, periodic, offsets, open_, axes, *, stream=0, bonds=None):

@@ -103,10 +103,53 @@ def test_cuda_statistics_equal_the_reference_on_open_lattices(spec):
 
 
 @sim
-def test_cuda_statistics_decline_periodic_lattices_with_the_reason():
-    L = cat.Lattice(shape=(4, 4), periodic=True)
-    why = cat.get_engine().router.explain("cluster_statistics", L, np.ones((4, 4), int))
-    assert "periodic" in str(why)
+@given(spec=lattice_specs(max_dim=3, bonds=True, custom=True, max_sites=40))
+@example(spec=L2)
+@example(spec=L1)
+@settings(max_examples=25, deadline=None)
+def test_cuda_statistics_equal_the_reference_with_periodic_axes(spec):
+    """With periodic axes: clusters unwrapped across the seams on the device (pieces of
+    the labelling with the periodic axes open, placed by the seam steps), the shortest
+    arcs from a bit per label and coordinate, the axes each cluster wraps: the
+    reference's statistics, field reductions included."""
+    L = make(spec)
+    labels = L.connected_components(backend="numpy").labels
+    field = np.random.default_rng(4).normal(size=spec["shape"])
+    want = L.cluster_statistics(labels, field=field, backend="numpy")
+    got = L.cluster_statistics(labels, field=field, backend="cuda")
+    assert cat.get_engine().last_decision.backend == "cuda"
+    for name in ("sizes", "bbox", "faces", "wraps"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    for name in ("centroid", "gyration", "radius_of_gyration"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-9,
+                                   atol=1e-9, err_msg=name)
+    for key in want.field:
+        np.testing.assert_allclose(got.field[key], want.field[key], rtol=1e-9, err_msg=key)
+
+
+@sim
+def test_cuda_statistics_of_a_cluster_across_the_seam_and_one_that_wraps():
+    """A cluster across the seam of a ring is measured where it lies; a row that closes
+    round the torus wraps that axis and has no centroid along it."""
+    L = cat.Lattice(shape=(6, 8), periodic=True)
+    labels = np.zeros((6, 8), int)
+    labels[2, [6, 7, 0, 1]] = 1  # across the seam of axis 1
+    labels[4, :] = 2  # round axis 1
+    got = L.cluster_statistics(labels, backend="cuda")
+    want = L.cluster_statistics(labels, backend="numpy")
+    np.testing.assert_array_equal(got.bbox, want.bbox)
+    np.testing.assert_array_equal(got.wraps, [[False, False], [False, True]])
+    assert got.centroid[0].tolist() == [2.0, 7.5]
+    assert np.isnan(got.centroid[1, 1]) and got.centroid[1, 0] == 4.0
+
+
+@sim
+def test_cuda_statistics_refuse_a_label_of_two_clusters_on_a_periodic_lattice():
+    L = cat.Lattice(shape=(4, 6), periodic=(True, False))
+    labels = np.zeros((4, 6), int)
+    labels[0, 0] = labels[0, 3] = 1
+    with pytest.raises(ValueError, match="label 1 is not one cluster"):
+        L.cluster_statistics(labels, backend="cuda")
 
 
 @sim

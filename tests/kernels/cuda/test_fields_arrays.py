@@ -915,8 +915,17 @@ def _kernels():
     out.append(("cluster_sums", CL._sums,
                 (I64, I64, F64, I64, I64, I64_2D, I64_2D, F64, F64, F64, I64), "atom.global"))
     out.append(("cluster_where", CL._where, (I64, F64, F64, F64, I64, I64), "atom.global"))
+    # labels, strides, first, pieces, piece offsets, m1, m2
     out.append(("cluster_moments", CL._moments,
-                (I64, I64, I64, F64_2D, nt.float64[:, :, ::1]), "atom.global.add.f64"))
+                (I64, I64, I64, nt.int32[::1], I64_2D, F64_2D, nt.float64[:, :, ::1]),
+                "atom.global.add.f64"))
+    out.append(("cluster_piece_labels", CL._piece_labels, (I64, nt.int32[::1], I64),
+                "st.global"))
+    # labels, strides, shape, axes, bits; bits, shape, axes, lo, hi
+    out.append(("cluster_occupy", CL._occupy, (I64, I64, I64, I64, nt.uint32[:, :, ::1]),
+                "atom.global.or.b32"))
+    out.append(("cluster_gaps", CL._gaps, (nt.uint32[:, :, ::1], I64, I64, I64_2D, I64_2D),
+                "st.global"))
     # the region graph: labels, shape, strides, periodic, forward offsets, bits, words,
     # count, the counter, the codes
     out.append(("cluster_contacts", CL._contacts,
