@@ -1,5 +1,7 @@
 """The pytest plugin behind the CUDA tests (loaded by ``tests/conftest.py``): their
-markers, the simulator's launch recorder, and the ``compile_ptx`` fixture.
+markers, the simulator's launch recorder, its refusal to slice an empty device array (as
+a GPU refuses it), the cuda backend re-enabled after each test, and the ``compile_ptx``
+fixture.
 
 The CUDA tests are every test file under :data:`CUDA_TEST_DIRS` (the CUDA kernels'
 tests and the cuda backend's); the README's simulator pass names these folders. There
