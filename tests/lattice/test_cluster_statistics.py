@@ -216,7 +216,9 @@ def test_to_pandas_has_a_row_per_label():
     assert isinstance(df, pd.DataFrame)
 
 
-def _same_statistics(a, b):
+def same_statistics(a, b):
+    """Assert two :class:`ClusterStatistics` equal: counts, boxes, faces and wraps exactly,
+    centroids, gyration and field reductions to rounding."""
     for name in ("sizes", "bbox", "faces", "wraps"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     for name in ("centroid", "gyration", "radius_of_gyration"):
@@ -242,9 +244,9 @@ def test_numba_statistics_equal_the_reference_on_larger_lattices(monkeypatch, sh
     labels = L.connected_components().labels
     field = rng.normal(size=shape)
     want = L.cluster_statistics(labels, field=field, backend="numpy")
-    _same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
+    same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
     monkeypatch.setattr(_budget, "_BUDGET", 7)
-    _same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
+    same_statistics(L.cluster_statistics(labels, field=field, backend="numba-cpu"), want)
 
 
 @pytest.mark.parametrize("shape, periodic", [((200, 120), (True, False)), ((24, 20, 30), True),
@@ -273,7 +275,7 @@ def test_few_labels_split_rows_over_threads_and_merge_as_the_reference(
     for budget in (_budget._BUDGET, 3 * shape[-1]):
         monkeypatch.setattr(_budget, "_BUDGET", budget)
         got = L.cluster_statistics(labels, field=field, backend="numba-cpu")
-        _same_statistics(got, want)
+        same_statistics(got, want)
         for key in ("argmin", "argmax"):
             np.testing.assert_array_equal(got.field[key], want.field[key], err_msg=key)
     assert bool(calls) == (threads > 1)

@@ -185,6 +185,19 @@ def usable_bonds(spec):
                     yield s, c, i, j, off
 
 
+def region_contacts(spec, labels) -> dict:
+    """``{(a, b): bonds}``: the usable bonds of ``spec`` (:func:`usable_bonds`, each once)
+    between a site of label ``a`` and one of label ``b``, ``0 < a < b``."""
+    flat = np.asarray(labels).reshape(-1)
+    want = {}
+    for _, _, i, j, _ in usable_bonds(spec):
+        a, b = int(flat[i]), int(flat[j])
+        if a and b and a != b:
+            key = (min(a, b), max(a, b))
+            want[key] = want.get(key, 0) + 1
+    return want
+
+
 def bond_graph(spec, *, all_nodes=False) -> nx.Graph:
     """``nx.Graph`` of a spec with bonds, built bond by bond from the definition: bond
     ``(s, c)`` joins the site at ``c`` to ``c + forward[s]`` (wrapped on periodic axes;

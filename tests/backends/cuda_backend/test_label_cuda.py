@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 import catalytic as cat
 from catalytic.kernels.cpu import values as cpu_values
 from catalytic.kernels.cuda import values as cuda_values
+from tests.lattice.test_cluster_statistics import same_statistics
 from tests.lattice.test_label import oracle, valued_specs
+from tests.support.oracles import region_contacts
 from tests.support.strategies import L1, L2, lattice_specs, make
 
 sim = pytest.mark.sim
@@ -93,13 +95,7 @@ def test_cuda_statistics_equal_the_reference_on_open_lattices(spec):
         flat[0], flat[1], flat[2] = np.nan, np.inf, -np.inf
     want = L.cluster_statistics(labels, field=field, backend="numpy")
     got = L.cluster_statistics(labels, field=field, backend="cuda")
-    for name in ("sizes", "bbox", "faces", "wraps"):
-        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
-    for name in ("centroid", "gyration", "radius_of_gyration"):
-        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-9,
-                                   atol=1e-9, err_msg=name)
-    for key in want.field:
-        np.testing.assert_allclose(got.field[key], want.field[key], rtol=1e-9, err_msg=key)
+    same_statistics(got, want)
 
 
 @sim
@@ -118,13 +114,7 @@ def test_cuda_statistics_equal_the_reference_with_periodic_axes(spec):
     want = L.cluster_statistics(labels, field=field, backend="numpy")
     got = L.cluster_statistics(labels, field=field, backend="cuda")
     assert cat.get_engine().last_decision.backend == "cuda"
-    for name in ("sizes", "bbox", "faces", "wraps"):
-        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
-    for name in ("centroid", "gyration", "radius_of_gyration"):
-        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-9,
-                                   atol=1e-9, err_msg=name)
-    for key in want.field:
-        np.testing.assert_allclose(got.field[key], want.field[key], rtol=1e-9, err_msg=key)
+    same_statistics(got, want)
 
 
 @sim
@@ -160,18 +150,9 @@ def test_cuda_statistics_refuse_a_label_of_two_clusters_on_a_periodic_lattice():
 def test_cuda_region_graph_counts_the_usable_bonds_between_regions(spec, seed):
     """``region_graph`` on the device: the contacts the oracle counts over the usable
     bonds (periodic axes, custom stencils, masks and bonds included)."""
-    from tests.support.oracles import usable_bonds
-
     labels = np.random.default_rng(seed).integers(0, 4, size=spec["shape"])
-    flat = labels.reshape(-1)
-    want = {}
-    for _, _, i, j, _ in usable_bonds(spec):
-        a, b = int(flat[i]), int(flat[j])
-        if a and b and a != b:
-            key = (min(a, b), max(a, b))
-            want[key] = want.get(key, 0) + 1
     L = make(spec)
-    assert L.region_graph(labels, backend="cuda") == want
+    assert L.region_graph(labels, backend="cuda") == region_contacts(spec, labels)
     assert cat.get_engine().last_decision.backend == "cuda"
 
 
