@@ -307,9 +307,10 @@ def _seam_tables(t, axes) -> _SeamTables:
     return st
 
 
-def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
-    """:func:`wrapping_components_batched` on a checked device stack (B, n) or (B, 0)."""
-    t = _g._tables(shape, periodic, offsets, stream)
+def _open_labels_and_seam_rows(t, d_stack, axes, stream, bonds):
+    """The labelling of a checked device stack (B, n) with the tracked ``axes`` made
+    open, and the steps across their seams (:func:`_seam_steps`): ``(label, counts,
+    rows)``, the device labels (B, n), the host counts (B,) and host seam rows (R, 3 + p)."""
     opened = t.periodic.copy()
     opened[axes] = 0
     t_open = _g._tables(t.shape, opened, t.offsets, stream)
@@ -320,7 +321,7 @@ def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
     label, _ = _g._components_run(t_open, d_stack, stream, bd, device=True, counts=info[:B])
     st = _seam_tables(t, axes)
     cap = B * st.cap
-    if cap:
+    if cap and n:
         rows = cuda.device_array((cap, _HEAD + p), dtype=label.dtype, stream=stream)
         d_bits, words, _ = bd
         _g._launch(_seam_steps, B * n, stream, t.d_shape, t.d_strides, t.d_periodic,
@@ -330,11 +331,19 @@ def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
     counts, R = host[:B], int(host[B])
     if R > cap:
         raise AssertionError(f"{R} seam steps, more than the bound {cap}")
-    if R == 0:
+    got = _g._read(rows[:R], stream) if R else np.zeros((0, _HEAD + p), label.dtype)
+    return label, counts, got
+
+
+def _run(shape, periodic, offsets, d_stack, axes, stream, bonds):
+    """:func:`wrapping_components_batched` on a checked device stack (B, n) or (B, 0)."""
+    t = _g._tables(shape, periodic, offsets, stream)
+    B, n, p = d_stack.shape[0], t.n, axes.shape[0]
+    label, counts, rows = _open_labels_and_seam_rows(t, d_stack, axes, stream, bonds)
+    if rows.shape[0] == 0:
         return _g._read(label, stream), counts, [
             {int(a): np.zeros(0, dtype=np.int64) for a in axes} for _ in range(B)]
-    gone, into, gone_before, base, counts, found = _merge(_g._read(rows[:R], stream),
-                                                          counts, p)
+    gone, into, gone_before, base, counts, found = _merge(rows, counts, p)
     if gone.shape[0]:
         # the four tables in one copy: base and gone_before (B each), gone and into
         G = gone.shape[0]
@@ -381,30 +390,14 @@ def piece_windings(shape, periodic, offsets, open_, axes, *, stream=0, bonds=Non
     axes = _tracked(shape, periodic, axes)
     t = _g._tables(shape, periodic, offsets, stream)
     d_open = _g._device(open_, np.uint8, stream)
-    d_stack = d_open.reshape(1, d_open.shape[0])
     n, p = t.n, axes.shape[0]
-    opened = t.periodic.copy()
-    opened[axes] = 0
-    t_open = _g._tables(t.shape, opened, t.offsets, stream)
-    bd = _g._bonds(t, bonds, stream)
-    info = _transfer.to_device(np.zeros(2, dtype=np.int64), stream=stream)
-    label, _ = _g._components_run(t_open, d_stack, stream, bd, device=True, counts=info[:1])
-    st = _seam_tables(t, axes)
-    if st.cap and n:
-        rows = cuda.device_array((st.cap, _HEAD + p), dtype=label.dtype, stream=stream)
-        d_bits, words, _ = bd
-        _g._launch(_seam_steps, n, stream, t.d_shape, t.d_strides, t.d_periodic,
-                   st.d_track, st.d_half, st.d_lo, st.d_hi, st.d_hslot, d_bits,
-                   np.int64(words), label, st.d_axes, rows, info[1:])
-    host = _g._read(info, stream)
-    m, R = int(host[0]), int(host[1])
-    if R > st.cap:
-        raise AssertionError(f"{R} seam steps, more than the bound {st.cap}")
+    label, counts, got = _open_labels_and_seam_rows(
+        t, d_open.reshape(1, d_open.shape[0]), axes, stream, bonds)
+    m, R = int(counts[0]), got.shape[0]
     root = np.arange(m + 1, dtype=np.int64)
     pos = np.zeros((m + 1, p), dtype=np.int64)
     wrap = np.zeros((m + 1, p), dtype=bool)
     if R:
-        got = _g._read(rows[:R], stream)
         ga, gb = got[:, 1].astype(np.int64), got[:, 2].astype(np.int64)
         touched, inv = np.unique(np.concatenate([ga, gb]), return_inverse=True)
         r, w, q = _seam_union(inv[:R].astype(np.int64), inv[R:].astype(np.int64),
