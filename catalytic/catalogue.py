@@ -368,17 +368,36 @@ def value_keys(values: np.ndarray) -> np.ndarray:
     return flat.astype(np.uint64)
 
 
+def label_keys(values: np.ndarray, delta) -> np.ndarray:
+    """Site values as labelling keys for ``delta`` (as :func:`v_label` gives it): with
+    ``delta`` 0, integers and booleans as their own bits, an unsigned view of the same
+    width that copies nothing (equality is all that counts, and equal values have equal
+    bits); otherwise :func:`value_keys`. Flat; never written to.
+
+    Examples
+    --------
+    >>> label_keys(np.array([-1, 0, 1], np.int8), 0).tolist()
+    [255, 0, 1]
+    >>> label_keys(np.array([-1, 0, 1], np.int8), 1).dtype
+    dtype('uint64')
+    """
+    flat = values.reshape(-1)
+    if delta == 0 and flat.dtype.kind in "biu":
+        return flat.view(f"u{flat.dtype.itemsize}")
+    return value_keys(values)
+
+
 def v_label(lat, values, background=0, delta=0):
     """``label``: ``values`` of the lattice's shape (or flat), booleans, integers or
     floats, no NaN at an open site; ``background`` a real number or None; ``delta`` a
     real number >= 0 (not NaN; may be inf). Gives the backends the keys
-    (:func:`value_keys`), the labelled sites (open and not background, uint8) and
-    ``delta`` as a key (float64, or an int for integer keys: the floor of ``delta``,
-    capped at the largest difference)."""
+    (:func:`label_keys`: with ``delta`` 0 integers may come as an unsigned view of
+    ``values``, to be read, never written), the labelled sites (open and not
+    background, uint8) and ``delta`` as a key (float64, or an int for integer keys: the
+    floor of ``delta``, capped at the largest difference)."""
     g = lat.geometry
     keys, sites, key_delta = _label_inputs(
-        g, values, background, delta,
-        np.ones(g.n_points, dtype=bool) if g.mask is None else g.mask.reshape(-1).copy())
+        g, values, background, delta, None if g.mask is None else g.mask.reshape(-1).copy())
     return (lat, keys, sites, key_delta), {}
 
 
@@ -397,8 +416,8 @@ def v_label_stack(lat, stack, values, background=0, delta=0):
 
 def _label_inputs(g, values, background, delta, sites):
     """The checks of :func:`v_label` for geometry ``g``, NaN looked for where ``sites``
-    (bool, flat, modified) is set: ``(keys, sites and not background as uint8, delta as
-    a key)``."""
+    (bool, flat, modified; None: every site) is set: ``(keys, sites and not background
+    as uint8, delta as a key)``."""
     if on_device(values):
         raise TypeError("values must be a host array (NumPy); GPU values are not supported")
     arr = np.asarray(values)
@@ -419,7 +438,12 @@ def _label_inputs(g, values, background, delta, sites):
         raise ValueError("background must not be NaN (no value equals NaN)")
     flat = arr.reshape(-1)
     if background is not None:
-        sites &= flat != background
+        if sites is None:
+            sites = flat != background
+        else:
+            sites &= flat != background
+    elif sites is None:
+        sites = np.ones(g.n_points, dtype=bool)
     if arr.dtype.kind == "f":
         nan = np.isnan(flat) & sites
         if nan.any():
@@ -431,7 +455,7 @@ def _label_inputs(g, values, background, delta, sites):
         key_delta = float(delta)
     else:
         key_delta = int(min(math.floor(delta), _KEY_MAX)) if math.isfinite(delta) else _KEY_MAX
-    return value_keys(arr), sites.view(np.uint8), key_delta
+    return label_keys(arr, key_delta), sites.view(np.uint8), key_delta
 
 
 def _labels_flat(g, labels) -> np.ndarray:

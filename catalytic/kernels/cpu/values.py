@@ -9,9 +9,12 @@ forward offset ``s``), ANDed with the lattice's own bonds, so the bond-aware lab
 :func:`label_values` labels the values directly, by union-find over runs of close values
 along the last axis (the stencil holding the unit step along it).
 
-Values come as *keys* (``catalogue.value_keys``): float64, or the integers mapped in
-order onto uint64 so that a difference never overflows. NaN is refused before a key is
-made.
+Values come as *keys* (``catalogue.label_keys``): float64, or the integers mapped in
+order onto uint64 so that a difference never overflows; with ``delta`` 0, where only
+equality counts, integers may also come as their own bits (an unsigned view of any
+width, no copy). NaN is refused before a key is made. With ``delta`` 0 the kernels get
+``delta`` None, a specialisation of its own in which :func:`_close` is ``==`` and the
+scans over sites vectorise.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ _BLOCK_WORDS = 64
 @njit(cache=True, nogil=True, inline="always")
 def _close(a, b, delta):
     """``a`` and ``b`` at most ``delta`` apart (equal infinities are close); the
-    difference taken larger minus smaller, so unsigned keys never wrap."""
+    difference taken larger minus smaller, so unsigned keys never wrap. ``delta`` None:
+    equal (a specialisation of its own, whose loops the compiler can vectorise)."""
+    if delta is None:
+        return a == b
     if a == b:
         return True
     return (a - b if a > b else b - a) <= delta
@@ -101,8 +107,9 @@ def value_bonds(keys, delta, bond_offsets, shape, periodic, user_bits, words):
 
     Parameters
     ----------
-    keys : ndarray of float64 or uint64, shape (n,)
-        Site values as keys (float64, or integers mapped in order onto uint64).
+    keys : ndarray of float64 or unsigned integers, shape (n,)
+        Site values as keys (float64, or integers mapped in order onto uint64; with
+        ``delta`` 0 any unsigned integer dtype: equality is all that counts).
     delta : float or int
         The largest difference that joins (0: equal keys only); a float for float64
         keys, a non-negative int below 2**64 for uint64 keys.
@@ -137,8 +144,7 @@ def value_bonds(keys, delta, bond_offsets, shape, periodic, user_bits, words):
     if kf == 0 or keys.shape[0] == 0:
         out[:] = 0
         return out
-    dt = keys.dtype.type
-    delta = dt(delta)
+    delta = None if delta == 0 else keys.dtype.type(delta)
     blocks = -(-words // _BLOCK_WORDS)
     # a call does about _BUDGET site steps, so a signal handler runs between calls
     step = max(1, _budget._BUDGET // (_BLOCK_WORDS * 32 * kf))
@@ -158,14 +164,15 @@ def value_bonds(keys, delta, bond_offsets, shape, periodic, user_bits, words):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vrow_count(keys, seg, base, delta):
-    """Value runs of the row whose sites start at ``base`` (``seg`` its labelled
-    bytes). Branch-free; O(L)."""
+def _vrow_count(keys, open_, base, L, delta):
+    """Value runs of the row of ``L`` sites from ``base`` (``open_`` the labelled
+    bytes). Branch-free; O(L). The rows here index the whole arrays from ``base``:
+    a row slice would be an array view of its own, whose loops compile slower."""
     c = 0
     prev = 0
     pk = keys[base]
-    for x in range(seg.shape[0]):
-        o = (np.int64(seg[x]) + 255) >> 8
+    for x in range(L):
+        o = (np.int64(open_[base + x]) + 255) >> 8
         k = keys[base + x]
         link = prev & np.int64(_close(pk, k, delta))
         c += o & (link ^ 1)
@@ -175,18 +182,18 @@ def _vrow_count(keys, seg, base, delta):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vrow_write(keys, seg, base, delta, rs, re, rk, k0, spill):
-    """Write the value runs of one row (start, exclusive end along the last axis, key at
-    the start) from slot ``k0``; with ``spill`` branch-free, slot ``k0 + count``
-    receiving scratch (as ``components._runs_write_row``). Returns the count."""
-    L = seg.shape[0]
+def _vrow_write(keys, open_, base, L, delta, rs, re, rk, k0, spill):
+    """Write the value runs of the row of ``L`` sites from ``base`` (start, exclusive
+    end along the last axis, key at the start) from slot ``k0``; with ``spill``
+    branch-free, slot ``k0 + count`` receiving scratch (as
+    ``components._runs_write_row``). Returns the count."""
     ks = k0
     ke = k0
     prev = np.int64(0)
     pk = keys[base]
     if spill:
         for x in range(L):
-            o = (np.int64(seg[x]) + 255) >> 8
+            o = (np.int64(open_[base + x]) + 255) >> 8
             k = keys[base + x]
             cut = (o & prev & np.int64(_close(pk, k, delta))) ^ 1
             pk = k
@@ -198,7 +205,7 @@ def _vrow_write(keys, seg, base, delta, rs, re, rk, k0, spill):
             prev = o
     else:
         for x in range(L):
-            o = (np.int64(seg[x]) + 255) >> 8
+            o = (np.int64(open_[base + x]) + 255) >> 8
             k = keys[base + x]
             cut = (o & prev & np.int64(_close(pk, k, delta))) ^ 1
             pk = k
@@ -223,7 +230,7 @@ def _vruns_count(keys, open_, delta, L, row_cnt, T, s, w):
     for tt in prange(T):
         _, _, a, b = _window(nrow, T, np.int64(tt), s, w)
         for row in range(a, b):
-            row_cnt[row] = _vrow_count(keys, open_[row * L:(row + 1) * L], row * L, delta)
+            row_cnt[row] = _vrow_count(keys, open_, row * L, L, delta)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -234,8 +241,8 @@ def _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w):
     for tt in prange(T):
         _, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
         for row in range(a, b):
-            _vrow_write(keys, open_[row * L:(row + 1) * L], row * L, delta, rs, re, rk,
-                        row_ptr[row], row_ptr[row + 1] < row_ptr[hi])
+            _vrow_write(keys, open_, row * L, L, delta, rs, re, rk, row_ptr[row],
+                        row_ptr[row + 1] < row_ptr[hi])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -401,14 +408,14 @@ def _vruns_union_cross(rp, rs, re, rk, row_ptr, keys, delta, exact, goff, gspan,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vrow_label(out, keys, seg, base, delta, lab, a):
-    """Labels of the row whose sites start at ``base`` and whose first run is ``a``
+def _vrow_label(out, keys, open_, base, L, delta, lab, a):
+    """Labels of the row of ``L`` sites from ``base`` whose first run is ``a``
     (``lab[a + 1]`` is run a's label): a running count of run starts picks the run, the
     labelled bit zeroes the gaps. Branch-free; O(L)."""
     prev = np.int64(0)
     pk = keys[base]
-    for x in range(seg.shape[0]):
-        o = (np.int64(seg[x]) + 255) >> 8
+    for x in range(L):
+        o = (np.int64(open_[base + x]) + 255) >> 8
         k = keys[base + x]
         a += o & ((prev & np.int64(_close(pk, k, delta))) ^ 1)
         pk = k
@@ -426,8 +433,7 @@ def _vruns_label(out, keys, open_, delta, lab, row_ptr, L, T, s, w):
             if row_ptr[row + 1] == row_ptr[row]:
                 out[row * L:(row + 1) * L] = 0
             else:
-                _vrow_label(out, keys, open_[row * L:(row + 1) * L], row * L, delta, lab,
-                            row_ptr[row])
+                _vrow_label(out, keys, open_, row * L, L, delta, lab, row_ptr[row])
 
 
 @njit(cache=True, nogil=True)
@@ -442,9 +448,8 @@ def _vruns_whole(out, sizes, keys, open_, delta, exact, row_ptr, rs, re, rk, lab
     L = shape[shape.shape[0] - 1]
     row_ptr[0] = 0
     for row in range(nrow):
-        row_ptr[row + 1] = row_ptr[row] + _vrow_write(keys, open_[row * L:(row + 1) * L],
-                                                      row * L, delta, rs, re, rk,
-                                                      row_ptr[row], True)
+        row_ptr[row + 1] = row_ptr[row] + _vrow_write(keys, open_, row * L, L, delta, rs,
+                                                      re, rk, row_ptr[row], True)
     n_runs = row_ptr[nrow]
     lab[0] = -1
     for a in range(n_runs):
@@ -458,8 +463,7 @@ def _vruns_whole(out, sizes, keys, open_, delta, exact, row_ptr, rs, re, rk, lab
         if row_ptr[row + 1] == row_ptr[row]:
             out[row * L:(row + 1) * L] = 0
         else:
-            _vrow_label(out, keys, open_[row * L:(row + 1) * L], row * L, delta, lab,
-                        row_ptr[row])
+            _vrow_label(out, keys, open_, row * L, L, delta, lab, row_ptr[row])
     sizes[:count + 1] = 0
     for a in range(n_runs):
         sizes[lab[a + 1]] += re[a] - rs[a]
@@ -508,8 +512,8 @@ def label_values(shape, periodic, offsets, keys, open_, delta):
     shape, periodic, offsets
         The lattice, as in :func:`catalytic.kernels.cpu.components.connected_components`;
         the stencil holds the unit step along the last axis (:func:`runs_apply`).
-    keys : ndarray of float64 or uint64, shape (n,)
-        Site values as keys (``catalogue.value_keys``).
+    keys : ndarray of float64 or unsigned integers, shape (n,)
+        Site values as keys (``catalogue.label_keys``), as in :func:`value_bonds`.
     open_ : ndarray of uint8, shape (n,)
         The labelled sites (open and not background): non-zero.
     delta : float or int
@@ -566,8 +570,8 @@ def label_values(shape, periodic, offsets, keys, open_, delta):
     if not (unit or L == 1):
         raise ValueError("label_values needs a stencil with the unit step along the last "
                          "axis")
-    delta = keys.dtype.type(delta)
     exact = np.bool_(delta == 0)
+    delta = None if exact else keys.dtype.type(delta)
     nrow = n // L
     T = max(1, min(numba.get_num_threads(), nrow))
     if ((T == 1 or n * half.shape[0] <= _WHOLE_WORK)

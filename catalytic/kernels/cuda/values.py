@@ -46,7 +46,7 @@ def value_bonds(keys, delta, bond_offsets, shape, periodic, user_bits, words, *,
     Parameters
     ----------
     keys, delta, bond_offsets, shape, periodic, words
-        As the twin's; ``keys`` may also be a device array.
+        As the twin's; ``keys`` may also be a device array (float64 or uint64 there).
     user_bits : ndarray or device array of uint32
         The lattice's own bond bits (length 0: every bond open), read in place when on
         the device.
@@ -61,11 +61,14 @@ def value_bonds(keys, delta, bond_offsets, shape, periodic, user_bits, words, *,
     shape = np.ascontiguousarray(shape, dtype=np.int64)
     fwd = np.ascontiguousarray(bond_offsets, dtype=np.int64).reshape(-1, shape.shape[0])
     kf = fwd.shape[0]
-    d_keys = _device(keys, keys.dtype, stream)
+    # narrower integer keys (equality only) widen to uint64: one kernel signature fewer
+    # to compile per key width, and the cost is a copy to the device either way
+    wide = keys.dtype if keys.dtype in (np.float64, np.uint64) else np.uint64
+    d_keys = _device(keys, wide, stream)
     out = cuda.device_array(kf * words, dtype=np.uint32, stream=stream)
     if out.shape[0] == 0:
         return out
-    dt = np.dtype(keys.dtype).type
+    dt = np.dtype(wide).type
     user = _device(user_bits, np.uint32, stream)
     _value_bits[_blocks(out.shape[0]), THREADS, stream](
         out, d_keys, dt(delta), _device(shape, np.int64, stream),
