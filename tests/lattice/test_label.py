@@ -139,14 +139,17 @@ def test_value_runs_split_over_row_chunks_match_the_graph(monkeypatch, threads, 
 
 def _valued(shape, stencil, periodic, kind, delta, seed=11):
     """A lattice with a mask (8% blocked) and values: ``ints`` in 0..3 (many small
-    clusters), ``walk`` integers in 0..40 drifting along the last axis, or ``floats`` in
-    [0, 1) rounded to 0.05."""
+    clusters), ``walk`` integers in 0..40 drifting along the last axis, ``blocks`` (long
+    runs), or ``floats`` in [0, 1) rounded to 0.05."""
     rng = np.random.default_rng(seed)
     mask = rng.random(shape) >= 0.08
     if kind == "ints":
         values = rng.integers(0, 4, size=shape)
     elif kind == "walk":
         values = np.cumsum(rng.integers(-1, 2, size=shape), axis=-1) % 41
+    elif kind == "blocks":  # long runs: cubes of 8 sites a side, 10% of sites 0
+        values = (np.indices(shape) // 8).sum(axis=0) % 3 + 1
+        values[rng.random(shape) < 0.1] = 0
     else:
         values = np.round(rng.random(shape) * 20) / 20
     L = cat.Lattice(shape=shape, stencil=stencil, periodic=periodic, mask=mask)
@@ -156,6 +159,9 @@ def _valued(shape, stencil, periodic, kind, delta, seed=11):
 SPLIT_CASES = {
     "64^3-open-von-neumann": lambda: _valued((64, 64, 64), "von_neumann", False, "ints", 0),
     "40^3-periodic-moore-delta": lambda: _valued((40, 40, 40), "moore", True, "walk", 1),
+    # runs of several sites on average: the writer with a branch per run
+    "48^3-periodic-moore-blocks": lambda: _valued((48, 48, 48), "moore", (False, True, True),
+                                                  "blocks", 0),
     "300x300-periodic-moore": lambda: _valued((300, 300), "moore", True, "ints", 0),
     "300x300-open-moore-delta": lambda: _valued((300, 300), "moore", False, "floats", 0.1),
     "300x300-periodic-von-neumann-delta": lambda: _valued((300, 300), "von_neumann",
@@ -194,6 +200,36 @@ def test_larger_value_labellings_match_the_numpy_backend(monkeypatch, threads, c
             assert calls[name] >= windows, name
     comp = L.label(values, delta=delta, backend="numba-cpu")
     np.testing.assert_array_equal(comp.labels, want)
+
+
+@given(rows=st.integers(1, 6), L=st.integers(1, 40), kind=st.sampled_from(["int", "float"]),
+       run=st.integers(1, 9), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_both_run_writers_write_the_same_runs(rows, L, kind, run, seed):
+    """The branch-free writer and the one with a branch per run (chosen by the average
+    run length) write the same value runs, keys included: values constant over stretches
+    of about ``run`` sites, some sites closed."""
+    rng = np.random.default_rng(seed)
+    steps = rng.random((rows, L)) < 1 / run
+    values = np.cumsum(steps, axis=1) % 3
+    open_ = (rng.random(rows * L) >= 0.15).view(np.uint8)
+    if kind == "float":
+        keys, delta = values.reshape(-1) * 0.5, 0.5
+    else:
+        keys, delta = values.reshape(-1).astype(np.uint64), None
+    cnt = np.empty(rows, np.int64)
+    V._vruns_count(keys, open_, delta, L, cnt, 1, 0, rows)
+    ptr = np.zeros(rows + 1, np.int64)
+    np.cumsum(cnt, out=ptr[1:])
+    got = []
+    for long_runs in (False, True):
+        rs, re = np.full(ptr[-1] + 1, -1, np.int32), np.full(ptr[-1] + 1, -1, np.int32)
+        rk = np.zeros(ptr[-1] + 1, keys.dtype)
+        V._vruns_write(keys, open_, delta, L, ptr, rs, re, rk, 1, 0, rows, np.bool_(long_runs))
+        got.append((rs[:-1], re[:-1], rk[:-1]))
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    assert (got[0][1] > got[0][0]).all()
 
 
 # -- against cc3d on open lattices ---------------------------------------------------------

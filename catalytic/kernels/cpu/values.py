@@ -43,6 +43,10 @@ __all__ = ["value_bonds", "label_values", "runs_apply"]
 #: words (32 sites each, every forward offset) one block of a kernel call writes
 _BLOCK_WORDS = 64
 
+#: the average run length (sites) from which the split labelling writes its value runs
+#: with a branch per run (:func:`_vrow_write_long`) rather than branch-free
+LONG_RUN = 4
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _close(a, b, delta):
@@ -222,6 +226,29 @@ def _vrow_write(keys, open_, base, L, delta, rs, re, rk, k0, spill):
     return ks - k0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _vrow_write_long(keys, open_, base, L, delta, rs, re, rk, k0):
+    """:func:`_vrow_write` for rows of long runs: a branch per run end instead of three
+    stores per site, which pays when runs average several sites (a mispredicted branch
+    costs about as much as the stores of a few sites). Returns the count."""
+    ks = k0
+    x = 0
+    while x < L:
+        if open_[base + x] == 0:
+            x += 1
+            continue
+        k = keys[base + x]
+        rs[ks] = x
+        rk[ks] = k
+        x += 1
+        while x < L and open_[base + x] != 0 and _close(keys[base + x - 1], keys[base + x],
+                                                        delta):
+            x += 1
+        re[ks] = x
+        ks += 1
+    return ks - k0
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _vruns_count(keys, open_, delta, L, row_cnt, T, s, w):
     """``row_cnt[row]``: the value runs of each row of window ``s``; row chunks in
@@ -234,15 +261,19 @@ def _vruns_count(keys, open_, delta, L, row_cnt, T, s, w):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w):
+def _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w, long_runs):
     """Fill ``rs``/``re`` for the rows of window ``s`` (the scratch slot rule of
-    ``components._runs_write``). O(T w L)."""
+    ``components._runs_write``); with ``long_runs`` by :func:`_vrow_write_long`.
+    O(T w L)."""
     nrow = row_ptr.shape[0] - 1
     for tt in prange(T):
         _, hi, a, b = _window(nrow, T, np.int64(tt), s, w)
         for row in range(a, b):
-            _vrow_write(keys, open_, row * L, L, delta, rs, re, rk, row_ptr[row],
-                        row_ptr[row + 1] < row_ptr[hi])
+            if long_runs:
+                _vrow_write_long(keys, open_, row * L, L, delta, rs, re, rk, row_ptr[row])
+            else:
+                _vrow_write(keys, open_, row * L, L, delta, rs, re, rk, row_ptr[row],
+                            row_ptr[row + 1] < row_ptr[hi])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -600,8 +631,11 @@ def label_values(shape, periodic, offsets, keys, open_, delta):
     rs = np.empty(n_runs + 1, dtype=xtype)
     re = np.empty(n_runs + 1, dtype=xtype)
     rk = np.empty(n_runs + 1, dtype=keys.dtype)
+    # runs of LONG_RUN sites or more on average: one branch per run beats the
+    # branch-free scan's stores per site
+    long_runs = np.bool_(n_runs * LONG_RUN <= n)
     for s in wins:
-        _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w)
+        _vruns_write(keys, open_, delta, L, row_ptr, rs, re, rk, T, s, w, long_runs)
     # lab[0] = 0 ahead of the run forest rp = lab[1:], so lab[a + 1] labels run a
     lab = _arange(-1, n_runs, np.int32 if n_runs < _INT32_LIMIT else np.int64)
     rp = lab[1:]
