@@ -370,12 +370,16 @@ def value_keys(values: np.ndarray) -> np.ndarray:
 
 def label_keys(values: np.ndarray, delta) -> np.ndarray:
     """Site values as labelling keys for ``delta`` (as :func:`v_label` gives it): with
-    ``delta`` 0, integers and booleans as their own bits, an unsigned view of the same
-    width that copies nothing (equality is all that counts, and equal values have equal
-    bits); otherwise :func:`value_keys`. Flat; never written to.
+    ``delta`` 0, integers of 4 or 8 bytes as their own bits, an unsigned view of the
+    same width that copies nothing (equality is all that counts, and equal values have
+    equal bits), and narrower integers and booleans as their bits widened to uint32 (one
+    key width fewer for the kernels to compile); otherwise :func:`value_keys`. Flat;
+    never written to.
 
     Examples
     --------
+    >>> label_keys(np.array([-1, 0, 1], np.int32), 0).tolist()
+    [4294967295, 0, 1]
     >>> label_keys(np.array([-1, 0, 1], np.int8), 0).tolist()
     [255, 0, 1]
     >>> label_keys(np.array([-1, 0, 1], np.int8), 1).dtype
@@ -383,7 +387,8 @@ def label_keys(values: np.ndarray, delta) -> np.ndarray:
     """
     flat = values.reshape(-1)
     if delta == 0 and flat.dtype.kind in "biu":
-        return flat.view(f"u{flat.dtype.itemsize}")
+        bits = flat.view(f"u{flat.dtype.itemsize}")
+        return bits if flat.dtype.itemsize >= 4 else bits.astype(np.uint32)
     return value_keys(values)
 
 

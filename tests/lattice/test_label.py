@@ -326,17 +326,18 @@ INTEGER_DTYPES = (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np
 
 @pytest.mark.parametrize("dtype", INTEGER_DTYPES)
 def test_exact_keys_are_the_values_own_bits_and_label_as_int64_does(dtype):
-    """With delta 0 integers reach the kernels as an unsigned view of the values (no
-    copy; negative values change their bits, never their equalities); the labels are
-    those of the same values as int64, which take the order-preserving uint64 keys."""
+    """With delta 0 integers of 4 or 8 bytes reach the kernels as an unsigned view of
+    the values (no copy; negative values change their bits, never their equalities),
+    narrower ones as their bits widened to uint32; the labels are those of the same
+    values as int64."""
     rng = np.random.default_rng(7)
     wide = rng.integers(-2, 3, size=(6, 7, 8))
     values = (wide > 0) if dtype is np.bool_ else wide.astype(dtype)
     L = cat.Lattice(shape=(6, 7, 8), stencil="moore")
     (_, keys, sites, key_delta), _ = v_label(L, values, 0, 0.5)  # floor(0.5) = 0
-    assert key_delta == 0 and keys.dtype.kind == "u"
-    assert keys.dtype.itemsize == np.dtype(dtype).itemsize
-    assert np.shares_memory(keys, values)
+    size = np.dtype(dtype).itemsize
+    assert key_delta == 0 and keys.dtype == np.dtype(f"u{max(size, 4)}")
+    assert np.shares_memory(keys, values) == (size >= 4)
     assert sites.tolist() == (values.reshape(-1) != 0).tolist()
     # with delta 1 the keys are a copy: the uint64 order map
     (_, keys1, _, _), _ = v_label(L, values, 0, 1)
@@ -350,13 +351,14 @@ def test_exact_keys_are_the_values_own_bits_and_label_as_int64_does(dtype):
 def test_narrow_exact_keys_split_over_row_chunks_match_the_numpy_backend(monkeypatch,
                                                                          threads, dtype):
     """The split value-run labelling (row chunks over threads, windows of a few rows)
-    on keys narrower than 64 bits, at a size that reaches it."""
+    on uint32 keys (a view of int32 values, uint16 ones widened), at a size that
+    reaches it."""
     values = np.random.default_rng(11).integers(-1, 3, size=(40, 30, 50)).astype(dtype)
     L = cat.Lattice(shape=(40, 30, 50), periodic=(True, False, True), stencil="moore")
     want = L.label(values, backend="numpy").labels
     monkeypatch.setattr(_budget, "_BUDGET", 3 * L.shape[-1])
     args = run_args(L, values, 0, 0)
-    assert args[3].dtype == np.dtype(f"u{np.dtype(dtype).itemsize}")
+    assert args[3].dtype == np.uint32
     assert_components(V.label_values(*args), want)
 
 
