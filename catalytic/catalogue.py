@@ -372,9 +372,10 @@ def label_keys(values: np.ndarray, delta) -> np.ndarray:
     """Site values as labelling keys for ``delta`` (as :func:`v_label` gives it): with
     ``delta`` 0, integers of 4 or 8 bytes as their own bits, an unsigned view of the
     same width that copies nothing (equality is all that counts, and equal values have
-    equal bits), and narrower integers and booleans as their bits widened to uint32 (one
-    key width fewer for the kernels to compile); otherwise :func:`value_keys`. Flat;
-    never written to.
+    equal bits), narrower integers and booleans as their bits widened to uint32, and
+    floats as the bits of their float64 values with -0.0 made 0.0 (equal floats then have
+    equal bits; NaN is refused before). Two key types for the kernels to compile with
+    ``delta`` 0. Otherwise :func:`value_keys`. Flat; never written to.
 
     Examples
     --------
@@ -384,11 +385,18 @@ def label_keys(values: np.ndarray, delta) -> np.ndarray:
     [255, 0, 1]
     >>> label_keys(np.array([-1, 0, 1], np.int8), 1).dtype
     dtype('uint64')
+    >>> k = label_keys(np.array([-0.0, 0.0, 1.5]), 0)
+    >>> k.dtype, bool(k[0] == k[1])
+    (dtype('uint64'), True)
     """
     flat = values.reshape(-1)
     if delta == 0 and flat.dtype.kind in "biu":
         bits = flat.view(f"u{flat.dtype.itemsize}")
         return bits if flat.dtype.itemsize >= 4 else bits.astype(np.uint32)
+    if delta == 0 and flat.dtype.kind == "f":
+        keys = flat.astype(np.float64)
+        keys += 0.0  # -0.0 + 0.0 is 0.0: the one pair of equal floats with other bits
+        return keys.view(np.uint64)
     return value_keys(values)
 
 

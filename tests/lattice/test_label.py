@@ -347,6 +347,19 @@ def test_exact_keys_are_the_values_own_bits_and_label_as_int64_does(dtype):
         np.testing.assert_array_equal(L.label(values, backend=b).labels, want, err_msg=b)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_exact_float_keys_are_bits_and_minus_zero_equals_zero(dtype):
+    """With delta 0 floats reach the kernels as the bits of their float64 values, -0.0
+    made 0.0: the one pair of equal floats whose bits differ still joins."""
+    values = np.array([[-0.0, 0.0, 1.5, 1.5, -np.inf, -np.inf, 2.0]], dtype=dtype)
+    L = cat.Lattice(shape=values.shape)
+    (_, keys, _, _), _ = v_label(L, values, None, 0)
+    assert keys.dtype == np.uint64
+    for b in BACKENDS:
+        got = L.label(values, background=None, backend=b).labels
+        assert got.tolist() == [[1, 1, 2, 2, 3, 3, 4]], b
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.uint16])
 def test_narrow_exact_keys_split_over_row_chunks_match_the_numpy_backend(monkeypatch,
                                                                          threads, dtype):
