@@ -11,8 +11,8 @@ along the last axis (the stencil holding the unit step along it).
 
 Values come as *keys* (``catalogue.label_keys``): float64, or the integers mapped in
 order onto uint64 so that a difference never overflows; with ``delta`` 0, where only
-equality counts, integers may also come as their own bits (uint32 or uint64: a view of
-4- and 8-byte values, no copy). NaN is refused before a key is made. With ``delta`` 0
+equality counts, values may also come as their bits (uint32 or uint64: a view of 4- and
+8-byte integers, no copy; floats as float64 bits with -0.0 made 0.0). NaN is refused before a key is made. With ``delta`` 0
 the kernels get ``delta`` None, a specialisation of its own in which :func:`_close` is
 ``==`` and the scans over sites vectorise.
 """
