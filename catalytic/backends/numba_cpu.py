@@ -64,6 +64,12 @@ def _values():
     return values
 
 
+def _equal():
+    from catalytic.kernels.cpu import equal
+
+    return equal
+
+
 def _clusters():
     from catalytic.kernels.cpu import clusters
 
@@ -333,12 +339,17 @@ def connected_components(lat):
 
 
 def label(lat, keys, sites, delta):
-    """Clusters of close values: without bonds and with the unit last-axis step, union-
-    find over runs of close values (``kernels.cpu.values.label_values``); otherwise the
-    bonds joining close keys (``kernels.cpu.values``), ANDed with the lattice's own,
-    labelled by the bond-aware labelling."""
+    """Clusters of close values, without bonds: of equal values (``delta`` 0) site by
+    site (``kernels.cpu.equal.label_equal``); of close values, with the unit last-axis
+    step, union-find over runs of close values (``kernels.cpu.values.label_values``).
+    Otherwise the bonds joining close keys (``kernels.cpu.values``), ANDed with the
+    lattice's own, labelled by the bond-aware labelling."""
     g = lat.geometry
     V = _values()
+    if g.bond_bits is None and delta == 0 and _equal().applies(g.offsets, g.dimensions):
+        labels, count, sizes = _equal().label_equal(g.shape_arr, g.periodic_arr, g.offsets,
+                                                    keys, sites)
+        return R.Components(labels.reshape(g.shape), count, sizes)
     if g.bond_bits is None and V.runs_apply(g.offsets, g.dimensions):
         labels, count, sizes = V.label_values(g.shape_arr, g.periodic_arr, g.offsets, keys,
                                               sites, delta)
