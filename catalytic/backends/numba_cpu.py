@@ -340,13 +340,18 @@ def connected_components(lat):
 
 def label(lat, keys, sites, delta):
     """Clusters of close values, without bonds: of equal values (``delta`` 0) site by
-    site (``kernels.cpu.equal.label_equal``); of close values, with the unit last-axis
-    step, union-find over runs of close values (``kernels.cpu.values.label_values``).
+    site (``kernels.cpu.equal.label_equal``), except on long runs with a stencil whose
+    neighbours cover none of one another (``equal.runs_are_long``); there, and for close
+    values, with the unit last-axis step, union-find over runs of close values
+    (``kernels.cpu.values.label_values``).
     Otherwise the bonds joining close keys (``kernels.cpu.values``), ANDed with the
     lattice's own, labelled by the bond-aware labelling."""
     g = lat.geometry
     V = _values()
-    if g.bond_bits is None and delta == 0 and _equal().applies(g.offsets, g.dimensions):
+    # equal values by runs only where the runs are long and no neighbour covers another
+    if (g.bond_bits is None and delta == 0 and _equal().applies(g.offsets, g.dimensions)
+            and not (V.runs_apply(g.offsets, g.dimensions) and _equal().runs_are_long(
+                g.offsets, g.dimensions, keys, sites, g.shape[-1], V.LONG_RUN))):
         labels, count, sizes = _equal().label_equal(g.shape_arr, g.periodic_arr, g.offsets,
                                                     keys, sites)
         return R.Components(labels.reshape(g.shape), count, sizes)

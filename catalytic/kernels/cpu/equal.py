@@ -26,13 +26,48 @@ from catalytic.kernels.cpu._rows import _row_target, _window
 from catalytic.kernels.cpu._sites import MAX_BACK, _back_invalid, _rows_any, _x_invalid, plan
 from catalytic.kernels.cpu.components import _union
 
-__all__ = ["label_equal", "applies", "MAX_BACK"]
+__all__ = ["label_equal", "applies", "runs_are_long", "MAX_BACK", "SAMPLE_ROWS"]
+
+#: rows :func:`runs_are_long` looks at
+SAMPLE_ROWS = 64
+
 
 def applies(offsets, d) -> bool:
     """Whether :func:`label_equal` takes a stencil: at most :data:`MAX_BACK` offsets in
     its backward half."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     return plan(offsets.tobytes(), d)[0].shape[0] <= MAX_BACK
+
+
+def runs_are_long(offsets, d, keys, sites, L, long_run) -> bool:
+    """Whether a stencil none of whose backward offsets covers another (von Neumann's:
+    every equal neighbour is a union for the site scan) meets runs of equal values of
+    ``long_run`` sites or more on average, in :data:`SAMPLE_ROWS` rows spread over the
+    lattice: there the union-find over runs (``values.label_values``) does less work
+    than the site scan. ``L``: the row length.
+
+    Examples
+    --------
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> keys = np.repeat(np.array([1, 2], np.uint32), 8)
+    >>> runs_are_long(off, 2, keys, np.ones(16, np.uint8), 16, 4)
+    True
+    >>> runs_are_long(off, 2, keys, np.ones(16, np.uint8), 2, 4)
+    False
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    cover = plan(offsets.tobytes(), d)[1]
+    if cover.shape[0] == 0 or any(int(c) & (int(c) - 1) for c in cover):
+        return False
+    nrow = keys.shape[0] // L
+    rows = np.unique(np.linspace(0, nrow - 1, min(nrow, SAMPLE_ROWS)).astype(np.int64))
+    at = (rows[:, None] * L + np.arange(L)).reshape(-1)
+    k = keys[at].reshape(-1, L)
+    on = sites[at].reshape(-1, L) != 0
+    starts = on.copy()
+    starts[:, 1:] &= ~(on[:, :-1] & (k[:, 1:] == k[:, :-1]))
+    n_runs = int(starts.sum())
+    return n_runs * long_run <= int(on.sum()) and n_runs > 0
 
 
 @njit(cache=True, nogil=True, parallel=True)

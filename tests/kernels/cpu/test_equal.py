@@ -128,3 +128,17 @@ def test_keys_and_sites_are_not_written():
     E.label_equal(*args)
     for a, b in zip(args[3:], before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_long_runs_go_to_the_run_labelling_only_without_covering_neighbours():
+    """Von Neumann's stencil on long runs: the value runs; on short runs, or with
+    Moore's stencil (its first neighbour covers every other), the site scan. Both give
+    the numpy backend's labels."""
+    few, many = _images((30, 40, 50), 0)
+    for stencil, values, long_ in (("von_neumann", few, True), ("von_neumann", many, False),
+                                   ("moore", few, False)):
+        L = cat.Lattice(shape=few.shape, stencil=stencil)
+        args = equal_args(L, values)
+        assert E.runs_are_long(L.geometry.offsets, 3, args[3], args[4], 50, 4) is long_
+        np.testing.assert_array_equal(L.label(values, backend="numba-cpu").labels,
+                                      L.label(values, backend="numpy").labels)
