@@ -6,7 +6,9 @@ by at most ``delta``. :func:`value_bonds` writes that as bond bits in the layout
 ``Geometry.bond_args()`` (bit ``start & 31`` of word ``s * words + (start >> 5)`` for
 forward offset ``s``), ANDed with the lattice's own bonds, so the bond-aware labelling
 (:mod:`catalytic.kernels.cpu.winding`) labels values as it labels bonds. Without bonds,
-:func:`label_values` labels the values directly, by union-find over runs of close values
+:func:`label_values` labels the values directly (the numba-cpu backend takes equal
+values, ``delta`` 0, site by site instead, :mod:`catalytic.kernels.cpu.equal`, except
+on long runs of a von Neumann-like stencil), by union-find over runs of close values
 along the last axis (the stencil holding the unit step along it).
 
 Values come as *keys* (``catalogue.label_keys``): float64, or the integers mapped in
