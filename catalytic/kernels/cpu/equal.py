@@ -261,7 +261,8 @@ def label_equal(shape, periodic, offsets, keys, sites):
     eq[0] = 0
     nxt = np.array([_window(nrow, T, t, 0, 0)[0] * L for t in range(T)], dtype=np.int64)
     w = max(1, _budget._BUDGET // (T * L))
-    wins = range(-(-(-(-nrow // T)) // w))  # windows of the largest chunk
+    chunk_rows = -(-nrow // T)  # the largest chunk
+    wins = range(-(-chunk_rows // w))
     name = _equal_trees.TREES.get(tuple(map(tuple, offs.tolist())))
     for s in wins:
         if name is None:
