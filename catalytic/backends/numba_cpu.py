@@ -347,13 +347,13 @@ def label(lat, keys, sites, delta):
     Otherwise the bonds joining close keys (``kernels.cpu.values``), ANDed with the
     lattice's own, labelled by the bond-aware labelling."""
     g = lat.geometry
-    V = _values()
+    V, E = _values(), _equal()
     # equal values by runs only where the runs are long and no neighbour covers another
-    if (g.bond_bits is None and delta == 0 and _equal().applies(g.offsets, g.dimensions)
-            and not (V.runs_apply(g.offsets, g.dimensions) and _equal().runs_are_long(
+    if (g.bond_bits is None and delta == 0 and E.applies(g.offsets, g.dimensions)
+            and not (V.runs_apply(g.offsets, g.dimensions) and E.runs_are_long(
                 g.offsets, g.dimensions, keys, sites, g.shape[-1], V.LONG_RUN))):
-        labels, count, sizes = _equal().label_equal(g.shape_arr, g.periodic_arr, g.offsets,
-                                                    keys, sites)
+        labels, count, sizes = E.label_equal(g.shape_arr, g.periodic_arr, g.offsets, keys,
+                                             sites)
         return R.Components(labels.reshape(g.shape), count, sizes)
     if g.bond_bits is None and V.runs_apply(g.offsets, g.dimensions):
         labels, count, sizes = V.label_values(g.shape_arr, g.periodic_arr, g.offsets, keys,

@@ -27,6 +27,7 @@ import functools
 import numpy as np
 from numba import njit
 
+from catalytic.kernels.cpu._rows import _row_coords
 from catalytic.kernels.cpu.components import _stencil_halves, _union
 
 #: the most backward offsets (half the stencil) the site labelling takes: its cover
@@ -40,10 +41,7 @@ def _back_invalid(row, r0, shape, offs, c):
     leave the lattice along an axis other than the last (every axis taken as open) or
     reach a row before ``r0``. ``c``: scratch of d - 1 int64."""
     d = shape.shape[0]
-    rem = row
-    for a in range(d - 2, -1, -1):
-        c[a] = rem % shape[a]
-        rem //= shape[a]
+    _row_coords(row, shape, c)
     bits = np.int64(0)
     for j in range(offs.shape[0]):
         t = np.int64(0)

@@ -22,7 +22,7 @@ from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu import _equal_trees
 from catalytic.kernels.cpu import components as _components
 from catalytic.kernels.cpu._budget import _INT32_LIMIT
-from catalytic.kernels.cpu._rows import _row_target, _window
+from catalytic.kernels.cpu._rows import _row_coords, _row_target, _window
 from catalytic.kernels.cpu._sites import MAX_BACK, _back_invalid, _rows_any, _x_invalid, plan
 from catalytic.kernels.cpu.components import _union
 
@@ -111,17 +111,15 @@ def _seams(keys, sites, labels, eq, shape, offs, lin, reach, T, t, back):
 @njit(cache=True, nogil=True)
 def _wraps(keys, sites, labels, eq, shape, periodic, offs, ra, rb):
     """Join the sites of rows [ra, rb) to their equal backward neighbours across a
-    periodic axis (the pairs the open scan left out). O((rb - ra) k (d + L)) at most."""
+    periodic axis (the pairs the open scan left out). O((rb - ra) k d) plus the sites of
+    the pairs that wrap."""
     d = shape.shape[0]
     L = shape[d - 1]
     k = offs.shape[0]
     per_last = periodic[d - 1] != 0
     c = np.empty(d - 1, dtype=np.int64)
     for row in range(ra, rb):
-        rem = row
-        for a in range(d - 2, -1, -1):
-            c[a] = rem % shape[a]
-            rem //= shape[a]
+        _row_coords(row, shape, c)
         for j in range(k):
             o = offs[j]
             # the target row, and whether reaching it wraps an axis other than the last
@@ -133,14 +131,18 @@ def _wraps(keys, sites, labels, eq, shape, periodic, offs, ra, rb):
                 v = c[a] + o[a]
                 wrapped |= v < 0 or v >= shape[a]
             ol = o[d - 1]
-            for x in range(L):
+            # without a wrap across the rows only the ends of the row can wrap
+            x_lo, x_hi = 0, L
+            if not wrapped:
+                if not per_last or ol == 0:
+                    continue
+                x_lo, x_hi = (0, min(L, -ol)) if ol < 0 else (max(0, L - ol), L)
+            for x in range(x_lo, x_hi):
                 x2 = x + ol
                 if x2 < 0 or x2 >= L:
                     if not per_last:
                         continue
                     x2 %= L
-                elif not wrapped:
-                    continue
                 i = row * L + x
                 n = t * L + x2
                 if sites[i] != 0 and sites[n] != 0 and keys[i] == keys[n]:
