@@ -407,7 +407,9 @@ def v_label(lat, values, background=0, delta=0):
     (:func:`label_keys`: with ``delta`` 0 integers may come as an unsigned view of
     ``values``, to be read, never written), the labelled sites (open and not
     background, uint8) and ``delta`` as a key (float64, or an int for integer keys: the
-    floor of ``delta``, capped at the largest difference)."""
+    floor of ``delta``, capped at the largest difference). With ``delta`` 0 keys are
+    one-to-one with values, so on a lattice without a mask the unlabelled sites are
+    exactly those whose key is an unlabelled site's (the background's)."""
     g = lat.geometry
     keys, sites, key_delta = _label_inputs(
         g, values, background, delta, None if g.mask is None else g.mask.reshape(-1).copy())

@@ -340,20 +340,19 @@ def connected_components(lat):
 
 def label(lat, keys, sites, delta):
     """Clusters of close values, without bonds: of equal values (``delta`` 0) site by
-    site (``kernels.cpu.equal.label_equal``), except on long runs with a stencil whose
-    neighbours cover none of one another (``equal.runs_are_long``); there, and for close
-    values, with the unit last-axis step, union-find over runs of close values
+    site (``kernels.cpu.equal.label_equal``), except where ``equal.prefer_runs`` says
+    the runs do less (long runs, far rows, no neighbour covering another); there, and
+    for close values, with the unit last-axis step, union-find over runs of close values
     (``kernels.cpu.values.label_values``).
     Otherwise the bonds joining close keys (``kernels.cpu.values``), ANDed with the
     lattice's own, labelled by the bond-aware labelling."""
     g = lat.geometry
     V, E = _values(), _equal()
-    # equal values by runs only where the runs are long and no neighbour covers another
     if (g.bond_bits is None and delta == 0 and E.applies(g.offsets, g.dimensions)
-            and not (V.runs_apply(g.offsets, g.dimensions) and E.runs_are_long(
-                g.offsets, g.dimensions, keys, sites, g.shape[-1], V.LONG_RUN))):
+            and not (V.runs_apply(g.offsets, g.dimensions)
+                     and E.prefer_runs(g.offsets, g.shape, keys, sites))):
         labels, count, sizes = E.label_equal(g.shape_arr, g.periodic_arr, g.offsets, keys,
-                                             sites)
+                                             _background_key(g, keys, sites))
         return R.Components(labels.reshape(g.shape), count, sizes)
     if g.bond_bits is None and V.runs_apply(g.offsets, g.dimensions):
         labels, count, sizes = V.label_values(g.shape_arr, g.periodic_arr, g.offsets, keys,
@@ -365,6 +364,16 @@ def label(lat, keys, sites, delta):
     labels, count, sizes, _ = _winding().label_windings(
         g.shape_arr, g.periodic_arr, g.offsets, sites, slot, bits, words)
     return R.Components(labels.reshape(g.shape), count, sizes)
+
+
+def _background_key(g, keys, sites):
+    """``sites``, or the background's key where the unlabelled sites are exactly those
+    with that key: on a lattice without a mask some site is the background's
+    (``catalogue.v_label``). The site labelling then reads the keys alone."""
+    if g.mask is not None:
+        return sites
+    first = int(np.argmin(sites))
+    return keys[first] if sites[first] == 0 else sites
 
 
 def batched_label(lat, stack, keys, sites, delta):

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu._rows import _window
-from catalytic.kernels.cpu._sites import _back_invalid, _edge, _row_any
+from catalytic.kernels.cpu._sites import _back_invalid, _edge, _joins, _on, _row_any
 from catalytic.kernels.cpu.components import _union
 
 #: backward offsets (priority order) of each tree, by name
@@ -34,8 +34,9 @@ def _rows_2d4(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
     L = shape[d - 1]
     full = (np.int64(1) << offs.shape[0]) - 1
     c = np.empty(d - 1, dtype=np.int64)
-    l0 = lin[0]
-    l1 = lin[1]
+    # the offsets as unsigned: i + l wraps modulo 2**64 to the neighbour's index
+    l0 = np.uint64(lin[0])
+    l1 = np.uint64(lin[1])
     for row in range(ra, rb):
         inv = _back_invalid(row, r0, shape, offs, c)
         base = row * L
@@ -44,16 +45,18 @@ def _rows_2d4(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
             continue
         # the first and the last site of the row by the general scan, the rest by the tree
         nl = _edge(keys, sites, labels, eq, base, base, L, offs, lin, adj, full, nl)
-        for i in range(base + 1, base + L - 1):
-            if sites[i] == 0:
+        for x in range(base + 1, base + L - 1):
+            # unsigned: Numba then adds no wraparound of negative indices to each access
+            i = np.uint64(x)
+            if not _on(sites, keys, i):
                 labels[i] = 0
                 continue
             cur = keys[i]
-            if keys[i + l0] == cur and sites[i + l0] != 0:
+            if _joins(sites, keys, i + l0, cur):
                 lbl = np.int64(labels[i + l0])
-                if keys[i + l1] == cur and sites[i + l1] != 0:
+                if _joins(sites, keys, i + l1, cur):
                     _union(eq, lbl, labels[i + l1])
-            elif keys[i + l1] == cur and sites[i + l1] != 0:
+            elif _joins(sites, keys, i + l1, cur):
                 lbl = np.int64(labels[i + l1])
             else:
                 nl += 1
@@ -81,10 +84,11 @@ def _rows_2d8(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
     L = shape[d - 1]
     full = (np.int64(1) << offs.shape[0]) - 1
     c = np.empty(d - 1, dtype=np.int64)
-    l0 = lin[0]
-    l1 = lin[1]
-    l2 = lin[2]
-    l3 = lin[3]
+    # the offsets as unsigned: i + l wraps modulo 2**64 to the neighbour's index
+    l0 = np.uint64(lin[0])
+    l1 = np.uint64(lin[1])
+    l2 = np.uint64(lin[2])
+    l3 = np.uint64(lin[3])
     for row in range(ra, rb):
         inv = _back_invalid(row, r0, shape, offs, c)
         base = row * L
@@ -93,22 +97,24 @@ def _rows_2d8(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
             continue
         # the first and the last site of the row by the general scan, the rest by the tree
         nl = _edge(keys, sites, labels, eq, base, base, L, offs, lin, adj, full, nl)
-        for i in range(base + 1, base + L - 1):
-            if sites[i] == 0:
+        for x in range(base + 1, base + L - 1):
+            # unsigned: Numba then adds no wraparound of negative indices to each access
+            i = np.uint64(x)
+            if not _on(sites, keys, i):
                 labels[i] = 0
                 continue
             cur = keys[i]
-            if keys[i + l0] == cur and sites[i + l0] != 0:
+            if _joins(sites, keys, i + l0, cur):
                 lbl = np.int64(labels[i + l0])
-            elif keys[i + l1] == cur and sites[i + l1] != 0:
+            elif _joins(sites, keys, i + l1, cur):
                 lbl = np.int64(labels[i + l1])
-                if keys[i + l3] == cur and sites[i + l3] != 0:
+                if _joins(sites, keys, i + l3, cur):
                     _union(eq, lbl, labels[i + l3])
-            elif keys[i + l2] == cur and sites[i + l2] != 0:
+            elif _joins(sites, keys, i + l2, cur):
                 lbl = np.int64(labels[i + l2])
-                if keys[i + l3] == cur and sites[i + l3] != 0:
+                if _joins(sites, keys, i + l3, cur):
                     _union(eq, lbl, labels[i + l3])
-            elif keys[i + l3] == cur and sites[i + l3] != 0:
+            elif _joins(sites, keys, i + l3, cur):
                 lbl = np.int64(labels[i + l3])
             else:
                 nl += 1
@@ -136,9 +142,10 @@ def _rows_3d6(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
     L = shape[d - 1]
     full = (np.int64(1) << offs.shape[0]) - 1
     c = np.empty(d - 1, dtype=np.int64)
-    l0 = lin[0]
-    l1 = lin[1]
-    l2 = lin[2]
+    # the offsets as unsigned: i + l wraps modulo 2**64 to the neighbour's index
+    l0 = np.uint64(lin[0])
+    l1 = np.uint64(lin[1])
+    l2 = np.uint64(lin[2])
     for row in range(ra, rb):
         inv = _back_invalid(row, r0, shape, offs, c)
         base = row * L
@@ -147,24 +154,26 @@ def _rows_3d6(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
             continue
         # the first and the last site of the row by the general scan, the rest by the tree
         nl = _edge(keys, sites, labels, eq, base, base, L, offs, lin, adj, full, nl)
-        for i in range(base + 1, base + L - 1):
-            if sites[i] == 0:
+        for x in range(base + 1, base + L - 1):
+            # unsigned: Numba then adds no wraparound of negative indices to each access
+            i = np.uint64(x)
+            if not _on(sites, keys, i):
                 labels[i] = 0
                 continue
             cur = keys[i]
-            if keys[i + l0] == cur and sites[i + l0] != 0:
+            if _joins(sites, keys, i + l0, cur):
                 lbl = np.int64(labels[i + l0])
-                if keys[i + l1] == cur and sites[i + l1] != 0:
+                if _joins(sites, keys, i + l1, cur):
                     _union(eq, lbl, labels[i + l1])
-                    if keys[i + l2] == cur and sites[i + l2] != 0:
+                    if _joins(sites, keys, i + l2, cur):
                         _union(eq, lbl, labels[i + l2])
-                elif keys[i + l2] == cur and sites[i + l2] != 0:
+                elif _joins(sites, keys, i + l2, cur):
                     _union(eq, lbl, labels[i + l2])
-            elif keys[i + l1] == cur and sites[i + l1] != 0:
+            elif _joins(sites, keys, i + l1, cur):
                 lbl = np.int64(labels[i + l1])
-                if keys[i + l2] == cur and sites[i + l2] != 0:
+                if _joins(sites, keys, i + l2, cur):
                     _union(eq, lbl, labels[i + l2])
-            elif keys[i + l2] == cur and sites[i + l2] != 0:
+            elif _joins(sites, keys, i + l2, cur):
                 lbl = np.int64(labels[i + l2])
             else:
                 nl += 1
@@ -192,15 +201,16 @@ def _rows_3d18(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
     L = shape[d - 1]
     full = (np.int64(1) << offs.shape[0]) - 1
     c = np.empty(d - 1, dtype=np.int64)
-    l0 = lin[0]
-    l1 = lin[1]
-    l2 = lin[2]
-    l3 = lin[3]
-    l4 = lin[4]
-    l5 = lin[5]
-    l6 = lin[6]
-    l7 = lin[7]
-    l8 = lin[8]
+    # the offsets as unsigned: i + l wraps modulo 2**64 to the neighbour's index
+    l0 = np.uint64(lin[0])
+    l1 = np.uint64(lin[1])
+    l2 = np.uint64(lin[2])
+    l3 = np.uint64(lin[3])
+    l4 = np.uint64(lin[4])
+    l5 = np.uint64(lin[5])
+    l6 = np.uint64(lin[6])
+    l7 = np.uint64(lin[7])
+    l8 = np.uint64(lin[8])
     for row in range(ra, rb):
         inv = _back_invalid(row, r0, shape, offs, c)
         base = row * L
@@ -209,70 +219,72 @@ def _rows_3d18(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
             continue
         # the first and the last site of the row by the general scan, the rest by the tree
         nl = _edge(keys, sites, labels, eq, base, base, L, offs, lin, adj, full, nl)
-        for i in range(base + 1, base + L - 1):
-            if sites[i] == 0:
+        for x in range(base + 1, base + L - 1):
+            # unsigned: Numba then adds no wraparound of negative indices to each access
+            i = np.uint64(x)
+            if not _on(sites, keys, i):
                 labels[i] = 0
                 continue
             cur = keys[i]
-            if keys[i + l0] == cur and sites[i + l0] != 0:
+            if _joins(sites, keys, i + l0, cur):
                 lbl = np.int64(labels[i + l0])
-                if keys[i + l6] == cur and sites[i + l6] != 0:
+                if _joins(sites, keys, i + l6, cur):
                     _union(eq, lbl, labels[i + l6])
-                    if keys[i + l7] == cur and sites[i + l7] != 0:
+                    if _joins(sites, keys, i + l7, cur):
                         _union(eq, lbl, labels[i + l7])
-                elif keys[i + l7] == cur and sites[i + l7] != 0:
+                elif _joins(sites, keys, i + l7, cur):
                     _union(eq, lbl, labels[i + l7])
-            elif keys[i + l1] == cur and sites[i + l1] != 0:
+            elif _joins(sites, keys, i + l1, cur):
                 lbl = np.int64(labels[i + l1])
-                if keys[i + l5] == cur and sites[i + l5] != 0:
+                if _joins(sites, keys, i + l5, cur):
                     _union(eq, lbl, labels[i + l5])
-                    if keys[i + l8] == cur and sites[i + l8] != 0:
+                    if _joins(sites, keys, i + l8, cur):
                         _union(eq, lbl, labels[i + l8])
-                elif keys[i + l8] == cur and sites[i + l8] != 0:
+                elif _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-            elif keys[i + l2] == cur and sites[i + l2] != 0:
+            elif _joins(sites, keys, i + l2, cur):
                 lbl = np.int64(labels[i + l2])
-                if keys[i + l7] == cur and sites[i + l7] != 0:
+                if _joins(sites, keys, i + l7, cur):
                     _union(eq, lbl, labels[i + l7])
-                elif keys[i + l3] == cur and sites[i + l3] != 0:
+                elif _joins(sites, keys, i + l3, cur):
                     _union(eq, lbl, labels[i + l3])
-                    if keys[i + l4] == cur and sites[i + l4] != 0:
+                    if _joins(sites, keys, i + l4, cur):
                         _union(eq, lbl, labels[i + l4])
-                elif keys[i + l4] == cur and sites[i + l4] != 0:
+                elif _joins(sites, keys, i + l4, cur):
                     _union(eq, lbl, labels[i + l4])
-            elif keys[i + l3] == cur and sites[i + l3] != 0:
+            elif _joins(sites, keys, i + l3, cur):
                 lbl = np.int64(labels[i + l3])
-                if keys[i + l4] == cur and sites[i + l4] != 0:
+                if _joins(sites, keys, i + l4, cur):
                     _union(eq, lbl, labels[i + l4])
-                elif keys[i + l8] == cur and sites[i + l8] != 0:
+                elif _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-            elif keys[i + l4] == cur and sites[i + l4] != 0:
+            elif _joins(sites, keys, i + l4, cur):
                 lbl = np.int64(labels[i + l4])
-                if keys[i + l5] == cur and sites[i + l5] != 0:
+                if _joins(sites, keys, i + l5, cur):
                     _union(eq, lbl, labels[i + l5])
-                elif keys[i + l6] == cur and sites[i + l6] != 0:
+                elif _joins(sites, keys, i + l6, cur):
                     _union(eq, lbl, labels[i + l6])
-            elif keys[i + l5] == cur and sites[i + l5] != 0:
+            elif _joins(sites, keys, i + l5, cur):
                 lbl = np.int64(labels[i + l5])
-                if keys[i + l7] == cur and sites[i + l7] != 0:
+                if _joins(sites, keys, i + l7, cur):
                     _union(eq, lbl, labels[i + l7])
-                    if keys[i + l8] == cur and sites[i + l8] != 0:
+                    if _joins(sites, keys, i + l8, cur):
                         _union(eq, lbl, labels[i + l8])
-                elif keys[i + l8] == cur and sites[i + l8] != 0:
+                elif _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-            elif keys[i + l6] == cur and sites[i + l6] != 0:
+            elif _joins(sites, keys, i + l6, cur):
                 lbl = np.int64(labels[i + l6])
-                if keys[i + l7] == cur and sites[i + l7] != 0:
+                if _joins(sites, keys, i + l7, cur):
                     _union(eq, lbl, labels[i + l7])
-                    if keys[i + l8] == cur and sites[i + l8] != 0:
+                    if _joins(sites, keys, i + l8, cur):
                         _union(eq, lbl, labels[i + l8])
-                elif keys[i + l8] == cur and sites[i + l8] != 0:
+                elif _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-            elif keys[i + l7] == cur and sites[i + l7] != 0:
+            elif _joins(sites, keys, i + l7, cur):
                 lbl = np.int64(labels[i + l7])
-                if keys[i + l8] == cur and sites[i + l8] != 0:
+                if _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-            elif keys[i + l8] == cur and sites[i + l8] != 0:
+            elif _joins(sites, keys, i + l8, cur):
                 lbl = np.int64(labels[i + l8])
             else:
                 nl += 1
@@ -300,19 +312,20 @@ def _rows_3d26(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
     L = shape[d - 1]
     full = (np.int64(1) << offs.shape[0]) - 1
     c = np.empty(d - 1, dtype=np.int64)
-    l0 = lin[0]
-    l1 = lin[1]
-    l2 = lin[2]
-    l3 = lin[3]
-    l4 = lin[4]
-    l5 = lin[5]
-    l6 = lin[6]
-    l7 = lin[7]
-    l8 = lin[8]
-    l9 = lin[9]
-    l10 = lin[10]
-    l11 = lin[11]
-    l12 = lin[12]
+    # the offsets as unsigned: i + l wraps modulo 2**64 to the neighbour's index
+    l0 = np.uint64(lin[0])
+    l1 = np.uint64(lin[1])
+    l2 = np.uint64(lin[2])
+    l3 = np.uint64(lin[3])
+    l4 = np.uint64(lin[4])
+    l5 = np.uint64(lin[5])
+    l6 = np.uint64(lin[6])
+    l7 = np.uint64(lin[7])
+    l8 = np.uint64(lin[8])
+    l9 = np.uint64(lin[9])
+    l10 = np.uint64(lin[10])
+    l11 = np.uint64(lin[11])
+    l12 = np.uint64(lin[12])
     for row in range(ra, rb):
         inv = _back_invalid(row, r0, shape, offs, c)
         base = row * L
@@ -321,160 +334,162 @@ def _rows_3d26(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb):
             continue
         # the first and the last site of the row by the general scan, the rest by the tree
         nl = _edge(keys, sites, labels, eq, base, base, L, offs, lin, adj, full, nl)
-        for i in range(base + 1, base + L - 1):
-            if sites[i] == 0:
+        for x in range(base + 1, base + L - 1):
+            # unsigned: Numba then adds no wraparound of negative indices to each access
+            i = np.uint64(x)
+            if not _on(sites, keys, i):
                 labels[i] = 0
                 continue
             cur = keys[i]
-            if keys[i + l0] == cur and sites[i + l0] != 0:
+            if _joins(sites, keys, i + l0, cur):
                 lbl = np.int64(labels[i + l0])
-            elif keys[i + l1] == cur and sites[i + l1] != 0:
+            elif _joins(sites, keys, i + l1, cur):
                 lbl = np.int64(labels[i + l1])
-                if keys[i + l6] == cur and sites[i + l6] != 0:
+                if _joins(sites, keys, i + l6, cur):
                     _union(eq, lbl, labels[i + l6])
-                elif keys[i + l11] == cur and sites[i + l11] != 0:
+                elif _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l2] == cur and sites[i + l2] != 0:
+            elif _joins(sites, keys, i + l2, cur):
                 lbl = np.int64(labels[i + l2])
-                if keys[i + l6] == cur and sites[i + l6] != 0:
+                if _joins(sites, keys, i + l6, cur):
                     _union(eq, lbl, labels[i + l6])
-                elif keys[i + l11] == cur and sites[i + l11] != 0:
+                elif _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l3] == cur and sites[i + l3] != 0:
+            elif _joins(sites, keys, i + l3, cur):
                 lbl = np.int64(labels[i + l3])
-                if keys[i + l5] == cur and sites[i + l5] != 0:
+                if _joins(sites, keys, i + l5, cur):
                     _union(eq, lbl, labels[i + l5])
-                elif keys[i + l9] == cur and sites[i + l9] != 0:
+                elif _joins(sites, keys, i + l9, cur):
                     _union(eq, lbl, labels[i + l9])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l10] == cur and sites[i + l10] != 0:
+                elif _joins(sites, keys, i + l10, cur):
                     _union(eq, lbl, labels[i + l10])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l4] == cur and sites[i + l4] != 0:
+            elif _joins(sites, keys, i + l4, cur):
                 lbl = np.int64(labels[i + l4])
-                if keys[i + l5] == cur and sites[i + l5] != 0:
+                if _joins(sites, keys, i + l5, cur):
                     _union(eq, lbl, labels[i + l5])
-                elif keys[i + l9] == cur and sites[i + l9] != 0:
+                elif _joins(sites, keys, i + l9, cur):
                     _union(eq, lbl, labels[i + l9])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l10] == cur and sites[i + l10] != 0:
+                elif _joins(sites, keys, i + l10, cur):
                     _union(eq, lbl, labels[i + l10])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l5] == cur and sites[i + l5] != 0:
+            elif _joins(sites, keys, i + l5, cur):
                 lbl = np.int64(labels[i + l5])
-                if keys[i + l7] == cur and sites[i + l7] != 0:
+                if _joins(sites, keys, i + l7, cur):
                     _union(eq, lbl, labels[i + l7])
-                    if keys[i + l11] == cur and sites[i + l11] != 0:
+                    if _joins(sites, keys, i + l11, cur):
                         _union(eq, lbl, labels[i + l11])
-                elif keys[i + l8] == cur and sites[i + l8] != 0:
+                elif _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-                    if keys[i + l11] == cur and sites[i + l11] != 0:
+                    if _joins(sites, keys, i + l11, cur):
                         _union(eq, lbl, labels[i + l11])
-                elif keys[i + l11] == cur and sites[i + l11] != 0:
+                elif _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-            elif keys[i + l6] == cur and sites[i + l6] != 0:
+            elif _joins(sites, keys, i + l6, cur):
                 lbl = np.int64(labels[i + l6])
-                if keys[i + l7] == cur and sites[i + l7] != 0:
+                if _joins(sites, keys, i + l7, cur):
                     _union(eq, lbl, labels[i + l7])
-                    if keys[i + l9] == cur and sites[i + l9] != 0:
+                    if _joins(sites, keys, i + l9, cur):
                         _union(eq, lbl, labels[i + l9])
-                    elif keys[i + l10] == cur and sites[i + l10] != 0:
+                    elif _joins(sites, keys, i + l10, cur):
                         _union(eq, lbl, labels[i + l10])
-                elif keys[i + l9] == cur and sites[i + l9] != 0:
+                elif _joins(sites, keys, i + l9, cur):
                     _union(eq, lbl, labels[i + l9])
-                    if keys[i + l8] == cur and sites[i + l8] != 0:
+                    if _joins(sites, keys, i + l8, cur):
                         _union(eq, lbl, labels[i + l8])
-                elif keys[i + l8] == cur and sites[i + l8] != 0:
+                elif _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-                    if keys[i + l10] == cur and sites[i + l10] != 0:
+                    if _joins(sites, keys, i + l10, cur):
                         _union(eq, lbl, labels[i + l10])
-                elif keys[i + l10] == cur and sites[i + l10] != 0:
+                elif _joins(sites, keys, i + l10, cur):
                     _union(eq, lbl, labels[i + l10])
-            elif keys[i + l7] == cur and sites[i + l7] != 0:
+            elif _joins(sites, keys, i + l7, cur):
                 lbl = np.int64(labels[i + l7])
-                if keys[i + l9] == cur and sites[i + l9] != 0:
+                if _joins(sites, keys, i + l9, cur):
                     _union(eq, lbl, labels[i + l9])
-                    if keys[i + l11] == cur and sites[i + l11] != 0:
+                    if _joins(sites, keys, i + l11, cur):
                         _union(eq, lbl, labels[i + l11])
-                        if keys[i + l12] == cur and sites[i + l12] != 0:
+                        if _joins(sites, keys, i + l12, cur):
                             _union(eq, lbl, labels[i + l12])
-                    elif keys[i + l12] == cur and sites[i + l12] != 0:
+                    elif _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l10] == cur and sites[i + l10] != 0:
+                elif _joins(sites, keys, i + l10, cur):
                     _union(eq, lbl, labels[i + l10])
-                    if keys[i + l11] == cur and sites[i + l11] != 0:
+                    if _joins(sites, keys, i + l11, cur):
                         _union(eq, lbl, labels[i + l11])
-                        if keys[i + l12] == cur and sites[i + l12] != 0:
+                        if _joins(sites, keys, i + l12, cur):
                             _union(eq, lbl, labels[i + l12])
-                    elif keys[i + l12] == cur and sites[i + l12] != 0:
+                    elif _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l11] == cur and sites[i + l11] != 0:
+                elif _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l9] == cur and sites[i + l9] != 0:
+            elif _joins(sites, keys, i + l9, cur):
                 lbl = np.int64(labels[i + l9])
-                if keys[i + l8] == cur and sites[i + l8] != 0:
+                if _joins(sites, keys, i + l8, cur):
                     _union(eq, lbl, labels[i + l8])
-                    if keys[i + l11] == cur and sites[i + l11] != 0:
+                    if _joins(sites, keys, i + l11, cur):
                         _union(eq, lbl, labels[i + l11])
-                        if keys[i + l12] == cur and sites[i + l12] != 0:
+                        if _joins(sites, keys, i + l12, cur):
                             _union(eq, lbl, labels[i + l12])
-                    elif keys[i + l12] == cur and sites[i + l12] != 0:
+                    elif _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l11] == cur and sites[i + l11] != 0:
+                elif _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l8] == cur and sites[i + l8] != 0:
+            elif _joins(sites, keys, i + l8, cur):
                 lbl = np.int64(labels[i + l8])
-                if keys[i + l10] == cur and sites[i + l10] != 0:
+                if _joins(sites, keys, i + l10, cur):
                     _union(eq, lbl, labels[i + l10])
-                    if keys[i + l11] == cur and sites[i + l11] != 0:
+                    if _joins(sites, keys, i + l11, cur):
                         _union(eq, lbl, labels[i + l11])
-                        if keys[i + l12] == cur and sites[i + l12] != 0:
+                        if _joins(sites, keys, i + l12, cur):
                             _union(eq, lbl, labels[i + l12])
-                    elif keys[i + l12] == cur and sites[i + l12] != 0:
+                    elif _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l11] == cur and sites[i + l11] != 0:
+                elif _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l10] == cur and sites[i + l10] != 0:
+            elif _joins(sites, keys, i + l10, cur):
                 lbl = np.int64(labels[i + l10])
-                if keys[i + l11] == cur and sites[i + l11] != 0:
+                if _joins(sites, keys, i + l11, cur):
                     _union(eq, lbl, labels[i + l11])
-                    if keys[i + l12] == cur and sites[i + l12] != 0:
+                    if _joins(sites, keys, i + l12, cur):
                         _union(eq, lbl, labels[i + l12])
-                elif keys[i + l12] == cur and sites[i + l12] != 0:
+                elif _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l11] == cur and sites[i + l11] != 0:
+            elif _joins(sites, keys, i + l11, cur):
                 lbl = np.int64(labels[i + l11])
-                if keys[i + l12] == cur and sites[i + l12] != 0:
+                if _joins(sites, keys, i + l12, cur):
                     _union(eq, lbl, labels[i + l12])
-            elif keys[i + l12] == cur and sites[i + l12] != 0:
+            elif _joins(sites, keys, i + l12, cur):
                 lbl = np.int64(labels[i + l12])
             else:
                 nl += 1

@@ -18,6 +18,13 @@ chunk has its own range below ``n``); ``eq`` is their union-find forest with
 ``eq[x] <= x`` (``components._union``). A site's backward neighbours in rows before
 ``r0``, and those across a periodic axis, are joined afterwards (``equal._seams``,
 ``equal._wraps``): here every axis is open.
+
+The labelled sites come in one of two forms, and every kernel here compiles for each:
+an array of uint8 (non-zero: labelled), or the background's key alone, a scalar of the
+keys' type, when the labelled sites are exactly those whose key differs from it (no
+mask). The second reads no site array, and a neighbour whose key equals a labelled
+site's is labelled too, so a tree's questions are one comparison each (:func:`_on`,
+:func:`_joins`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from catalytic.kernels.cpu._rows import _row_coords
 from catalytic.kernels.cpu.components import _stencil_halves, _union
@@ -33,6 +41,31 @@ from catalytic.kernels.cpu.components import _stencil_halves, _union
 #: the most backward offsets (half the stencil) the site labelling takes: its cover
 #: masks are the bits of an int64
 MAX_BACK = 62
+
+
+def _on(sites, keys, i):
+    """Whether site ``i`` is labelled (``sites``: an array, or the background's key)."""
+    return sites[i] != 0 if isinstance(sites, np.ndarray) else keys[i] != sites
+
+
+def _joins(sites, keys, n, cur):
+    """Whether neighbour ``n`` is labelled with key ``cur`` (that of a labelled site)."""
+    return keys[n] == cur and (not isinstance(sites, np.ndarray) or sites[n] != 0)
+
+
+@overload(_on)
+def _on_numba(sites, keys, i):
+    if isinstance(sites, types.Array):
+        return lambda sites, keys, i: sites[i] != 0
+    return lambda sites, keys, i: keys[i] != sites
+
+
+@overload(_joins)
+def _joins_numba(sites, keys, n, cur):
+    if isinstance(sites, types.Array):
+        return lambda sites, keys, n, cur: keys[n] == cur and sites[n] != 0
+    # a key equal to a labelled site's is not the background's
+    return lambda sites, keys, n, cur: keys[n] == cur
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -77,7 +110,7 @@ def _site_any(keys, sites, labels, eq, i, cov, lin, adj, full, nl):
         if (cov >> j) & 1:
             continue
         n = i + lin[j]
-        if keys[n] == cur and sites[n] != 0:
+        if _joins(sites, keys, n, cur):
             if lbl == 0:
                 lbl = labels[n]
             else:
@@ -97,7 +130,7 @@ def _site_any(keys, sites, labels, eq, i, cov, lin, adj, full, nl):
 def _edge(keys, sites, labels, eq, i, base, L, offs, lin, adj, full, nl):
     """Label site ``i`` of the row from ``base`` with the general scan, the offsets that
     leave the row's ends left out (a row whose other offsets are all valid)."""
-    if sites[i] == 0:
+    if not _on(sites, keys, i):
         labels[i] = 0
         return nl
     return _site_any(keys, sites, labels, eq, i, _x_invalid(i - base, L, offs), lin, adj,
@@ -110,7 +143,7 @@ def _row_any(keys, sites, labels, eq, base, L, inv, reach, offs, lin, adj, full,
     row's invalid offsets, ``reach`` the longest last-axis step). Returns ``nl``."""
     for x in range(L):
         i = base + x
-        if sites[i] == 0:
+        if not _on(sites, keys, i):
             labels[i] = 0
             continue
         cov = inv

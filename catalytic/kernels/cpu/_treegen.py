@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from catalytic.kernels.cpu._rows import _window
-from catalytic.kernels.cpu._sites import _back_invalid, _edge, _row_any
+from catalytic.kernels.cpu._sites import _back_invalid, _edge, _joins, _on, _row_any
 from catalytic.kernels.cpu.components import _union
 '''
 
@@ -48,6 +48,7 @@ def _rows_{name}(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb)
     L = shape[d - 1]
     full = (np.int64(1) << offs.shape[0]) - 1
     c = np.empty(d - 1, dtype=np.int64)
+    # the offsets as unsigned: i + l wraps modulo 2**64 to the neighbour's index
 {loads}
     for row in range(ra, rb):
         inv = _back_invalid(row, r0, shape, offs, c)
@@ -57,8 +58,10 @@ def _rows_{name}(keys, sites, labels, eq, shape, offs, lin, adj, nl, r0, ra, rb)
             continue
         # the first and the last site of the row by the general scan, the rest by the tree
         nl = _edge(keys, sites, labels, eq, base, base, L, offs, lin, adj, full, nl)
-        for i in range(base + 1, base + L - 1):
-            if sites[i] == 0:
+        for x in range(base + 1, base + L - 1):
+            # unsigned: Numba then adds no wraparound of negative indices to each access
+            i = np.uint64(x)
+            if not _on(sites, keys, i):
                 labels[i] = 0
                 continue
             cur = keys[i]
@@ -95,7 +98,7 @@ def tree(cover, ind: str, depth: int) -> list[str]:
         if not open_:
             return [] if joined else [pad + "nl += 1", pad + "eq[nl] = nl", pad + "lbl = nl"]
         j = max(sorted(open_), key=lambda j: (len(cov[j] & open_), -j))
-        lines = [pad + f"if keys[i + l{j}] == cur and sites[i + l{j}] != 0:",
+        lines = [pad + f"if _joins(sites, keys, i + l{j}, cur):",
                  pad + ind + (f"_union(eq, lbl, labels[i + l{j}])" if joined else
                               f"lbl = np.int64(labels[i + l{j}])")]
         lines += node(open_ - cov[j], True, depth + 1)
@@ -117,7 +120,7 @@ def source() -> str:
     parts.append("}\n")
     for name, d, most in STENCILS:
         offs, cover, _ = plan(stencil(d, most).tobytes(), d)
-        loads = "\n".join(f"    l{j} = lin[{j}]" for j in range(len(offs)))
+        loads = "\n".join(f"    l{j} = np.uint64(lin[{j}])" for j in range(len(offs)))
         parts.append(ROWS.format(name=name, loads=loads,
                                  tree="\n".join(tree(cover, "    ", 3))))
     parts.append("\n\nPASSES = {" + ", ".join(f"{n!r}: _pass_{n}" for n, _, _ in STENCILS)

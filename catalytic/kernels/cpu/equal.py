@@ -23,13 +23,20 @@ from catalytic.kernels.cpu import _equal_trees
 from catalytic.kernels.cpu import components as _components
 from catalytic.kernels.cpu._budget import _INT32_LIMIT
 from catalytic.kernels.cpu._rows import _row_coords, _row_target, _window
-from catalytic.kernels.cpu._sites import MAX_BACK, _back_invalid, _rows_any, _x_invalid, plan
+from catalytic.kernels.cpu._sites import (MAX_BACK, _back_invalid, _joins, _on, _rows_any,
+                                          _x_invalid, plan)
 from catalytic.kernels.cpu.components import _union
 
-__all__ = ["label_equal", "applies", "runs_are_long", "MAX_BACK", "SAMPLE_ROWS"]
+__all__ = ["label_equal", "applies", "prefer_runs", "MAX_BACK", "SAMPLE_ROWS", "LONG_RUN",
+           "NEAR"]
 
-#: rows :func:`runs_are_long` looks at
+#: rows :func:`prefer_runs` looks at
 SAMPLE_ROWS = 64
+#: the average run of equal values (sites) from which :func:`prefer_runs` may choose runs
+LONG_RUN = 16
+#: the farthest backward reach (sites) within which the site scan finds the earlier rows
+#: it reads again (keys and labels, 8 bytes a site: 1 MiB) in a core's cache
+NEAR = 1 << 17
 
 
 def applies(offsets, d) -> bool:
@@ -39,26 +46,33 @@ def applies(offsets, d) -> bool:
     return plan(offsets.tobytes(), d)[0].shape[0] <= MAX_BACK
 
 
-def runs_are_long(offsets, d, keys, sites, L, long_run) -> bool:
-    """Whether a stencil none of whose backward offsets covers another (von Neumann's:
-    every equal neighbour is a union for the site scan) meets runs of equal values of
-    ``long_run`` sites or more on average, in :data:`SAMPLE_ROWS` rows spread over the
-    lattice: there the union-find over runs (``values.label_values``) does less work
-    than the site scan. ``L``: the row length.
+def prefer_runs(offsets, shape, keys, sites) -> bool:
+    """Whether the union-find over runs of equal values (``values.label_values``) should
+    label rather than the site scan: with a stencil none of whose backward offsets covers
+    another (von Neumann's: every equal neighbour is a union for the site scan), that
+    reaches more than :data:`NEAR` sites back (the site scan then reads the earlier rows
+    again from memory), on runs of :data:`LONG_RUN` sites or more on average in
+    :data:`SAMPLE_ROWS` rows spread over the lattice. ``sites``: an array (uint8).
 
     Examples
     --------
     >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
-    >>> keys = np.repeat(np.array([1, 2], np.uint32), 8)
-    >>> runs_are_long(off, 2, keys, np.ones(16, np.uint8), 16, 4)
+    >>> keys = np.repeat(np.array([1, 2], np.uint32), 1 << 18)
+    >>> prefer_runs(off, (2, 1 << 18), keys, np.ones(keys.size, np.uint8))
     True
-    >>> runs_are_long(off, 2, keys, np.ones(16, np.uint8), 2, 4)
+    >>> prefer_runs(off, (1 << 10, 1 << 9), keys, np.ones(keys.size, np.uint8))
     False
     """
+    shape = np.asarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    cover = plan(offsets.tobytes(), d)[1]
+    offs, cover, _ = plan(offsets.tobytes(), d)
     if cover.shape[0] == 0 or any(int(c) & (int(c) - 1) for c in cover):
         return False
+    strides = np.cumprod(np.r_[shape[:0:-1], 1])[::-1]
+    if int(-(offs @ strides).min()) <= NEAR:
+        return False
+    L = int(shape[-1])
     nrow = keys.shape[0] // L
     rows = np.unique(np.linspace(0, nrow - 1, min(nrow, SAMPLE_ROWS)).astype(np.int64))
     at = (rows[:, None] * L + np.arange(L)).reshape(-1)
@@ -67,7 +81,7 @@ def runs_are_long(offsets, d, keys, sites, L, long_run) -> bool:
     starts = on.copy()
     starts[:, 1:] &= ~(on[:, :-1] & (k[:, 1:] == k[:, :-1]))
     n_runs = int(starts.sum())
-    return n_runs * long_run <= int(on.sum()) and n_runs > 0
+    return n_runs * LONG_RUN <= int(on.sum()) and n_runs > 0
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -96,7 +110,7 @@ def _seams(keys, sites, labels, eq, shape, offs, lin, reach, T, t, back):
             continue
         for x in range(L):
             i = row * L + x
-            if sites[i] == 0:
+            if not _on(sites, keys, i):
                 continue
             todo = cross
             if x < reach or x >= L - reach:
@@ -104,7 +118,7 @@ def _seams(keys, sites, labels, eq, shape, offs, lin, reach, T, t, back):
             for j in range(offs.shape[0]):
                 if (todo >> j) & 1:
                     n = i + lin[j]
-                    if keys[n] == keys[i] and sites[n] != 0:
+                    if _joins(sites, keys, n, keys[i]):
                         _union(eq, labels[i], labels[n])
 
 
@@ -145,7 +159,7 @@ def _wraps(keys, sites, labels, eq, shape, periodic, offs, ra, rb):
                     x2 %= L
                 i = row * L + x
                 n = t * L + x2
-                if sites[i] != 0 and sites[n] != 0 and keys[i] == keys[n]:
+                if _on(sites, keys, i) and _joins(sites, keys, n, keys[i]):
                     _union(eq, labels[i], labels[n])
 
 
@@ -159,33 +173,36 @@ def _final(labels, eq, part, T, s, w, L):
     ways = part.shape[0] // T
     for t in prange(T):
         _, _, a, b = _window(nrow, T, t, s, w)
-        i = a * L
+        x = a * L
         end = b * L
+        # unsigned indices: Numba then adds no wraparound of negative ones to each access
+        u1, u2, u3 = np.uint64(1), np.uint64(2), np.uint64(3)
         if ways == 4:
             s0 = part[4 * t]
             s1 = part[4 * t + 1]
             s2 = part[4 * t + 2]
             s3 = part[4 * t + 3]
-            while i + 4 <= end:
-                v0 = eq[labels[i]]
-                v1 = eq[labels[i + 1]]
-                v2 = eq[labels[i + 2]]
-                v3 = eq[labels[i + 3]]
+            while x + 4 <= end:
+                i = np.uint64(x)
+                v0 = eq[np.uint64(labels[i])]
+                v1 = eq[np.uint64(labels[i + u1])]
+                v2 = eq[np.uint64(labels[i + u2])]
+                v3 = eq[np.uint64(labels[i + u3])]
                 labels[i] = v0
-                labels[i + 1] = v1
-                labels[i + 2] = v2
-                labels[i + 3] = v3
-                s0[v0] += 1
-                s1[v1] += 1
-                s2[v2] += 1
-                s3[v3] += 1
-                i += 4
+                labels[i + u1] = v1
+                labels[i + u2] = v2
+                labels[i + u3] = v3
+                s0[np.uint64(v0)] += 1
+                s1[np.uint64(v1)] += 1
+                s2[np.uint64(v2)] += 1
+                s3[np.uint64(v3)] += 1
+                x += 4
         sz = part[ways * t]
-        while i < end:
-            v = eq[labels[i]]
+        for x in range(x, end):
+            i = np.uint64(x)
+            v = eq[np.uint64(labels[i])]
             labels[i] = v
-            sz[v] += 1
-            i += 1
+            sz[np.uint64(v)] += 1
 
 
 #: the most labels for which the final pass counts sizes four ways per thread
@@ -203,8 +220,10 @@ def label_equal(shape, periodic, offsets, keys, sites):
     keys : ndarray, shape (n,)
         Site values as keys compared for equality (``catalogue.label_keys`` with
         ``delta`` 0); read, never written.
-    sites : ndarray of uint8, shape (n,)
-        The labelled sites (open and not background): non-zero.
+    sites : ndarray of uint8, shape (n,), or scalar
+        The labelled sites (open and not background): non-zero. Or the background's
+        key, when the labelled sites are exactly those whose key differs from it (a
+        lattice without a mask): then no site array is read.
 
     Returns
     -------
@@ -238,11 +257,18 @@ def label_equal(shape, periodic, offsets, keys, sites):
     ...                                    np.ones(6, np.uint8))
     >>> labels.tolist(), count, sizes.tolist()
     ([1, 1, 2, 1, 3, 2], 3, [3, 2, 1])
+
+    The same with 2 as the background, given as its key:
+
+    >>> label_equal((2, 3), np.zeros(2, np.uint8), off, keys, 2)[0].tolist()
+    [1, 1, 0, 1, 2, 0]
     """
     shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
     d = shape.shape[0]
     periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(d)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1, d)
+    if not isinstance(sites, np.ndarray):
+        sites = keys.dtype.type(sites)
     offs, adj, reach = plan(offsets.tobytes(), d)
     k = offs.shape[0]
     if k > MAX_BACK:
@@ -284,11 +310,14 @@ def label_equal(shape, periodic, offsets, keys, sites):
             _wraps(keys, sites, labels, eq, shape, periodic, offs, a, min(nrow, a + step))
     count = _number(eq, nxt, T, nrow, L)
     ways = 4 if count < _FOUR_WAYS else 1
-    part = np.zeros((T * ways, count + 1),
-                    dtype=np.int32 if n <= _INT32_LIMIT else np.int64)
+    # each counter row padded to whole cache lines: threads counting into neighbouring
+    # rows would otherwise share lines, and with few labels wait on each other
+    ctype = np.int32 if n <= _INT32_LIMIT else np.int64
+    line = 64 // np.dtype(ctype).itemsize
+    part = np.zeros((T * ways, -(-(count + 1) // line) * line + line), dtype=ctype)
     for s in wins:
         _final(labels, eq, part, T, s, w, L)
-    sizes = part.sum(axis=0, dtype=np.int64)[1:]
+    sizes = part.sum(axis=0, dtype=np.int64)[1:count + 1]
     return labels, count, sizes
 
 

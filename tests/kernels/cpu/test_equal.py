@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import catalytic as cat
+from catalytic.backends.numba_cpu import _background_key
 from catalytic.kernels.cpu import _budget, _equal_trees, _treegen
 from catalytic.kernels.cpu import equal as E
 from tests.lattice.test_label import (SPLIT_CASES, assert_components, canonical, oracle,
@@ -22,9 +23,13 @@ from tests.support.strategies import make
 from tests.support.threads import threads  # noqa: F401 (a fixture)
 
 
-def equal_args(L, values, background=0):
-    """``label_equal`` arguments for ``values`` (delta 0) on lattice ``L``."""
-    return run_args(L, values, background, 0)[:5]
+def equal_args(L, values, background=0, by_key=False):
+    """``label_equal`` arguments for ``values`` (delta 0) on lattice ``L``; ``by_key``:
+    the labelled sites as the background's key where the backend gives them so."""
+    args = run_args(L, values, background, 0)[:5]
+    if by_key:
+        args = (*args[:4], _background_key(L.geometry, args[3], args[4]))
+    return args
 
 
 def test_the_generated_trees_are_what_the_generator_writes():
@@ -39,19 +44,42 @@ def test_each_tree_is_found_for_its_stencil(name, d, most):
     assert _equal_trees.TREES[tuple(map(tuple, offs.tolist()))] == name
 
 
-@given(case=valued_specs(bonds=False), small_budget=st.booleans())
+@given(case=valued_specs(bonds=False), small_budget=st.booleans(), by_key=st.booleans())
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_equal_values_label_as_the_graph_does(monkeypatch, threads, case, small_budget):
+def test_equal_values_label_as_the_graph_does(monkeypatch, threads, case, small_budget,
+                                              by_key):
     """Every lattice without bonds (custom stencils, periodic axes, masks); the values
     compared for equality whatever ``delta`` the case drew; kernel calls of a few rows
-    half the time."""
+    half the time; the labelled sites as an array or as the background's key."""
     spec, values, background, _ = case
     L = make(spec)
     if small_budget:
         monkeypatch.setattr(_budget, "_BUDGET", 40)
     want = oracle(spec, values, background, 0)
-    assert_components(E.label_equal(*equal_args(L, values, background)), want)
+    assert_components(E.label_equal(*equal_args(L, values, background, by_key)), want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64, np.float32, bool])
+def test_the_background_key_stands_for_the_sites_only_without_a_mask(dtype):
+    """Without a mask the unlabelled sites are exactly those holding the background's
+    key (-0.0 among them for a background of 0.0); with a mask, or with no site of the
+    background, the site array stays."""
+    values = np.array([[0, 1, 2, 0], [1, 0, 0, 1]]).astype(dtype)
+    if dtype == np.float32:
+        values[1, 1] = -0.0
+    L = cat.Lattice(shape=values.shape, stencil="moore")
+    keys, sites = run_args(L, values, 0, 0)[3:5]
+    bg = _background_key(L.geometry, keys, sites)
+    assert np.isscalar(bg) and bg.dtype == keys.dtype
+    np.testing.assert_array_equal(keys != bg, sites != 0)
+    labels = E.label_equal(*equal_args(L, values, 0, True))[0].reshape(values.shape)
+    np.testing.assert_array_equal(labels != 0, values != 0)
+    assert isinstance(_background_key(L.geometry, *run_args(L, values, 7, 0)[3:5]),
+                      np.ndarray)
+    Lm = cat.Lattice(shape=values.shape, stencil="moore", mask=values != 2)
+    keys, sites = run_args(Lm, values, 0, 0)[3:5]
+    assert _background_key(Lm.geometry, keys, sites) is sites
 
 
 def _images(shape, seed):
@@ -79,11 +107,11 @@ def test_tree_stencils_match_cc3d_and_the_general_scan(monkeypatch, threads, sha
     L = cat.Lattice(shape=shape, stencil=stencil)
     for values in _images(shape, connectivity):
         want = canonical(cc3d.connected_components(values, connectivity=connectivity))
-        got = E.label_equal(*equal_args(L, values))
-        assert_components(got, want)
-        with monkeypatch.context() as m:
-            m.setattr(_equal_trees, "TREES", {})
-            assert_components(E.label_equal(*equal_args(L, values)), want)
+        for by_key in (False, True):
+            assert_components(E.label_equal(*equal_args(L, values, 0, by_key)), want)
+            with monkeypatch.context() as m:
+                m.setattr(_equal_trees, "TREES", {})
+                assert_components(E.label_equal(*equal_args(L, values, 0, by_key)), want)
         blocked = np.random.default_rng(3).random(shape) < 0.2
         Lm = cat.Lattice(shape=shape, stencil=stencil, mask=~blocked)
         masked = np.where(blocked, 0, values)
@@ -103,7 +131,7 @@ def test_larger_equal_labellings_match_the_numpy_backend(monkeypatch, threads, c
     assert_components(E.label_equal(*equal_args(L, values)), want)
     calls = count_kernel_calls(monkeypatch, {E: ("_final", "_wraps")})
     monkeypatch.setattr(_budget, "_BUDGET", 3 * L.shape[-1])
-    assert_components(E.label_equal(*equal_args(L, values)), want)
+    assert_components(E.label_equal(*equal_args(L, values, 0, True)), want)
     rows = L.geometry.n_points // L.shape[-1]
     assert calls["_final"] >= -(-(-(-rows // threads)) // max(1, 3 // threads))
     if L.geometry.periodic_arr.any():
@@ -130,15 +158,22 @@ def test_keys_and_sites_are_not_written():
         np.testing.assert_array_equal(a, b)
 
 
-def test_long_runs_go_to_the_run_labelling_only_without_covering_neighbours():
-    """Von Neumann's stencil on long runs: the value runs; on short runs, or with
-    Moore's stencil (its first neighbour covers every other), the site scan. Both give
-    the numpy backend's labels."""
-    few, many = _images((30, 40, 50), 0)
-    for stencil, values, long_ in (("von_neumann", few, True), ("von_neumann", many, False),
-                                   ("moore", few, False)):
-        L = cat.Lattice(shape=few.shape, stencil=stencil)
-        args = equal_args(L, values)
-        assert E.runs_are_long(L.geometry.offsets, 3, args[3], args[4], 50, 4) is long_
-        np.testing.assert_array_equal(L.label(values, backend="numba-cpu").labels,
-                                      L.label(values, backend="numpy").labels)
+@pytest.mark.parametrize("stencil, kind, near, runs", [
+    ("von_neumann", "long", 100, True), ("von_neumann", "long", None, False),
+    ("von_neumann", "short", 100, False), ("moore", "long", 100, False)])
+def test_runs_label_only_long_runs_of_far_rows_without_covering_neighbours(
+        monkeypatch, stencil, kind, near, runs):
+    """Von Neumann's stencil on runs of 25 whose earlier rows lie farther back than
+    ``NEAR`` sites: the value runs; on short runs, with the rows near (the default
+    ``NEAR`` on this lattice), or with Moore's stencil (its first neighbour covers every
+    other), the site scan. Both give the numpy backend's labels."""
+    shape = (30, 40, 50)
+    values = (np.indices(shape)[0] // 10 * 2 + np.arange(50) // 25 + 1 if kind == "long"
+              else _images(shape, 0)[1])
+    if near is not None:
+        monkeypatch.setattr(E, "NEAR", near)
+    L = cat.Lattice(shape=shape, stencil=stencil)
+    args = equal_args(L, values)
+    assert E.prefer_runs(L.geometry.offsets, shape, args[3], args[4]) is runs
+    np.testing.assert_array_equal(L.label(values, backend="numba-cpu").labels,
+                                  L.label(values, backend="numpy").labels)
