@@ -511,6 +511,74 @@ def v_cluster_statistics(lat, labels, field=None):
     return (lat, flat, f), {}
 
 
+def _spacing(g, spacing) -> np.ndarray:
+    """``spacing`` (None: 1 on every axis; a real number for every axis; or one per
+    axis), finite and > 0, as float64 (d,)."""
+    d = g.dimensions
+    if spacing is None:
+        return np.ones(d)
+    arr = np.asarray(spacing)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"spacing must be real numbers, got {spacing!r}")
+    if arr.ndim == 0:
+        arr = np.full(d, arr)
+    if arr.shape != (d,):
+        raise ValueError(f"spacing must be one number or one per axis ({d}), got "
+                         f"{arr.shape[0] if arr.ndim == 1 else arr.shape} values")
+    arr = arr.astype(np.float64)
+    if not (np.isfinite(arr).all() and (arr > 0).all()):
+        raise ValueError(f"spacing must be finite and > 0 on every axis, got "
+                         f"{arr.tolist()}")
+    return arr
+
+
+def v_distance_transform(lat, features=None, *, values=None, background=0, spacing=None,
+                         squared=False, dtype=None, return_indices=False):
+    """``distance_transform``: the features as a boolean array of the lattice's shape (or
+    flat), or sites (:meth:`Geometry.sites`, blocked ones allowed), or by default the
+    blocked sites; or ``values`` (a value array: the features of a site are the sites of
+    another value, those holding ``background`` and the blocked ones), never both. Gives
+    the backends the marked sites (uint8, flat: features, or background and blocked),
+    the keys (:func:`label_keys`, delta 0) or None, the spacing (float64, one per axis),
+    ``squared``, the dtype (float64 or float32) and ``return_indices``."""
+    g = lat.geometry
+    for name, flag in (("squared", squared), ("return_indices", return_indices)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    out = np.dtype(np.float64 if dtype is None else dtype)
+    if out not in (np.float64, np.float32):
+        raise TypeError(f"dtype must be float64 or float32, got {out}")
+    step = _spacing(g, spacing)
+    keys = None
+    if values is not None:
+        if features is not None:
+            raise ValueError("give features or values, not both")
+        # NaN refused, as label refuses it
+        keys, marked, _ = _label_inputs(g, values, background, 0, None)
+        marked = marked == 0  # background
+        if g.mask is not None:
+            marked |= ~g.mask.reshape(-1)
+    elif features is None:
+        marked = (np.zeros(g.n_points, dtype=bool) if g.mask is None
+                  else ~g.mask.reshape(-1))
+    elif np.asarray(features).dtype == np.bool_:
+        marked = np.asarray(features)
+        if marked.shape not in (g.shape, (g.n_points,)):
+            raise ValueError(f"features has shape {marked.shape}; expected the lattice "
+                             f"shape {g.shape}")
+        marked = marked.reshape(-1)
+    else:
+        marked = np.zeros(g.n_points, dtype=bool)
+        marked[g.with_mask(None).sites(features, "features")] = True
+    return (lat, np.ascontiguousarray(marked, dtype=np.uint8), keys, step, bool(squared),
+            out, bool(return_indices)), {}
+
+
+def _edt_work(lat, *_, **__) -> float:
+    g = lat.geometry
+    return float(g.n_points * g.dimensions)
+
+
 def v_region_graph(lat, labels):
     """``region_graph``: labels as :func:`v_cluster_statistics` checks them (any
     label may have several pieces)."""
@@ -1034,6 +1102,8 @@ CATALOGUE = (
      "Labels of the clusters of close values (equal, or at most delta apart)."),
     ("cluster_statistics", v_cluster_statistics, sites_work, mem_sites(200), {},
      "Sizes, boxes, centroids, gyration, faces, wrapping and field reductions of clusters."),
+    ("distance_transform", v_distance_transform, _edt_work, mem_sites(17), DATA,
+     "Exact Euclidean distances to the nearest feature (or site of another value)."),
     ("region_graph", v_region_graph, sites_work, mem_sites(120), {},
      "The regions that touch, with the number of bonds joining each pair."),
     ("percolates", v_percolates, sites_work, _mem_percolates, {},

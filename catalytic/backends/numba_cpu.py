@@ -70,6 +70,12 @@ def _equal():
     return equal
 
 
+def _edt():
+    from catalytic.kernels.cpu import edt
+
+    return edt
+
+
 def _clusters():
     from catalytic.kernels.cpu import clusters
 
@@ -396,6 +402,16 @@ def region_graph(lat, labels):
                                 g.periodic_arr, g.bond_offsets, bits, words)
 
 
+def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
+    """The separable passes of ``kernels.cpu.edt``, each in parallel over its lines."""
+    g = lat.geometry
+    out = _edt().transform(g.shape, g.periodic, spacing, marked, keys, dtype, squared,
+                           indices)
+    if indices:
+        return out[0].reshape(g.shape), out[1].reshape(g.shape)
+    return out.reshape(g.shape)
+
+
 def cluster_statistics(lat, labels, field):
     """The windings by union-find in flat order in Numba (periodic axes only), the sums
     and extremes in one threaded pass, the arcs from a counting sort by label
@@ -681,6 +697,7 @@ IMPLEMENTATIONS = {
     "cluster_statistics": (cluster_statistics, None),
     "batched.label": (batched_label, None),
     "region_graph": (region_graph, None),
+    "distance_transform": (distance_transform, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),

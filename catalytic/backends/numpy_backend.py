@@ -235,6 +235,12 @@ def region_graph(lat, labels):
     return graph(lat.geometry, labels)
 
 
+def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
+    from catalytic.backends._distance import distance_transform as transform
+
+    return transform(lat.geometry, marked, keys, spacing, squared, dtype, indices)
+
+
 def percolates(lat, *, axis=0):
     return C.percolates_with(connected_components, lat, axis)
 
@@ -754,6 +760,7 @@ IMPLEMENTATIONS = {
     "cluster_statistics": cluster_statistics,
     "batched.label": batched_label,
     "region_graph": region_graph,
+    "distance_transform": distance_transform,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
     "degree": degree,

@@ -1,0 +1,381 @@
+"""The exact Euclidean distance transform: one pass per axis of lower envelopes of
+parabolas (Felzenszwalb and Huttenlocher, "Distance transforms of sampled functions",
+Theory of Computing 8, 2012).
+
+A pass along axis ``a`` replaces the squared distance ``f`` of every site ``q`` of a line
+by ``min_p f(p) + w (q - p)^2`` over the sites ``p`` of its line, ``w`` the axis' spacing
+squared: the lower envelope of one parabola per site, built left to right and read left
+to right, O(n) a line. The passes run from the last axis to the first, starting from 0
+at the features and inf elsewhere; after the last one ``f`` is the squared distance to
+the nearest feature, exact for integer spacings (every value and comparison is then an
+integer below 2**53) and within rounding otherwise.
+
+Labels (a value array): a site's features are the sites of another value, and the sites
+marked ``zero`` (background, blocked). A line falls into segments: maximal runs of
+unmarked sites of one value. The neighbours just outside a segment are its nearest
+features along the line (0 there), and every site beyond one is farther than it, so each
+segment is an envelope of its own sites and its two ends (Zlateski's ``edt`` package does
+the same). A site marked ``zero`` is its own nearest feature. With one value everywhere
+this is the transform of the marked sites.
+
+Periodic axes: a line with a segment end somewhere is read from one, round the ring; a
+line without one (every site of one value, none marked) is an envelope over its sites
+repeated at ``p - n`` and ``p + n``, read on ``[0, n)``.
+
+Ties: a query keeps the parabola it holds unless the next one is strictly lower, so of
+two features at the same distance along a line the one at the lower (unwrapped)
+coordinate wins; over the passes (last axis first), the nearest feature is the one whose
+displacement from the site is the smallest in C order, a periodic component taken the
+short way round (at exactly half the axis, the negative way). Exact for integer
+spacings, like the distances.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from catalytic.kernels.cpu import _budget
+from catalytic.kernels.cpu._budget import _frozen
+
+__all__ = ["transform"]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _wrap(x, n):
+    """``x % n`` for ``-n <= x < 2 n``, without a division."""
+    return x - n if x >= n else (x + n if x < 0 else x)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(k, u, fu, iu, w, v, vf, vi, z):
+    """Put the parabola of vertex ``u`` and height ``fu`` (feature ``iu``) on the
+    envelope ``v, vf, vi, z`` of ``k + 1`` parabolas (``z[j]``: where parabola j starts
+    being the lowest); returns the new last index."""
+    while k >= 0:
+        s = ((fu + w * u * u) - (vf[k] + w * v[k] * v[k])) / (2.0 * w * (u - v[k]))
+        if s <= z[k]:
+            k -= 1
+        else:
+            k += 1
+            v[k] = u
+            vf[k] = fu
+            vi[k] = iu
+            z[k] = s
+            return k
+    v[0] = u
+    vf[0] = fu
+    vi[0] = iu
+    z[0] = -np.inf
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _read(k, q, w, j, v, vf):
+    """The envelope's parabola lowest at ``q`` (>= the last one read, ``j``): the next
+    one only when strictly lower."""
+    while j < k:
+        a = q - v[j]
+        b = q - v[j + 1]
+        if w * b * b + vf[j + 1] < w * a * a + vf[j]:
+            j += 1
+        else:
+            break
+    return j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _span(lf, li, track, n, w, u0, u1, q0, q1, left, right, v, vf, vi, z):
+    """The envelope of the sites at unwrapped positions [u0, u1) of a line of ``n``
+    (``lf``, ``li``: f and nearest feature, at the position modulo n), with a feature
+    (f 0) at ``u0 - 1`` if ``left`` (its flat index) is not -1 and at ``u1`` if
+    ``right`` is not; read at [q0, q1) into the same arrays (every site is read before
+    one is written)."""
+    k = -1
+    if left >= 0:
+        k = _add(k, np.float64(u0 - 1), 0.0, left, w, v, vf, vi, z)
+    for u in range(u0, u1):
+        p = _wrap(u, n)
+        if lf[p] != np.inf:
+            k = _add(k, np.float64(u), lf[p], li[p] if track else 0, w, v, vf, vi, z)
+    if right >= 0:
+        k = _add(k, np.float64(u1), 0.0, right, w, v, vf, vi, z)
+    j = 0
+    for u in range(q0, q1):
+        p = _wrap(u, n)
+        if k < 0:
+            lf[p] = np.inf
+            if track:
+                li[p] = -1
+            continue
+        q = np.float64(u)
+        j = _read(k, q, w, j, v, vf)
+        a = q - v[j]
+        lf[p] = w * a * a + vf[j]
+        if track:
+            li[p] = vi[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, vi, z):
+    """One line of ``n`` sites (flat index ``base + p stride``) gathered in ``lf`` (f),
+    ``li`` (nearest feature so far), ``lk`` (keys) and ``lz`` (marked), both read
+    ``by_value`` only (without values a marked site's f is 0 already, and the line is one
+    envelope): the new f and features in place."""
+    if not by_value:
+        if periodic:  # every site at p - n, p, p + n, read on [0, n)
+            _span(lf, li, track, n, w, -(n // 2), 2 * n - n // 2, 0, n, -1, -1, v, vf, vi,
+                  z)
+        else:
+            _span(lf, li, track, n, w, 0, n, 0, n, -1, -1, v, vf, vi, z)
+        return
+    # the line is read from p0: 0 on an open axis, round a ring from a segment's start (a
+    # marked site, or a site after a marked one or one of another value)
+    p0 = 0
+    if periodic:
+        p0 = -1
+        for p in range(n):
+            prev = p - 1 if p > 0 else n - 1
+            if lz[p] != 0 or lz[prev] != 0 or lk[p] != lk[prev]:
+                p0 = p
+                break
+        if p0 < 0:  # one value round the ring and no mark
+            _span(lf, li, track, n, w, -(n // 2), 2 * n - n // 2, 0, n, -1, -1, v, vf, vi,
+                  z)
+            return
+    t = 0
+    while t < n:
+        p = _wrap(p0 + t, n)
+        if lz[p] != 0:
+            lf[p] = 0.0
+            if track:
+                li[p] = base + p * stride
+            t += 1
+            continue
+        # the segment of unwrapped positions [p0 + t, p0 + e): its ends are features
+        e = t + 1
+        while e < n:
+            r = _wrap(p0 + e, n)
+            if lz[r] != 0 or lk[r] != lk[p]:
+                break
+            e += 1
+        left = base + _wrap(p0 + t - 1, n) * stride if periodic or p0 + t > 0 else -1
+        right = base + _wrap(p0 + e, n) * stride if periodic or p0 + e < n else -1
+        _span(lf, li, track, n, w, p0 + t, p0 + e, p0 + t, p0 + e, left, right, v, vf, vi,
+              z)
+        t = e
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _rows(f, fi, keys, zero, L, periodic, w, by_value, track, r0, r1, T):
+    """The first pass, along the last axis (rows of ``L`` sites), rows [r0, r1) in ``T``
+    chunks: with only the marked sites at 0, a site's envelope is the two ends of its
+    segment, so f is the squared distance to the nearer end (the lower one on a tie)."""
+    for t in prange(T):
+        a0 = r0 + (r1 - r0) * t // T
+        a1 = r0 + (r1 - r0) * (t + 1) // T
+        for row in range(a0, a1):
+            base = row * L
+            # read from p0: 0, or round a ring from a segment's start
+            p0 = 0
+            if periodic:
+                p0 = -1
+                for p in range(L):
+                    prev = base + (p - 1 if p > 0 else L - 1)
+                    i = base + p
+                    if zero[i] != 0 or zero[prev] != 0 or by_value and keys[i] != keys[prev]:
+                        p0 = p
+                        break
+                if p0 < 0:  # one segment round the whole ring: no feature on it
+                    for p in range(L):
+                        f[base + p] = np.inf
+                        if track:
+                            fi[base + p] = -1
+                    continue
+            t0 = 0
+            while t0 < L:
+                i = base + _wrap(p0 + t0, L)
+                if zero[i] != 0:
+                    f[i] = 0.0
+                    if track:
+                        fi[i] = i
+                    t0 += 1
+                    continue
+                e = t0 + 1
+                while e < L:
+                    r = base + _wrap(p0 + e, L)
+                    if zero[r] != 0 or by_value and keys[r] != keys[i]:
+                        break
+                    e += 1
+                lo = periodic or p0 + t0 > 0
+                hi = periodic or p0 + e < L
+                left = base + _wrap(p0 + t0 - 1, L)
+                right = base + _wrap(p0 + e, L)
+                for s in range(t0, e):
+                    r = base + _wrap(p0 + s, L)
+                    a = s - t0 + 1  # steps to the left end
+                    b = e - s  # to the right end
+                    if lo and (not hi or a <= b):
+                        f[r] = w * a * a
+                        if track:
+                            fi[r] = left
+                    elif hi:
+                        f[r] = w * b * b
+                        if track:
+                            fi[r] = right
+                    else:
+                        f[r] = np.inf
+                        if track:
+                            fi[r] = -1
+                t0 = e
+
+
+#: columns gathered at once in a pass along an axis other than the last: one cache line
+#: of float32 each time the pass reads or writes a line position
+TILE = 16
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, l0, l1, T):
+    """A pass along an axis of ``n`` sites and stride ``stride`` (> 1): tiles
+    [l0, l1) of :data:`TILE` neighbouring lines (tile ``l``: outer ``l // tiles``, the
+    lines from inner ``(l % tiles) TILE``, ``tiles`` the tiles of one outer index), in
+    ``T`` chunks, ``f`` and ``fi`` updated in place."""
+    tiles = (stride + TILE - 1) // TILE
+    for t in prange(T):
+        a0 = l0 + (l1 - l0) * t // T
+        a1 = l0 + (l1 - l0) * (t + 1) // T
+        bf = np.empty((TILE, n), dtype=f.dtype)
+        bi = np.empty((TILE, n if track else 0), dtype=np.int64)
+        bk = np.empty((TILE, n if by_value else 0), dtype=keys.dtype)
+        bz = np.empty((TILE, n if by_value else 0), dtype=np.uint8)
+        m = 2 * n + 2
+        v = np.empty(m, dtype=np.float64)
+        vf = np.empty(m, dtype=f.dtype)
+        vi = np.empty(m, dtype=np.int64)
+        z = np.empty(m, dtype=np.float64)
+        for tile in range(a0, a1):
+            first = (tile // tiles) * n * stride + (tile % tiles) * TILE
+            B = min(TILE, stride - (tile % tiles) * TILE)
+            for p in range(n):
+                s = first + p * stride
+                for c in range(B):
+                    bf[c, p] = f[s + c]
+                if track:
+                    for c in range(B):
+                        bi[c, p] = fi[s + c]
+                if by_value:
+                    for c in range(B):
+                        bk[c, p] = keys[s + c]
+                        bz[c, p] = zero[s + c]
+            # constants for by_value and track: each of the four inlined copies of the
+            # line loses the branches the other three take
+            for c in range(B):
+                if by_value and track:
+                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, True, True, w, first + c,
+                          stride, v, vf, vi, z)
+                elif by_value:
+                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, True, False, w, first + c,
+                          stride, v, vf, vi, z)
+                elif track:
+                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, False, True, w, first + c,
+                          stride, v, vf, vi, z)
+                else:
+                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, False, False, w,
+                          first + c, stride, v, vf, vi, z)
+            for p in range(n):
+                s = first + p * stride
+                for c in range(B):
+                    f[s + c] = bf[c, p]
+                if track:
+                    for c in range(B):
+                        fi[s + c] = bi[c, p]
+
+
+def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squared=False,
+              indices=False):
+    """The exact Euclidean distance transform of a lattice.
+
+    Parameters
+    ----------
+    shape : sequence of int
+    periodic : sequence of bool
+        One per axis.
+    spacing : sequence of float
+        The distance between neighbouring sites along each axis (finite, > 0).
+    zero : ndarray of uint8, shape (n,)
+        The marked sites: features (at distance 0) whatever their value.
+    keys : ndarray of uint32 or uint64, shape (n,), optional
+        Site values as keys compared for equality: a site's features are then also the
+        sites of another value. None: the marked sites are the only features.
+    dtype : float64 or float32
+        The type the squared distances are summed in and returned as.
+    squared : bool
+        Return squared distances.
+    indices : bool
+        Also return the flat index of each site's nearest feature (-1 where none is).
+
+    Returns
+    -------
+    distances : ndarray of ``dtype``, (n,)
+        inf where no feature is.
+    nearest : ndarray of int64, (n,)
+        Only with ``indices``.
+
+    Notes
+    -----
+    O(n d) time, every pass in parallel over its lines in kernel calls of about
+    ``_budget._BUDGET`` sites; memory: the result (and the indices), and per thread a
+    few arrays of the longest axis.
+
+    Examples
+    --------
+    >>> zero = np.array([1, 0, 0, 0, 0, 0], np.uint8)
+    >>> transform((6,), (False,), (1.0,), zero).tolist()
+    [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    >>> transform((6,), (True,), (1.0,), zero).tolist()
+    [0.0, 1.0, 2.0, 3.0, 2.0, 1.0]
+    >>> keys = np.array([1, 1, 2, 2, 2, 2], np.uint32)
+    >>> d, near = transform((6,), (False,), (0.5,), zero * 0, keys, indices=True)
+    >>> d.tolist(), near.tolist()
+    ([1.0, 0.5, 0.5, 1.0, 1.5, 2.0], [2, 2, 1, 1, 1, 1])
+    """
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    n = int(np.prod(shape))
+    dtype = np.dtype(dtype)
+    zero = _frozen(np.ascontiguousarray(zero, dtype=np.uint8).reshape(n))
+    by_value = keys is not None
+    keys = _frozen(keys if by_value else np.zeros(1, dtype=np.uint32))
+    # the first pass (along the last axis) writes every site
+    f = np.empty(n, dtype=dtype)
+    fi = np.empty(n if indices else 1, dtype=np.int64)
+    threads = numba.get_num_threads()
+    if n == 0:
+        return (f, fi) if indices else f
+    stride = 1
+    for axis in range(d - 1, -1, -1):
+        L = int(shape[axis])
+        w = float(spacing[axis]) ** 2
+        per = np.bool_(periodic[axis])
+        if axis == d - 1:
+            lines = n // L
+            step = max(1, _budget._BUDGET // L)
+            for r0 in range(0, lines, step):
+                r1 = min(lines, r0 + step)
+                _rows(f, fi, keys, zero, np.int64(L), per, w, np.bool_(by_value),
+                      np.bool_(indices), np.int64(r0), np.int64(r1),
+                      np.int64(max(1, min(threads, r1 - r0))))
+        else:
+            tiles = n // (L * stride) * -(-stride // TILE)
+            step = max(1, _budget._BUDGET // (L * TILE))
+            for l0 in range(0, tiles, step):
+                l1 = min(tiles, l0 + step)
+                _columns(f, fi, keys, zero, np.int64(L), np.int64(stride), per, w,
+                         np.bool_(by_value), np.bool_(indices), np.int64(l0), np.int64(l1),
+                         np.int64(max(1, min(threads, l1 - l0))))
+        stride *= L
+    if not squared:
+        np.sqrt(f, out=f)
+    return (f, fi) if indices else f
