@@ -123,47 +123,46 @@ def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, 
     ``li`` (nearest feature so far), ``lk`` (keys) and ``lz`` (marked), both read
     ``by_value`` only (without values a marked site's f is 0 already, and the line is one
     envelope): the new f and features in place."""
-    if not by_value:
-        if periodic:  # every site at p - n, p, p + n, read on [0, n)
-            _span(lf, li, track, n, w, -(n // 2), 2 * n - n // 2, 0, n, -1, -1, v, vf, vi,
-                  z)
-        else:
-            _span(lf, li, track, n, w, 0, n, 0, n, -1, -1, v, vf, vi, z)
-        return
     # the line is read from p0: 0 on an open axis, round a ring from a segment's start (a
-    # marked site, or a site after a marked one or one of another value)
+    # marked site, or a site after a marked one or one of another value). A line without
+    # a segment end (no values; one value round a ring and no mark) is one span, on a
+    # ring every site at p - n, p, p + n read on [0, n). One call of _span: its code is
+    # inlined once.
     p0 = 0
-    if periodic:
+    whole = not by_value
+    if by_value and periodic:
         p0 = -1
         for p in range(n):
             prev = p - 1 if p > 0 else n - 1
             if lz[p] != 0 or lz[prev] != 0 or lk[p] != lk[prev]:
                 p0 = p
                 break
-        if p0 < 0:  # one value round the ring and no mark
-            _span(lf, li, track, n, w, -(n // 2), 2 * n - n // 2, 0, n, -1, -1, v, vf, vi,
-                  z)
-            return
+        whole = p0 < 0
     t = 0
     while t < n:
-        p = _wrap(p0 + t, n)
-        if lz[p] != 0:
-            lf[p] = 0.0
-            if track:
-                li[p] = base + p * stride
-            t += 1
-            continue
-        # the segment of unwrapped positions [p0 + t, p0 + e): its ends are features
-        e = t + 1
-        while e < n:
-            r = _wrap(p0 + e, n)
-            if lz[r] != 0 or lk[r] != lk[p]:
-                break
-            e += 1
-        left = base + _wrap(p0 + t - 1, n) * stride if periodic or p0 + t > 0 else -1
-        right = base + _wrap(p0 + e, n) * stride if periodic or p0 + e < n else -1
-        _span(lf, li, track, n, w, p0 + t, p0 + e, p0 + t, p0 + e, left, right, v, vf, vi,
-              z)
+        if whole:
+            u0, u1 = (-(n // 2), 2 * n - n // 2) if periodic else (0, n)
+            q0, q1, left, right, e = 0, n, -1, -1, n
+        else:
+            p = _wrap(p0 + t, n)
+            if lz[p] != 0:
+                lf[p] = 0.0
+                if track:
+                    li[p] = base + p * stride
+                t += 1
+                continue
+            # the segment of unwrapped positions [p0 + t, p0 + e): its ends are features
+            e = t + 1
+            while e < n:
+                r = _wrap(p0 + e, n)
+                if lz[r] != 0 or lk[r] != lk[p]:
+                    break
+                e += 1
+            u0 = q0 = p0 + t
+            u1 = q1 = p0 + e
+            left = base + _wrap(p0 + t - 1, n) * stride if periodic or p0 + t > 0 else -1
+            right = base + _wrap(p0 + e, n) * stride if periodic or p0 + e < n else -1
+        _span(lf, li, track, n, w, u0, u1, q0, q1, left, right, v, vf, vi, z)
         t = e
 
 
@@ -237,11 +236,12 @@ TILE = 16
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, l0, l1, T):
+def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l0, l1, T):
     """A pass along an axis of ``n`` sites and stride ``stride`` (> 1): tiles
     [l0, l1) of :data:`TILE` neighbouring lines (tile ``l``: outer ``l // tiles``, the
     lines from inner ``(l % tiles) TILE``, ``tiles`` the tiles of one outer index), in
-    ``T`` chunks, ``f`` and ``fi`` updated in place."""
+    ``T`` chunks, ``f`` and ``fi`` updated in place (with ``root``, the last pass, f's
+    square root: one pass over the result less)."""
     tiles = (stride + TILE - 1) // TILE
     for t in prange(T):
         a0 = l0 + (l1 - l0) * t // T
@@ -269,25 +269,17 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, l0, l1,
                     for c in range(B):
                         bk[c, p] = keys[s + c]
                         bz[c, p] = zero[s + c]
-            # constants for by_value and track: each of the four inlined copies of the
-            # line loses the branches the other three take
             for c in range(B):
-                if by_value and track:
-                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, True, True, w, first + c,
-                          stride, v, vf, vi, z)
-                elif by_value:
-                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, True, False, w, first + c,
-                          stride, v, vf, vi, z)
-                elif track:
-                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, False, True, w, first + c,
-                          stride, v, vf, vi, z)
-                else:
-                    _line(bf[c], bi[c], bk[c], bz[c], n, periodic, False, False, w,
-                          first + c, stride, v, vf, vi, z)
+                _line(bf[c], bi[c], bk[c], bz[c], n, periodic, by_value, track, w,
+                      first + c, stride, v, vf, vi, z)
             for p in range(n):
                 s = first + p * stride
-                for c in range(B):
-                    f[s + c] = bf[c, p]
+                if root:
+                    for c in range(B):
+                        f[s + c] = np.sqrt(bf[c, p])
+                else:
+                    for c in range(B):
+                        f[s + c] = bf[c, p]
                 if track:
                     for c in range(B):
                         fi[s + c] = bi[c, p]
@@ -347,7 +339,8 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
     dtype = np.dtype(dtype)
     zero = _frozen(np.ascontiguousarray(zero, dtype=np.uint8).reshape(n))
     by_value = keys is not None
-    keys = _frozen(keys if by_value else np.zeros(1, dtype=np.uint32))
+    # (a dummy of the type int64 values give: one compiled kernel less)
+    keys = _frozen(keys if by_value else np.zeros(1, dtype=np.uint64))
     # the first pass (along the last axis) writes every site
     f = np.empty(n, dtype=dtype)
     fi = np.empty(n if indices else 1, dtype=np.int64)
@@ -373,9 +366,10 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
             for l0 in range(0, tiles, step):
                 l1 = min(tiles, l0 + step)
                 _columns(f, fi, keys, zero, np.int64(L), np.int64(stride), per, w,
-                         np.bool_(by_value), np.bool_(indices), np.int64(l0), np.int64(l1),
+                         np.bool_(by_value), np.bool_(indices),
+                         np.bool_(axis == 0 and not squared), np.int64(l0), np.int64(l1),
                          np.int64(max(1, min(threads, l1 - l0))))
         stride *= L
-    if not squared:
+    if d == 1 and not squared:  # otherwise the last pass took the roots
         np.sqrt(f, out=f)
     return (f, fi) if indices else f
