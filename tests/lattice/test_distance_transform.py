@@ -48,12 +48,14 @@ def brute(shape, periodic, spacing, features, values=None):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("shape, sampling", [
-    ((37,), None), ((23, 31), (1, 1)), ((23, 31), (2.5, 0.4)), ((9, 11, 13), (1, 2, 3)),
-    ((9, 11, 13), (0.3, 1.7, 1.1)), ((5, 4, 6, 3), None)])
-def test_open_lattices_match_scipy(backend, shape, sampling):
+@pytest.mark.parametrize("shape, sampling, inside", [
+    ((37,), None, 0.8), ((23, 31), (1, 1), 0.8), ((23, 31), (2.5, 0.4), 0.8),
+    ((9, 11, 13), (1, 2, 3), 0.8), ((9, 11, 13), (0.3, 1.7, 1.1), 0.8),
+    ((5, 4, 6, 3), None, 0.8), ((60, 70), (1, 1), 0.999), ((30, 40, 50), (0.7, 1, 1.3), 0.999)])
+def test_open_lattices_match_scipy(backend, shape, sampling, inside):
+    """Dense features (each pass looks around each site) and sparse ones (envelopes)."""
     rng = np.random.default_rng(len(shape))
-    inside = rng.random(shape) < 0.8
+    inside = rng.random(shape) < inside
     inside.reshape(-1)[0] = False  # one feature at least
     want, (idx) = ndi.distance_transform_edt(inside, sampling=sampling, return_indices=True)
     L = cat.Lattice(shape=shape)

@@ -117,8 +117,46 @@ def _span(lf, li, track, n, w, u0, u1, q0, q1, left, right, v, vf, vi, z):
             li[p] = vi[j]
 
 
+#: a line without values whose largest f is at most NEAR spacings squared is done by
+#: looking outward from each site (at most sqrt(NEAR) steps each way, no envelope)
+NEAR = 64
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, vi, z):
+def _around(lf, li, track, n, w, periodic, of, oi):
+    """Each site's least ``f + w d^2`` over the sites ``d`` steps away, looked at outward
+    while ``w d^2`` is at most the best so far (``lf`` finite; read into ``of``,
+    ``oi``). The same tie rule as the envelope: a candidate below the site replaces an
+    equal best (its displacement is the lower), one above does not."""
+    down = n // 2 if periodic else n - 1  # the most steps below (above: n - n//2 - 1)
+    up = n - n // 2 - 1 if periodic else n - 1
+    for q in range(n):
+        best = lf[q]
+        at = li[q] if track else 0
+        r = 1
+        while w * r * r <= best and (r <= down or r <= up):
+            step = w * r * r
+            if r <= down and (periodic or q - r >= 0):
+                p = _wrap(q - r, n)
+                if lf[p] + step <= best:
+                    best = lf[p] + step
+                    if track:
+                        at = li[p]
+            if r <= up and (periodic or q + r < n):
+                p = _wrap(q + r, n)
+                if lf[p] + step < best:
+                    best = lf[p] + step
+                    if track:
+                        at = li[p]
+            r += 1
+        of[q] = best
+        if track:
+            oi[q] = at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, vi, z, of,
+          oi):
     """One line of ``n`` sites (flat index ``base + p stride``) gathered in ``lf`` (f),
     ``li`` (nearest feature so far), ``lk`` (keys) and ``lz`` (marked), both read
     ``by_value`` only (without values a marked site's f is 0 already, and the line is one
@@ -128,6 +166,17 @@ def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, 
     # a segment end (no values; one value round a ring and no mark) is one span, on a
     # ring every site at p - n, p, p + n read on [0, n). One call of _span: its code is
     # inlined once.
+    if not by_value:
+        top = 0.0
+        for p in range(n):
+            top = max(top, lf[p])
+        if top <= NEAR * w:
+            _around(lf, li, track, n, w, periodic, of, oi)
+            for p in range(n):
+                lf[p] = of[p]
+                if track:
+                    li[p] = oi[p]
+            return
     p0 = 0
     whole = not by_value
     if by_value and periodic:
@@ -250,6 +299,8 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l
         bi = np.empty((TILE, n if track else 0), dtype=np.int64)
         bk = np.empty((TILE, n if by_value else 0), dtype=keys.dtype)
         bz = np.empty((TILE, n if by_value else 0), dtype=np.uint8)
+        of = np.empty(n, dtype=f.dtype)
+        oi = np.empty(n if track else 0, dtype=np.int64)
         m = 2 * n + 2
         v = np.empty(m, dtype=np.float64)
         vf = np.empty(m, dtype=f.dtype)
@@ -271,7 +322,7 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l
                         bz[c, p] = zero[s + c]
             for c in range(B):
                 _line(bf[c], bi[c], bk[c], bz[c], n, periodic, by_value, track, w,
-                      first + c, stride, v, vf, vi, z)
+                      first + c, stride, v, vf, vi, z, of, oi)
             for p in range(n):
                 s = first + p * stride
                 if root:
