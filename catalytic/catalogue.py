@@ -993,6 +993,26 @@ def v_distance_stack(lat, stack, sources):
     return (lat, stack, src), {}
 
 
+def v_distance_transform_stack(lat, stack, features=None, *, values=None, background=0,
+                               **kwargs):
+    """``batched.distance_transform``: :func:`v_distance_transform`'s checks on the
+    lattice, then each row's marked sites as the single call on ``lattice.with_mask(row)``
+    takes them: the row's blocked sites (and with ``values`` the background) as (B, n)
+    uint8; given ``features``, the same in every row."""
+    (lat, marked, keys, *rest), _ = v_distance_transform(
+        lat, features, values=values, background=background, **kwargs)
+    g = lat.geometry
+    stack = check_stack(lat, stack)
+    if features is not None:
+        rows = np.broadcast_to(marked, stack.shape)
+    elif values is None:
+        rows = stack == 0
+    else:
+        background_sites = _label_inputs(g, values, background, 0, None)[1] == 0
+        rows = (stack == 0) | background_sites
+    return (lat, np.ascontiguousarray(rows, dtype=np.uint8), keys, *rest), {}
+
+
 def _rows(stack, name):
     """A (B, ...) stack of arrays as an ndarray, or a TypeError naming it."""
     if on_device(stack):
@@ -1151,6 +1171,9 @@ CATALOGUE = (
     ("batched.distance_field", v_distance_stack, stack_work,
      mem_stack(mem_sites(16), per_site=9), {},
      "distance_field of every row of a stack of masks."),
+    ("batched.distance_transform", v_distance_transform_stack, stack_work,
+     mem_stack(mem_sites(17), per_site=17), DATA,
+     "distance_transform of every row of a stack of masks."),
     ("batched.laplacian", v_field_stack, stack_work, mem_stack(mem_sites(16), per_site=16),
      {}, "laplacian of every row of a stack of fields."),
     ("batched.xor_transform", v_xor_stack, data_stack_work, mem_xor,

@@ -57,3 +57,9 @@ def distance_transform(g, marked, keys, spacing, squared, dtype, indices):
                         float(spacing[axis]) ** 2)
     out = (f if squared else np.sqrt(f)).astype(dtype)
     return (out, near) if indices else out
+
+
+def distance_transform_stack(g, rows, keys, spacing, squared, dtype, indices):
+    """:func:`distance_transform` of each row of marked sites (B, n), one by one."""
+    return [distance_transform(g, row, keys, spacing, squared, dtype, indices)
+            for row in rows]

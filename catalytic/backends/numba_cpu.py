@@ -412,6 +412,19 @@ def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
     return out.reshape(g.shape)
 
 
+def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
+    """Every row in the same kernel calls: the stack is one more axis, along which no pass
+    runs (``kernels.cpu.edt.transform`` with ``rows``)."""
+    g = lat.geometry
+    B = rows.shape[0]
+    out = _edt().transform(g.shape, g.periodic, spacing, rows.reshape(-1),
+                           None if keys is None else np.tile(keys, B), dtype, squared,
+                           indices, rows=B)
+    if indices:
+        return list(zip(out[0].reshape(B, *g.shape), out[1].reshape(B, *g.shape)))
+    return list(out.reshape(B, *g.shape))
+
+
 def cluster_statistics(lat, labels, field):
     """The windings by union-find in flat order in Numba (periodic axes only), the sums
     and extremes in one threaded pass, the arcs from a counting sort by label
@@ -698,6 +711,7 @@ IMPLEMENTATIONS = {
     "batched.label": (batched_label, None),
     "region_graph": (region_graph, None),
     "distance_transform": (distance_transform, None),
+    "batched.distance_transform": (batched_distance_transform, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
     "degree": (degree, None),

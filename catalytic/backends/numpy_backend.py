@@ -241,6 +241,13 @@ def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
     return transform(lat.geometry, marked, keys, spacing, squared, dtype, indices)
 
 
+def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
+    from catalytic.backends._distance import distance_transform_stack
+
+    return distance_transform_stack(lat.geometry, rows, keys, spacing, squared, dtype,
+                                    indices)
+
+
 def percolates(lat, *, axis=0):
     return C.percolates_with(connected_components, lat, axis)
 
@@ -761,6 +768,7 @@ IMPLEMENTATIONS = {
     "batched.label": batched_label,
     "region_graph": region_graph,
     "distance_transform": distance_transform,
+    "batched.distance_transform": batched_distance_transform,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
     "degree": degree,

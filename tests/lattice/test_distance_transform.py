@@ -251,3 +251,39 @@ def test_bad_input_is_refused_before_work(kwargs, error, match):
     L = cat.Lattice(shape=(4, 5))
     with pytest.raises(error, match=match):
         L.distance_transform(**kwargs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=20, deadline=None)
+@given(spec=lattice_specs(max_dim=3, masks=False, max_sites=600),
+       rows=st.integers(0, 4), kind=st.sampled_from(["mask", "values", "features"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_the_batched_twin_is_the_single_call_on_every_row(backend, spec, rows, kind, seed):
+    """``batched.distance_transform`` over a stack of masks: row b equals the single call
+    on ``lattice.with_mask(row b)``, indices included (numba-cpu: every row in the same
+    passes)."""
+    L = make(spec)
+    rng = np.random.default_rng(seed)
+    stack = rng.random((rows, *L.shape)) < rng.uniform(0.5, 1.0)
+    kw = {"values": rng.integers(0, 3, L.shape)} if kind == "values" else (
+        {"features": rng.random(L.shape) < 0.1} if kind == "features" else {})
+    kw["spacing"] = rng.integers(1, 3, L.dimensions)
+    got = cat.get_engine().run("batched.distance_transform", L, stack, **kw,
+                               return_indices=True, backend=backend)
+    assert len(got) == rows
+    for b in range(rows):
+        want = L.with_mask(stack[b]).distance_transform(**kw, return_indices=True,
+                                                        backend=backend)
+        for x, y in zip(got[b], want):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_the_batch_processor_runs_lattices_of_one_shape_in_one_call():
+    base = cat.Lattice(shape=(20, 30), periodic=(True, False))
+    rng = np.random.default_rng(4)
+    lats = [base.with_mask(rng.random(base.shape) < 0.8) for _ in range(5)]
+    bp = cat.BatchProcessor(lats, progress=False, batched=True)
+    res = bp.map("distance_transform", spacing=(1.0, 2.0))
+    assert res.ok and bp.stats()["mode"] == "batched" and bp.stats()["launches"] == 1
+    for got, L in zip(res, lats):
+        np.testing.assert_array_equal(got, L.distance_transform(spacing=(1.0, 2.0)))

@@ -337,7 +337,7 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l
 
 
 def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squared=False,
-              indices=False):
+              indices=False, rows=1):
     """The exact Euclidean distance transform of a lattice.
 
     Parameters
@@ -358,6 +358,10 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
         Return squared distances.
     indices : bool
         Also return the flat index of each site's nearest feature (-1 where none is).
+    rows : int
+        A stack of ``rows`` lattices: ``zero`` (and ``keys``) hold ``rows x n`` sites, row
+        after row, and each row gets its own transform, every pass over the lines of
+        every row at once (indices within the row).
 
     Returns
     -------
@@ -386,7 +390,9 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
     """
     shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
     d = shape.shape[0]
-    n = int(np.prod(shape))
+    one = int(np.prod(shape))
+    # the stack is one more axis in front, along which no pass runs
+    n = one * int(rows)
     dtype = np.dtype(dtype)
     zero = _frozen(np.ascontiguousarray(zero, dtype=np.uint8).reshape(n))
     by_value = keys is not None
@@ -423,4 +429,6 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
         stride *= L
     if d == 1 and not squared:  # otherwise the last pass took the roots
         np.sqrt(f, out=f)
+    if indices and rows > 1:
+        np.remainder(fi, one, out=fi, where=fi >= 0)
     return (f, fi) if indices else f
