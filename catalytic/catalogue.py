@@ -1171,8 +1171,9 @@ CATALOGUE = (
     ("batched.distance_field", v_distance_stack, stack_work,
      mem_stack(mem_sites(16), per_site=9), {},
      "distance_field of every row of a stack of masks."),
+    # per row: distances, indices, marked sites and (numba-cpu) the keys repeated
     ("batched.distance_transform", v_distance_transform_stack, stack_work,
-     mem_stack(mem_sites(17), per_site=17), DATA,
+     mem_stack(mem_sites(17), per_site=25), DATA,
      "distance_transform of every row of a stack of masks."),
     ("batched.laplacian", v_field_stack, stack_work, mem_stack(mem_sites(16), per_site=16),
      {}, "laplacian of every row of a stack of fields."),

@@ -622,7 +622,10 @@ class UnifiedCatalyticLattice:
         -----
         Separable passes (Felzenszwalb and Huttenlocher), one per axis, each O(n):
         O(n d) in all, exact for integer spacings (distances are square roots of exact
-        integer sums). The numba-cpu backend runs every pass in parallel over its lines.
+        integer sums). The numba-cpu backend runs every pass in parallel over its lines;
+        the cuda backend one thread a site and pass, looking along the site's line until
+        the steps pass the best (the same answers). ``batched.distance_transform`` takes
+        a stack of masks: row b is this call on ``self.with_mask(row b)``.
 
         Examples
         --------

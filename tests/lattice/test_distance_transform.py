@@ -104,10 +104,10 @@ def test_periodic_axes_match_scipy_on_a_tiled_copy(backend):
 
 
 @st.composite
-def cases(draw):
-    """A lattice (masks, periodic axes; up to ~2000 sites), features from its mask, a
-    drawn set or values, integer or real spacing."""
-    spec = draw(lattice_specs(max_dim=4, max_sites=2000))
+def cases(draw, max_sites=2000):
+    """A lattice (masks, periodic axes; up to ``max_sites`` sites), features from its
+    mask, a drawn set or values, integer or real spacing."""
+    spec = draw(lattice_specs(max_dim=4, max_sites=max_sites))
     shape = spec["shape"]
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     kind = draw(st.sampled_from(["mask", "features", "values", "values-bool"]))

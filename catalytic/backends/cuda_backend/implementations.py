@@ -270,6 +270,33 @@ def region_graph(lat, labels):
         words)
 
 
+def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
+    """One launch a pass, one thread a site (``kernels.cuda.edt``)."""
+    from catalytic.kernels.cuda import edt
+
+    g = lat.geometry
+    out = _OnStream(edt, call_stream()).transform(g.shape, g.periodic, spacing, marked, keys,
+                                                  dtype, squared, indices)
+    if indices:
+        return out[0].reshape(g.shape), out[1].reshape(g.shape)
+    return out.reshape(g.shape)
+
+
+def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
+    """Every row in the same launches: the stack is one more axis, along which no pass
+    runs (``kernels.cuda.edt.transform`` with ``rows``)."""
+    from catalytic.kernels.cuda import edt
+
+    g = lat.geometry
+    B = rows.shape[0]
+    out = _OnStream(edt, call_stream()).transform(
+        g.shape, g.periodic, spacing, rows.reshape(-1),
+        None if keys is None else np.tile(keys, B), dtype, squared, indices, rows=B)
+    if indices:
+        return list(zip(out[0].reshape(B, *g.shape), out[1].reshape(B, *g.shape)))
+    return list(out.reshape(B, *g.shape))
+
+
 def _winding():
     """The wrapping kernels' host functions (``kernels.cuda.winding``), on this thread's
     stream."""
@@ -561,6 +588,8 @@ IMPLEMENTATIONS = {
                                            + 2 * _bond_bytes(lat.geometry, False)
                                            + 4 * len(lat.geometry.bond_offsets)
                                            * lat.geometry.bond_words), None),
+    # two buffers of distances and of indices, the marked sites and the keys
+    "distance_transform": (distance_transform, _sites(41), None),
     "percolates": (percolates, _spanning(24), None),
     "spanning_clusters": (spanning_clusters, _spanning(24), None),
     "degree": (degree, _sites(16), None),
@@ -584,6 +613,8 @@ IMPLEMENTATIONS = {
                                   None),
     # masks and int64 distances per row-site
     "batched.distance_field": (batched_distance_field, _stacked(9), _one_source),
+    # as distance_transform, per row-site (the keys repeated for every row)
+    "batched.distance_transform": (batched_distance_transform, _stacked(41), None),
     # fields in and out, float64
     "batched.laplacian": (batched_laplacian, _stacked(16), None),
     "batched.xor_transform": (batched_xor_transform, lambda lat, data, key=None: 2 * data.nbytes,

@@ -35,6 +35,7 @@ from catalytic.kernels.cuda import newman_ziff as NZ
 from catalytic.kernels.cuda import clusters as CL
 from catalytic.kernels.cuda import values as VB
 from catalytic.kernels.cuda import winding as WD
+from catalytic.kernels.cuda import edt as EDT
 
 # The simulator runs device code on NumPy scalars, which warn about the intended
 # wrap-around of uint64 arithmetic and about IEEE inf/NaN results.
@@ -937,6 +938,14 @@ def _kernels():
         out.append((f"value_bits<{key}>", VB._value_bits,
                     (nt.uint32[::1], kd[::1], kd, I64, I64, U8, I64_2D, U8, nt.uint32[::1],
                      nt.int64), "st.global.u32"))
+    for key in (nt.uint32, nt.uint64):
+        for fname, farr in (("f64", F64), ("f32", nt.float32[::1])):
+            # f in, indices in, f out, indices out, keys, marked, n, stride, periodic, w,
+            # by_value, track, root, total
+            out.append((f"edt_pass<{fname},{key}>", EDT._pass_kernel,
+                        (farr, I64, farr, I64, key[::1], U8, nt.int64, nt.int64, nt.boolean,
+                         nt.float64, nt.boolean, nt.boolean, nt.boolean, nt.int64),
+                        "sqrt.rn.f"))
     rargs = (nt.uint64,) * 5
     for name, arr in [
         ("f64", F64),
