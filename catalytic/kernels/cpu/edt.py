@@ -117,8 +117,9 @@ def _span(lf, li, track, n, w, u0, u1, q0, q1, left, right, v, vf, vi, z):
             li[p] = vi[j]
 
 
-#: a line without values whose largest f is at most NEAR spacings squared is done by
-#: looking outward from each site (at most sqrt(NEAR) steps each way, no envelope)
+#: a line without values whose f is finite and on average at most NEAR spacings squared
+#: is done by looking outward from each site (no envelope): a site looks at most
+#: sqrt(f / w) steps each way, so the line at most about sqrt(NEAR) n in all
 NEAR = 64
 
 
@@ -167,10 +168,10 @@ def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, 
     # ring every site at p - n, p, p + n read on [0, n). One call of _span: its code is
     # inlined once.
     if not by_value:
-        top = 0.0
+        total = 0.0
         for p in range(n):
-            top = max(top, lf[p])
-        if top <= NEAR * w:
+            total += lf[p]  # inf where a site has no feature yet
+        if total <= NEAR * w * n:
             _around(lf, li, track, n, w, periodic, of, oi)
             for p in range(n):
                 lf[p] = of[p]
