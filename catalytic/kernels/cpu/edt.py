@@ -22,6 +22,11 @@ Periodic axes: a line with a segment end somewhere is read from one, round the r
 line without one (every site of one value, none marked) is an envelope over its sites
 repeated at ``p - n`` and ``p + n``, read on ``[0, n)``.
 
+Dense features: the first pass (along rows) is in closed form (the nearer end of each
+segment), and a later line without values whose f is on average at most :data:`NEAR`
+spacings squared is done without an envelope, each site looking outward a step each way
+until the step passes its best (:func:`_around`, the cuda twin's way).
+
 Ties: a query keeps the parabola it holds unless the next one is strictly lower, so of
 two features at the same distance along a line the one at the lower (unwrapped)
 coordinate wins; over the passes (last axis first), the nearest feature is the one whose
