@@ -553,11 +553,11 @@ def v_distance_transform(lat, features=None, *, values=None, background=0, spaci
     if values is not None:
         if features is not None:
             raise ValueError("give features or values, not both")
-        # NaN refused, as label refuses it
-        keys, marked, _ = _label_inputs(g, values, background, 0, None)
-        marked = marked == 0  # background
-        if g.mask is not None:
-            marked |= ~g.mask.reshape(-1)
+        # NaN refused at an open site, as label refuses it (a blocked site is a feature
+        # whatever it holds)
+        keys, labelled, _ = _label_inputs(
+            g, values, background, 0, None if g.mask is None else g.mask.reshape(-1).copy())
+        marked = labelled == 0  # background or blocked
     elif features is None:
         marked = (np.zeros(g.n_points, dtype=bool) if g.mask is None
                   else ~g.mask.reshape(-1))

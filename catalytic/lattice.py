@@ -578,9 +578,9 @@ class UnifiedCatalyticLattice:
             coordinates; blocked sites allowed). Default: the blocked sites.
         values : array_like, optional
             Instead of ``features``, a value array of the lattice's shape (booleans,
-            integers or floats, no NaN), as the ``edt`` package's labels: a site's
-            features are the sites of another value, the sites holding ``background``
-            and the blocked sites. Those last two are at distance 0.
+            integers or floats, no NaN at an open site), as the ``edt`` package's
+            labels: a site's features are the sites of another value, the sites holding
+            ``background`` and the blocked sites. Those last two are at distance 0.
         background : real number or None, default 0
             The value of the sites at distance 0 with ``values``; None: none.
         spacing : float or sequence of float, optional

@@ -216,6 +216,17 @@ def test_blocked_sites_are_the_default_features_and_features_may_be_sites(backen
                                   by_mask)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_is_refused_at_open_sites_only(backend):
+    """As ``label``: a blocked site is a feature whatever it holds."""
+    values = np.array([[1.0, 1.0, np.nan, 2.0, 2.0]])
+    L = cat.Lattice(shape=values.shape, mask=~np.isnan(values))
+    np.testing.assert_array_equal(L.distance_transform(values=values, backend=backend),
+                                  [[2.0, 1.0, 0.0, 1.0, 2.0]])
+    with pytest.raises(ValueError, match="NaN"):
+        cat.Lattice(shape=values.shape).distance_transform(values=values, backend=backend)
+
+
 def test_inputs_are_not_modified_and_may_be_read_only():
     rng = np.random.default_rng(3)
     feats = rng.random((8, 9)) < 0.2
