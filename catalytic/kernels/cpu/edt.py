@@ -166,7 +166,8 @@ def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, 
     """One line of ``n`` sites (flat index ``base + p stride``) gathered in ``lf`` (f),
     ``li`` (nearest feature so far), ``lk`` (keys) and ``lz`` (marked), both read
     ``by_value`` only (without values a marked site's f is 0 already, and the line is one
-    envelope): the new f and features in place."""
+    envelope, or with dense features no envelope: :func:`_around`, into the scratch
+    ``of``, ``oi`` of n): the new f and features in place."""
     # the line is read from p0: 0 on an open axis, round a ring from a segment's start (a
     # marked site, or a site after a marked one or one of another value). A line without
     # a segment end (no values; one value round a ring and no mark) is one span, on a
