@@ -101,8 +101,11 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
 
     Examples
     --------
+    On a GPU (the simulator pass runs this example in
+    ``tests/backends/cuda_backend/test_distance_transform_cuda.py``):
+
     >>> zero = np.array([1, 0, 0, 0, 0, 0], np.uint8)
-    >>> transform((6,), (True,), (1.0,), zero).tolist()
+    >>> transform((6,), (True,), (1.0,), zero).tolist()  # doctest: +SKIP
     [0.0, 1.0, 2.0, 3.0, 2.0, 1.0]
     """
     shape = tuple(int(x) for x in shape)

@@ -73,3 +73,11 @@ def test_cuda_float32_and_the_batched_twin_match_numba_cpu():
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a[0], b[0])
             np.testing.assert_array_equal(a[1], b[1])
+
+
+@sim
+def test_the_host_function_docstring_example():
+    from catalytic.kernels.cuda.edt import transform
+
+    zero = np.array([1, 0, 0, 0, 0, 0], np.uint8)
+    assert transform((6,), (True,), (1.0,), zero).tolist() == [0.0, 1.0, 2.0, 3.0, 2.0, 1.0]
