@@ -451,6 +451,33 @@ def path_distance(geometry, dist: np.ndarray, end: int):
     return float(dist[end])
 
 
+# -- the distance transform's host wrappers (numba-cpu and cuda share them) ---------------
+# ``kern`` is a module with ``transform`` as catalytic.kernels.cpu.edt has it.
+def distance_transform_with(kern, lat, marked, keys, spacing, squared, dtype, indices):
+    """``distance_transform``: the distances (and indices) in the lattice's shape."""
+    g = lat.geometry
+    out = kern.transform(g.shape, g.periodic, spacing, marked, keys, dtype, squared,
+                         indices)
+    if indices:
+        return out[0].reshape(g.shape), out[1].reshape(g.shape)
+    return out.reshape(g.shape)
+
+
+def batched_distance_transform_with(kern, lat, rows, keys, spacing, squared, dtype,
+                                    indices):
+    """``batched.distance_transform``: every row in the same passes (the stack is one
+    more axis, along which no pass runs: ``transform`` with ``rows``); one result a
+    row. The keys, shared by the rows, are repeated for each."""
+    g = lat.geometry
+    B = rows.shape[0]
+    out = kern.transform(g.shape, g.periodic, spacing, rows.reshape(-1),
+                         None if keys is None else np.tile(keys, B), dtype, squared,
+                         indices, rows=B)
+    if indices:
+        return list(zip(out[0].reshape(B, *g.shape), out[1].reshape(B, *g.shape)))
+    return list(out.reshape(B, *g.shape))
+
+
 # -- host wrappers around a backend's array kernels (numba-cpu and cuda share them) -------
 # ``kern`` is a kernel module with the signatures of catalytic.kernels.cpu.arrays.
 def xor_with(kern, lat, data, key=None, *, key_bytes=None):

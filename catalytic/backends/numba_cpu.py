@@ -404,25 +404,14 @@ def region_graph(lat, labels):
 
 def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
     """The separable passes of ``kernels.cpu.edt``, each in parallel over its lines."""
-    g = lat.geometry
-    out = _edt().transform(g.shape, g.periodic, spacing, marked, keys, dtype, squared,
-                           indices)
-    if indices:
-        return out[0].reshape(g.shape), out[1].reshape(g.shape)
-    return out.reshape(g.shape)
+    return C.distance_transform_with(_edt(), lat, marked, keys, spacing, squared, dtype,
+                                     indices)
 
 
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
-    """Every row in the same kernel calls: the stack is one more axis, along which no pass
-    runs (``kernels.cpu.edt.transform`` with ``rows``)."""
-    g = lat.geometry
-    B = rows.shape[0]
-    out = _edt().transform(g.shape, g.periodic, spacing, rows.reshape(-1),
-                           None if keys is None else np.tile(keys, B), dtype, squared,
-                           indices, rows=B)
-    if indices:
-        return list(zip(out[0].reshape(B, *g.shape), out[1].reshape(B, *g.shape)))
-    return list(out.reshape(B, *g.shape))
+    """Every row in the same kernel calls (``kernels.cpu.edt.transform`` with ``rows``)."""
+    return C.batched_distance_transform_with(_edt(), lat, rows, keys, spacing, squared,
+                                             dtype, indices)
 
 
 def cluster_statistics(lat, labels, field):

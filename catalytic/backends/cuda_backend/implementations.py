@@ -270,31 +270,24 @@ def region_graph(lat, labels):
         words)
 
 
-def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
-    """One launch a pass, one thread a site (``kernels.cuda.edt``)."""
+def _edt():
+    """The distance transform's host function (``kernels.cuda.edt``), on this thread's
+    stream."""
     from catalytic.kernels.cuda import edt
 
-    g = lat.geometry
-    out = _OnStream(edt, call_stream()).transform(g.shape, g.periodic, spacing, marked, keys,
-                                                  dtype, squared, indices)
-    if indices:
-        return out[0].reshape(g.shape), out[1].reshape(g.shape)
-    return out.reshape(g.shape)
+    return _OnStream(edt, call_stream())
+
+
+def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
+    """One launch a pass, one thread a site (``kernels.cuda.edt``)."""
+    return C.distance_transform_with(_edt(), lat, marked, keys, spacing, squared, dtype,
+                                     indices)
 
 
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
-    """Every row in the same launches: the stack is one more axis, along which no pass
-    runs (``kernels.cuda.edt.transform`` with ``rows``)."""
-    from catalytic.kernels.cuda import edt
-
-    g = lat.geometry
-    B = rows.shape[0]
-    out = _OnStream(edt, call_stream()).transform(
-        g.shape, g.periodic, spacing, rows.reshape(-1),
-        None if keys is None else np.tile(keys, B), dtype, squared, indices, rows=B)
-    if indices:
-        return list(zip(out[0].reshape(B, *g.shape), out[1].reshape(B, *g.shape)))
-    return list(out.reshape(B, *g.shape))
+    """Every row in the same launches (``kernels.cuda.edt.transform`` with ``rows``)."""
+    return C.batched_distance_transform_with(_edt(), lat, rows, keys, spacing, squared,
+                                             dtype, indices)
 
 
 def _winding():

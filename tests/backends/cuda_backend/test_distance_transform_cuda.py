@@ -11,19 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import catalytic as cat
+# no call may fall back to a CPU backend (an autouse fixture)
+from tests.backends.cuda_backend.test_label_cuda import no_fallback  # noqa: F401
 from tests.lattice.test_distance_transform import _marked, brute, cases
 from tests.support.strategies import make
 
 sim = pytest.mark.sim
-
-
-@pytest.fixture(autouse=True)
-def no_fallback():
-    """No call may fall back to a CPU backend (which would hide a failure here)."""
-    eng = cat.get_engine()
-    before = eng.fallback_count
-    yield
-    assert eng.fallback_count == before, eng.fallbacks[-1:]
 
 
 # tiny lattices: the simulator starts a Python thread for every launched thread
