@@ -191,6 +191,24 @@ def v_pair(lat, start, end):
     return (lat, g.site(start, "start"), g.site(end, "end")), {}
 
 
+def _path_spacing(g, spacing):
+    """``spacing`` of the path operations: None (hops, or weights as they are) or the
+    float64 spacing per axis (:func:`_spacing`'s checks) that makes steps Euclidean."""
+    return None if spacing is None else _spacing(g, spacing)
+
+
+def v_distance_field(lat, sources, spacing=None):
+    """``distance_field``: the sources (:meth:`Geometry.sites`) and ``spacing``."""
+    (lat, src), _ = v_sources(lat, sources)
+    return (lat, src), {"spacing": _path_spacing(lat.geometry, spacing)}
+
+
+def v_shortest_path(lat, start, end, spacing=None):
+    """``shortest_path``: the two sites and ``spacing``."""
+    args, _ = v_pair(lat, start, end)
+    return args, {"spacing": _path_spacing(lat.geometry, spacing)}
+
+
 def v_all_paths(lat, start, end, max_length=None, limit=DEFAULT_PATH_LIMIT,
                 max_steps=DEFAULT_SEARCH_STEPS):
     g = lat.geometry
@@ -1105,9 +1123,9 @@ DATA = {"topology": False}
 #: core (plugin "catalytic", through the same hook a third-party plugin uses), before any
 #: backend gives an implementation
 CATALOGUE = (
-    ("distance_field", v_sources, sites_work, mem_sites(16), {},
+    ("distance_field", v_distance_field, sites_work, mem_sites(16), {},
      "Hop counts (or summed step costs) from the nearest source to every site."),
-    ("shortest_path", v_pair, sites_work, mem_sites(16), {},
+    ("shortest_path", v_shortest_path, sites_work, mem_sites(16), {},
      "One shortest path between two sites, by the canonical tie rule."),
     ("count_shortest_paths", v_pair, sites_work, mem_sites(24), {},
      "The number of shortest paths between two sites, exactly."),

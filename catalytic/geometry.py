@@ -33,7 +33,7 @@ import math
 import numbers
 import numpy as np
 
-from catalytic.kernels.cpu.neighbors import c_strides
+from catalytic.kernels.cpu.neighbors import c_strides, step_lengths
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: the most the weights may sum to. A path enters each site at most once, so its exact
@@ -226,6 +226,8 @@ class Geometry:
         self.weights = self._check_weights(weights)
         self.bond_bits = self._check_bonds(bonds)
         self.bond_weights = self._check_bond_weights(bond_weights)
+        #: Euclidean length of each stencil step (:meth:`with_spacing`), or None
+        self.step_lengths = None
         if self.mask is None:
             self.open_flat = np.zeros(0, dtype=np.uint8)
         else:
@@ -280,6 +282,42 @@ class Geometry:
         if g.bond_bits is not None:
             g.bond_bits.setflags(write=False)
         return g
+
+    def with_spacing(self, spacing) -> "Geometry":
+        """This geometry with Euclidean step costs, sharing everything else: a step
+        along stencil row ``k`` costs ``step_lengths[k]`` (the offset's length under
+        ``spacing``, float64 (d,), finite and > 0, checked by the caller), times its
+        cost without spacing (bond weight plus the weight of the site entered) where
+        the geometry has weights: ``c = fl(length * fl(bond_weight + weights[v]))``,
+        ``c = length`` without either kind of weight. None: hop counts and weights as
+        they were."""
+        g = object.__new__(Geometry)
+        g.__dict__.update(self.__dict__)
+        if spacing is None:
+            g.step_lengths = None
+            return g
+        lengths = step_lengths(self.offsets, spacing)
+        lengths.setflags(write=False)
+        g.step_lengths = lengths
+        return g
+
+    def step_cost(self, k, bond, entered) -> np.ndarray:
+        """The cost of steps along stencil rows ``k`` (int64) through bonds ``bond``
+        (flat bond indices, as :meth:`displace` gives; unread without bond weights)
+        into sites ``entered`` (flat): ``fl(bond_weight + weights[v])``, 0 for a kind of
+        weight the geometry lacks, and with :meth:`with_spacing` times the step's length
+        (the length alone without weights). float64, one per step."""
+        entered = np.asarray(entered, dtype=np.int64)
+        cost = np.zeros(entered.shape[0])
+        if self.bond_weights is not None:
+            cost = cost + self.bond_weights[bond]
+        if self.weights is not None:
+            cost = cost + self.weights.reshape(-1)[entered]
+        if self.step_lengths is None:
+            return cost
+        if self.weights is None and self.bond_weights is None:
+            return self.step_lengths[k].astype(np.float64)
+        return self.step_lengths[k] * cost
 
     # -- validation -------------------------------------------------------------------
     def _bond_shape(self) -> tuple[int, ...]:
@@ -496,15 +534,16 @@ class Geometry:
         return self.mask is None or bool(self.open_flat[i])
 
     # -- neighbours -------------------------------------------------------------------
-    def displace(self, sites: np.ndarray, *, bond_index: bool = False):
+    def displace(self, sites: np.ndarray, *, bond_index: bool = False,
+                 step_index: bool = False):
         """Every stencil neighbour of every site in ``sites`` (flat int64 indices).
 
         Returns ``(src, nbr)``: position in ``sites`` and flat index of each neighbour
         that exists (wrapped on periodic axes, inside open axes, not blocked, through an
         open bond), ordered by site then stencil. Duplicates from small periodic axes
         are *not* removed. With ``bond_index``, also the flat index ``s * n + start`` of
-        each step's bond into the planes of ``bonds``/``bond_weights``. Memory
-        O(len(sites) k d).
+        each step's bond into the planes of ``bonds``/``bond_weights``; with
+        ``step_index``, last, the stencil row of each step. Memory O(len(sites) k d).
         """
         coords = np.stack(np.unravel_index(sites, self.shape), axis=-1).astype(np.int64)
         nb = coords[:, None, :] + self.offsets[None, :, :]
@@ -520,7 +559,7 @@ class Geometry:
             ok = self.open_flat[nbr] == 1
             src, k, nbr = src[ok], k[ok], nbr[ok]
         if self.bond_bits is None and not bond_index:
-            return src, nbr
+            return (src, nbr, k) if step_index else (src, nbr)
         slot = self.bond_slot[k]
         forward = slot >= 0
         plane = np.where(forward, slot, ~slot)
@@ -528,10 +567,9 @@ class Geometry:
         if self.bond_bits is not None:
             word = self.bond_bits[plane * self.bond_words + (start >> 5)]
             ok = ((word >> (start & 31).astype(np.uint32)) & 1).astype(bool)
-            src, nbr, plane, start = src[ok], nbr[ok], plane[ok], start[ok]
-        if bond_index:
-            return src, nbr, plane * self.n_points + start
-        return src, nbr
+            src, nbr, plane, start, k = src[ok], nbr[ok], plane[ok], start[ok], k[ok]
+        out = (src, nbr) + ((plane * self.n_points + start,) if bond_index else ())
+        return out + (k,) if step_index else out
 
     def get_neighbors(self, index) -> np.ndarray:
         """Neighbour set of one site (flat index or coordinates), in stencil order.
@@ -559,9 +597,10 @@ class Geometry:
 
     @property
     def weighted(self) -> bool:
-        """Whether paths have costs (site weights or bond weights): float distances by
-        Dijkstra instead of hop counts."""
-        return self.weights is not None or self.bond_weights is not None
+        """Whether paths have costs (site weights, bond weights or step lengths): float
+        distances by Dijkstra instead of hop counts."""
+        return (self.weights is not None or self.bond_weights is not None
+                or self.step_lengths is not None)
 
     def bond_mask(self) -> np.ndarray:
         """The bonds as a bool array of shape ``(len(bond_offsets),) + shape`` (a new

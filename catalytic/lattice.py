@@ -524,8 +524,8 @@ class UnifiedCatalyticLattice:
         """The router's :class:`~catalytic.router.Decision` for this thread's last call."""
         return self.engine.last_decision
 
-    def distance_field(self, sources, *, backend=None) -> np.ndarray:
-        """Distance from the nearest source to every site.
+    def distance_field(self, sources, *, spacing=None, backend=None) -> np.ndarray:
+        """Distance from the nearest source to every site, along the lattice.
 
         Parameters
         ----------
@@ -533,31 +533,53 @@ class UnifiedCatalyticLattice:
             An int (flat index), a tuple of d ints (one site's coordinates), a 1-D array
             of flat indices, or a (k, d) array of coordinate rows. A plain list of
             exactly d ints is refused as ambiguous (use a tuple or an array).
+        spacing : float or sequence of float, optional
+            The distance between neighbouring sites along each axis (finite, > 0; one
+            number for every axis): a step along stencil offset ``o`` then costs its
+            Euclidean length ``|o * spacing|``, times its cost without spacing on a
+            weighted lattice. A Moore stencil so gives dijkstra3d's
+            ``euclidean_distance_field`` (and, with site weights, the costs of its
+            ``dijkstra`` with ``anisotropy``). Default: hop counts, or the weights alone.
         backend : str, optional
             Run on this backend instead of the one the router picks.
 
         Returns
         -------
         ndarray, shape ``self.shape``
-            Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices;
-            on weighted ones (site or bond weights) the least summed step cost, a step
-            ``u -> v`` costing its bond weight plus the weight of ``v`` (float64,
-            ``inf`` where unreachable or blocked). Closed bonds are never crossed.
+            Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices
+            without ``spacing``; otherwise the least summed step cost (float64, ``inf``
+            where unreachable or blocked), a step ``u -> v`` along offset ``o`` costing
+            ``fl(bond_weight(u, v) + weights[v])`` (0 for a kind of weight the lattice
+            lacks), and with ``spacing`` ``fl(|o * spacing| * that)``, or ``|o *
+            spacing|`` on a lattice without weights. Closed bonds are never crossed.
 
         Raises
         ------
         IndexError
             A source out of range or blocked.
         TypeError
-            A bool or non-integer source.
+            A bool or non-integer source; a spacing that is not real.
         ValueError
-            No source, an ambiguous list, or an array of the wrong shape.
+            No source, an ambiguous list, or an array of the wrong shape; a spacing
+            that is not finite and > 0, or not one per axis.
 
         Notes
         -----
-        BFS, O(n k) for n sites and k stencil offsets; Dijkstra O(n k log n) when weighted.
+        BFS, O(n k) for n sites and k stencil offsets; Dijkstra O(n k log n) when
+        weighted or with ``spacing``. Costs are float64 sums in path order, the same on
+        every backend bit for bit (a step's length is
+        ``catalytic.kernels.cpu.neighbors.step_lengths``).
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> L = cat.Lattice(shape=(3, 3), stencil="moore")
+        >>> L.distance_field((0, 0))[2, 2]
+        np.int64(2)
+        >>> float(L.distance_field((0, 0), spacing=(1, 2))[2, 2])  # two diagonals
+        4.47213595499958
         """
-        return self._run("distance_field", sources, backend=backend)
+        return self._run("distance_field", sources, spacing=spacing, backend=backend)
 
     def distance_transform(self, features=None, *, values=None, background=0,
                            spacing=None, squared=False, dtype=None, return_indices=False,
@@ -642,13 +664,15 @@ class UnifiedCatalyticLattice:
                          background=background, spacing=spacing, squared=squared,
                          dtype=dtype, return_indices=return_indices, backend=backend)
 
-    def find_shortest_path(self, start, end, *, backend=None) -> PathResult:
+    def find_shortest_path(self, start, end, *, spacing=None, backend=None) -> PathResult:
         """A shortest path from ``start`` to ``end`` and its length.
 
         Parameters
         ----------
         start, end : int or tuple of int
             Sites, as a flat index or coordinates.
+        spacing : float or sequence of float, optional
+            Euclidean step costs, as :meth:`distance_field` takes them.
         backend : str, optional
             Run on this backend instead of the one the router picks.
 
@@ -657,8 +681,8 @@ class UnifiedCatalyticLattice:
         PathResult
             ``path``: flat indices from ``start`` to ``end`` (empty when unreachable);
             ``distance``: hops (int, -1 when unreachable) or, on a lattice with site or
-            bond weights, the left-to-right float64 sum of the step costs (bond weight
-            plus the weight of the site entered; ``inf`` when unreachable).
+            bond weights or with ``spacing``, the left-to-right float64 sum of the step
+            costs (as :meth:`distance_field` defines them; ``inf`` when unreachable).
 
         Raises
         ------
@@ -684,7 +708,7 @@ class UnifiedCatalyticLattice:
         >>> cat.Lattice(shape=(3, 4)).find_shortest_path(0, (2, 3))
         PathResult(path=array([ 0,  1,  2,  3,  7, 11]), distance=5)
         """
-        return self._run("shortest_path", start, end, backend=backend)
+        return self._run("shortest_path", start, end, spacing=spacing, backend=backend)
 
     def count_shortest_paths(self, start, end, *, backend=None) -> int:
         """Exact number of distinct shortest paths from ``start`` to ``end``.

@@ -284,31 +284,46 @@ def walk_back(geometry, dist: np.ndarray, start: int, end: int) -> np.ndarray:
 
 def steps_into(geometry, v: int):
     """``(u, cost)``: the neighbours ``u`` of site ``v`` (int64, ascending) and the cost
-    ``fl(bond_weight(u, v) + weights[v])`` of each step ``u -> v`` (float64; the least
-    over parallel bonds, 0 for a missing kind of weight). O(k) for k stencil offsets."""
+    of each step ``u -> v`` (float64, :meth:`Geometry.step_cost`: ``fl(bond_weight(u, v)
+    + weights[v])``, times the step's length with spacing; the least over parallel
+    bonds). O(k) for k stencil offsets."""
     g = geometry
-    wv = 0.0 if g.weights is None else g.weights.reshape(-1)[v]
-    if g.bond_weights is None:  # every step into v costs w[v]
+    if g.bond_weights is None and g.step_lengths is None:  # every step into v costs w[v]
+        wv = 0.0 if g.weights is None else g.weights.reshape(-1)[v]
         nbr = np.sort(g.get_neighbors(v))
         return nbr, np.full(len(nbr), wv)
-    _, nbr, e = g.displace(np.array([v], dtype=np.int64), bond_index=True)
+    _, nbr, e, k = g.displace(np.array([v], dtype=np.int64), bond_index=True,
+                              step_index=True)
     keep = nbr != v
-    nbr = nbr[keep]
-    bw = g.bond_weights[e[keep]]
-    order = np.lexsort((bw, nbr))
-    nbr, bw = nbr[order], bw[order]
-    first = np.ones(len(nbr), dtype=bool)
-    first[1:] = nbr[1:] != nbr[:-1]
-    return nbr[first], bw[first] + wv
+    nbr, cost = _least_per_pair(np.zeros(keep.sum(), np.int64), nbr[keep],
+                                g.step_cost(k[keep], e[keep], np.full(keep.sum(), v)))[1:]
+    return nbr, cost
+
+
+def _least_per_pair(rows, cols, cost):
+    """``(rows, cols, cost)`` with one entry per ``(row, col)`` pair, the least cost,
+    sorted by row then column."""
+    order = np.lexsort((cost, cols, rows))
+    rows, cols, cost = rows[order], cols[order], cost[order]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    return rows[first], cols[first], cost[first]
 
 
 def step_costs(geometry):
     """Every usable directed step ``(rows, cols, cost)`` (int64, int64, float64), with
-    ``cost = fl(bond_weight + weights[col])``: one entry per neighbour pair (the least of
-    parallel bonds) with bond weights; without them the pairs of
-    ``Geometry.neighbor_pairs`` (parallel bonds repeat a pair, at the same cost)."""
+    ``cost`` as :meth:`Geometry.step_cost` gives it: one entry per neighbour pair (the
+    least of parallel bonds) with bond weights or step lengths; without them the pairs
+    of ``Geometry.neighbor_pairs`` (parallel bonds repeat a pair, at the same cost)."""
     g = geometry
     w = None if g.weights is None else g.weights.reshape(-1)
+    if g.step_lengths is not None:
+        idx = g.open_sites()
+        src, cols, e, k = g.displace(idx, bond_index=True, step_index=True)
+        rows = idx[src]
+        keep = rows != cols
+        return _least_per_pair(rows[keep], cols[keep],
+                               g.step_cost(k[keep], e[keep], cols[keep]))
     if g.bond_weights is None:
         rows, cols = g.neighbor_pairs()
         return rows, cols, (np.zeros(len(cols)) if w is None else w[cols])
@@ -364,7 +379,7 @@ def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
     d = np.asarray(dist, dtype=np.float64).reshape(-1)
     reached = np.isfinite(d)
     depth = np.where(reached, 0, -1).astype(np.int64)
-    if geometry.bond_weights is None:
+    if geometry.bond_weights is None and geometry.step_lengths is None:
         w = geometry.weights.reshape(-1)
         flat = reached & (d + w == d)
         pairs = None
@@ -403,8 +418,8 @@ def path_result(geometry, path: np.ndarray):
     """:class:`PathResult` for a path (flat indices) found by a backend kernel.
 
     Length is the hop count, or on weighted lattices the left-to-right float64 sum of
-    the step costs ``bond_weight(u, v) + weights[v]`` (exactly as Dijkstra accumulated
-    it; the least of parallel bonds); an empty path means unreachable (-1 hops, ``inf``
+    the step costs (:meth:`Geometry.step_cost`, exactly as Dijkstra accumulated them;
+    the least of parallel bonds); an empty path means unreachable (-1 hops, ``inf``
     cost).
     """
     path = np.asarray(path, dtype=np.int64)
@@ -415,21 +430,18 @@ def path_result(geometry, path: np.ndarray):
         return PathResult(path, np.inf)
     if len(path) == 1:
         return PathResult(path, 0.0)
-    if g.bond_weights is None:
+    if g.bond_weights is None and g.step_lengths is None:
         return PathResult(path, float(np.cumsum(g.weights.reshape(-1)[path[1:]])[-1]))
-    cost = _path_bond_weights(g, path)
-    if g.weights is not None:
-        cost = cost + g.weights.reshape(-1)[path[1:]]
-    return PathResult(path, float(np.cumsum(cost)[-1]))
+    return PathResult(path, float(np.cumsum(_path_step_costs(g, path))[-1]))
 
 
-def _path_bond_weights(g, path):
-    """The least weight of the usable bonds joining each consecutive pair of ``path``
+def _path_step_costs(g, path):
+    """The least cost of the usable steps joining each consecutive pair of ``path``
     (``inf`` where none does)."""
-    src, nbr, e = g.displace(path[:-1], bond_index=True)
+    src, nbr, e, k = g.displace(path[:-1], bond_index=True, step_index=True)
     hit = nbr == path[1:][src]
     out = np.full(len(path) - 1, np.inf)
-    np.minimum.at(out, src[hit], g.bond_weights[e[hit]])
+    np.minimum.at(out, src[hit], g.step_cost(k[hit], e[hit], nbr[hit]))
     return out
 
 
@@ -552,8 +564,13 @@ def adjacency(g):
 
 
 def entering_cost_graph(g):
-    """Directed CSR: edge u -> v carries the step cost ``fl(bond_weight(u, v) +
-    weights[v])`` (the least of parallel bonds; explicit zeros stay edges)."""
+    """Directed CSR: edge u -> v carries the step cost (:meth:`Geometry.step_cost`; the
+    least of parallel bonds; explicit zeros stay edges)."""
+    import scipy.sparse as sp
+
+    if g.step_lengths is not None:
+        rows, cols, cost = step_costs(g)
+        return sp.csr_array((cost, (rows, cols)), shape=(g.n_points, g.n_points))
     if g.bond_weights is None:
         a = g.adjacency(dtype=np.float64)
         a.data = g.weights.reshape(-1)[a.indices].astype(np.float64)

@@ -264,23 +264,24 @@ def thread_safe(func):
 
 
 # -- paths --------------------------------------------------------------------------------
-def distance_field(lat, sources):
+def distance_field(lat, sources, *, spacing=None):
     g = lat.geometry
-    if not _weighted(g):
+    if not _weighted(g) and spacing is None:
         d = _bfs().bfs_distance(*_k(lat), sources, **_bk(lat))
     else:
         w = None if g.weights is None else g.weights.reshape(-1)
-        d = _dijkstra().dijkstra_distance(*_k(lat), w, sources, **_bk(lat))
+        d = _dijkstra().dijkstra_distance(*_k(lat), w, sources, spacing=spacing, **_bk(lat))
     return d.reshape(g.shape)
 
 
-def shortest_path(lat, start, end):
+def shortest_path(lat, start, end, *, spacing=None):
     g = lat.geometry
     w = None if g.weights is None else g.weights.reshape(-1)
-    if g.bond_weights is None:
+    if g.bond_weights is None and spacing is None:
         return C.path_result(g, _paths().shortest_path(*_k(lat), start, end, w, **_bk(lat)))
-    # the cost as the search summed it: step costs (bond weight + site weight) in order
-    path, cost = _paths().shortest_path(*_k(lat), start, end, w, with_cost=True, **_bk(lat))
+    # the cost as the search summed it: the step costs in path order
+    path, cost = _paths().shortest_path(*_k(lat), start, end, w, with_cost=True,
+                                        spacing=spacing, **_bk(lat))
     return R.PathResult(path, cost)
 
 

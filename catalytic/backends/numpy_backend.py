@@ -23,13 +23,13 @@ NAME = "numpy"
 
 
 # -- paths ------------------------------------------------------------------------------
-def distance_field(lat, sources):
-    g = lat.geometry
+def distance_field(lat, sources, *, spacing=None):
+    g = lat.geometry.with_spacing(spacing)
     return C.dist_from(g, sources).reshape(g.shape)
 
 
-def shortest_path(lat, start, end):
-    g = lat.geometry
+def shortest_path(lat, start, end, *, spacing=None):
+    g = lat.geometry.with_spacing(spacing)
     dist = C.dist_from(g, [start])
     return R.PathResult(C.walk_back(g, dist, start, end), C.path_distance(g, dist, end))
 

@@ -129,47 +129,27 @@ def _weighted(g) -> bool:
     return g.weights is not None or g.bond_weights is not None
 
 
-def distance_field(lat, sources):
+def distance_field(lat, sources, *, spacing=None):
     g = lat.geometry
-    if not _weighted(g):
+    if not _weighted(g) and spacing is None:
         d = _graph().bfs_distance(*_args(lat), sources, bonds=_bond_args(lat))
         return to_host(d).astype(np.int64, copy=False).reshape(g.shape)
     w = resident(lat).get("weights", g.weights)
-    if w is None:  # bond weights only
+    if w is None:  # bond weights or step lengths only
         w = np.zeros(0, dtype=np.float64)
-    d = _graph().relax_distance(*_args(lat), w, sources, bonds=_bond_args(lat, True))
+    d = _graph().relax_distance(*_args(lat), w, sources, bonds=_bond_args(lat, True),
+                                spacing=spacing)
     return to_host(d).reshape(g.shape)
 
 
-def shortest_path(lat, start, end):
+def shortest_path(lat, start, end, *, spacing=None):
     g = lat.geometry
     w = resident(lat).get("weights")
     host = (g.open_flat, None if g.weights is None else g.weights.reshape(-1))
     path = _graph().shortest_path(*_args(lat), start, end, w, host=host,
-                                  bonds=_bond_args(lat, True))
-    if not g.has_bonds:
-        return C.path_result(g, path)
-    return R.PathResult(path, _path_cost(g, path))
-
-
-def _path_cost(g, path):
-    """A path's length on a lattice with bonds: hops, or the left-to-right float64 sum
-    of its step costs ``fl(bond weight + site weight entered)``, the least of parallel
-    bonds (-1 / inf for an empty path)."""
-    if not _weighted(g):
-        return len(path) - 1 if len(path) else -1
-    if len(path) == 0:
-        return np.inf
-    pos, dst, e = g.displace(path[:-1], bond_index=True)
-    src = path[:-1][pos]
-    bw = np.zeros(len(e)) if g.bond_weights is None else g.bond_weights[e]
-    w = None if g.weights is None else g.weights.reshape(-1)
-    total = 0.0
-    for h in range(len(path) - 1):
-        u, v = int(path[h]), int(path[h + 1])
-        c = bw[(src == u) & (dst == v)].min()
-        total += float(c + w[v]) if w is not None else float(c)
-    return total
+                                  bonds=_bond_args(lat, True), spacing=spacing)
+    # the cost as every backend sums it: the step costs in path order
+    return C.path_result(g.with_spacing(spacing), path)
 
 
 def connected_components(lat):

@@ -31,8 +31,9 @@ from catalytic.kernels.cpu._padded import (
     make_plan,
     plan_bonds,
 )
+from catalytic.kernels.cpu.neighbors import step_lengths
 
-__all__ = ["dijkstra_distance"]
+__all__ = ["dijkstra_distance", "plan_lengths"]
 
 #: The last bucket number of the Dijkstra queue: every cost with ``cost * inv >= _FAR``
 #: is in it (no larger float is cast to int64), ordered by the heap alone.
@@ -93,7 +94,7 @@ def _heap_pop(hkey, hidx, size):
 @njit(cache=True, nogil=True)
 def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, inv, budget,
                   foff, offs, r, shape, pstrides, periodic, mode, stop, bits, nw, bw, slot,
-                  fwd):
+                  fwd, ln):
     """Dijkstra in padded space with a bucketed queue, resumable.
 
     ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
@@ -120,11 +121,13 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
 
     ``bits, nw, bw, slot, fwd``: the fields of
     :class:`~catalytic.kernels.cpu._padded.BondCells`. A step through a closed bond is
-    not taken; a step ``p -> q`` costs ``fl(bond weight + pw[q])``.
+    not taken; a step ``p -> q`` costs ``fl(bond weight + pw[q])``, and with step
+    lengths ``ln`` (float64[k]; length 0: none) step ``k`` costs ``ln[k]`` times that.
     """
     K = foff.shape[0]
     hb = bits.shape[0] != 0
     hw = bw.shape[0] != 0
+    hl = ln.shape[0] != 0
     P = pd.shape[0]
     nb = ring.shape[0]
     mask = nb - 1
@@ -203,6 +206,8 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
                 continue
             if hw:
                 w = bw[slot[k] * P + (p if fwd[k] != 0 else q)] + w
+            if hl:
+                w = ln[k] * w
             nd = dp + w
             if nd < pd[q]:
                 pd[q] = nd
@@ -350,10 +355,20 @@ def _longer(a, used):
     return out
 
 
-def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BONDS):
+def plan_lengths(g: Plan, spacing) -> np.ndarray:
+    """The Euclidean length of each of plan ``g``'s stencil steps under ``spacing``
+    (:func:`~catalytic.kernels.cpu.neighbors.step_lengths`); length 0 for None."""
+    if spacing is None:
+        return np.zeros(0, dtype=np.float64)
+    return step_lengths(g.offs, spacing)
+
+
+def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BONDS,
+                     ln=None):
     """Dijkstra from padded sources over the open bonds of ``cells``, a step ``u -> v``
-    costing ``fl(bond weight + weights[v])`` (``weights`` None: 0); returns (padded
-    costs, padded entry weights).
+    costing ``fl(bond weight + weights[v])`` (``weights`` None: 0), times the step's
+    length ``ln[k]`` with lengths (:func:`plan_lengths`; then without weights of
+    either kind a step costs its length); returns (padded costs, padded entry weights).
 
     The costs are those of any float64 Dijkstra (the indexed binary heap this queue
     replaced, SciPy's), bit for bit, whatever order it settles equal costs in. Each
@@ -365,12 +380,16 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
     D1(x)``, a contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
     which is all the walk back from ``stop`` reads.
     """
+    ln = np.zeros(0) if ln is None else np.ascontiguousarray(ln, dtype=np.float64)
     wf = np.zeros(0) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    # with lengths and no weight of either kind, entering a site costs 1 (times the length)
+    unit = 1.0 if ln.shape[0] and weights is None and cells.bw.shape[0] == 0 else 0.0
     pw = np.empty(g.psize, dtype=np.float64)
-    _fill_classes(pw, wf, g, 0.0, float(WALL), float(PORTAL))
+    _fill_classes(pw, wf, g, unit, float(WALL), float(PORTAL))
     pd = _filled(g.psize, np.inf, np.float64)
-    # a sample of the step costs: site weights and bond weights
-    inv, nring = _bucket_scale(g, np.concatenate([_sample(wf), _sample(cells.bw)]))
+    # a sample of the step costs: site weights and bond weights (times the longest step)
+    sample = np.concatenate([_sample(wf), _sample(cells.bw), np.array([unit])])
+    inv, nring = _bucket_scale(g, sample * (ln.max() if ln.shape[0] else 1.0))
     ring = np.full(nring, -1, dtype=np.int64)
     psrc = np.unique(np.asarray(psrc, dtype=np.int64))
     m = psrc.shape[0]
@@ -385,7 +404,8 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
     geo = _geo(g)
     budget = _budget._BUDGET
     while True:
-        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stop, *_cell_args(cells))
+        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stop, *_cell_args(cells),
+                           ln)
         if rc == 1:
             return pd, pw
         if rc == 2:
@@ -393,9 +413,9 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
 
 
 def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, bonds=None,
-                      cache=None) -> np.ndarray:
+                      cache=None, spacing=None) -> np.ndarray:
     """Multi-source weighted distances, where a step ``u -> v`` costs ``fl(bond weight +
-    weights[v])``.
+    weights[v])``, times the step's Euclidean length with ``spacing``.
 
     Parameters
     ----------
@@ -415,6 +435,10 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources,
     cache : dict, optional
         Where the padded bonds are kept between calls (a lattice's backend cache; see
         :func:`catalytic.kernels.cpu._padded.plan_bonds`).
+    spacing : ndarray of float64, (d,), optional
+        Finite, > 0 (the caller has checked it): a step along offset ``o`` costs its
+        length ``|o * spacing|`` times its cost as above (the length alone with neither
+        site nor bond weights); see :meth:`catalytic.geometry.Geometry.with_spacing`.
 
     Returns
     -------
@@ -444,7 +468,8 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources,
     """
     g = make_plan(shape, periodic, offsets, open_)
     cells = plan_bonds(g, offsets, bonds, cache)
-    pd, _ = _weighted_search(g, weights, _to_padded(sources, g), cells=cells)
+    pd, _ = _weighted_search(g, weights, _to_padded(sources, g), cells=cells,
+                             ln=plan_lengths(g, spacing))
     out = np.empty(g.n, dtype=np.float64)
     _unpad_all(pd, out, g, False)
     return out

@@ -149,6 +149,15 @@ def c_strides(shape) -> np.ndarray:
     return strides
 
 
+def step_lengths(offsets, spacing) -> np.ndarray:
+    """The Euclidean length of each stencil offset (rows of ``offsets``) under
+    ``spacing`` (float64, one per axis): ``sqrt(sum((offset * spacing) ** 2))`` in
+    float64. Every backend takes a step's length from here, so all of them round it
+    alike."""
+    off = np.asarray(offsets, dtype=np.float64).reshape(-1, len(spacing))
+    return np.sqrt(((off * np.asarray(spacing, dtype=np.float64)) ** 2).sum(axis=1))
+
+
 def check_sources(src, n, open_=None) -> None:
     """IndexError for a source (int64 array) outside ``[0, n)``, or on a blocked site
     when ``open_`` is given (length 0: all sites open). Host-side, shared by the CPU and

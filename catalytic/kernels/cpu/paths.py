@@ -31,7 +31,7 @@ from catalytic.kernels.cpu._padded import (
     plan_bonds,
 )
 from catalytic.kernels.cpu.bfs import _hop_search
-from catalytic.kernels.cpu.dijkstra import _cell_args, _weighted_search
+from catalytic.kernels.cpu.dijkstra import _cell_args, _weighted_search, plan_lengths
 
 __all__ = ["shortest_path", "count_shortest_paths"]
 
@@ -156,7 +156,7 @@ def _count_run(work, cnt, queue, buf, st, budget, foff, offs, r, shape, pstrides
 
 @njit(cache=True, nogil=True)
 def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstrides, periodic,
-                   mode, start, bits, nw, bw, slot, fwd):
+                   mode, start, bits, nw, bw, slot, fwd, ln):
     """Continue the walk back whose sites so far are ``path[:m]`` (end first) over the
     shortest-path DAG (see :func:`weighted_walk`): from ``v``, to the in-neighbour ``u``
     of smallest index with a tight step ``u -> v`` that rises in cost or, where ``v`` has
@@ -171,10 +171,12 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
     or 3 (no step into ``path[m - 1]``: the costs are inconsistent).
 
     ``bits, nw, bw, slot, fwd``: :class:`~catalytic.kernels.cpu._padded.BondCells`; a
-    step ``u -> v`` needs an open bond and costs ``fl(bond weight + pw[v])``."""
+    step ``u -> v`` needs an open bond and costs ``fl(bond weight + pw[v])``, times
+    ``ln[k]`` for step ``k`` with step lengths (``ln`` of length 0: none)."""
     K = nfoff.shape[0]
     hb = bits.shape[0] != 0
     hw = bw.shape[0] != 0
+    hl = ln.shape[0] != 0
     P = pd.shape[0]
     used = 0
     v = path[m - 1]
@@ -203,6 +205,8 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
             c = wv
             if hw:
                 c = bw[slot[k] * P + (u if fwd[k] != 0 else v)] + wv
+            if hl:
+                c = ln[k] * c
             if pd[u] + c != dv:
                 continue
             if hv > 0:
@@ -221,7 +225,7 @@ def _walk_dag_part(pd, pw, depth, path, m, budget, nfoff, noffs, r, shape, pstri
 
 @njit(cache=True, nogil=True)
 def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, nfoff, noffs,
-                  r, shape, pstrides, periodic, mode, bits, nw, bw, slot, fwd):
+                  r, shape, pstrides, periodic, mode, bits, nw, bw, slot, fwd, ln):
     """Plateau depths (see :func:`weighted_walk`) for the sites from which a path of
     plateau steps leads to ``members[0]``, resumable. ``depth`` is -1 where unknown.
 
@@ -233,10 +237,12 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
     still to expand). A shallowest plateau path into a member only passes through
     members, so its depth is the one a search over the whole plateau gives. Returns 1
     when done, 0 to be called again (about ``budget`` units a call). O(members k).
-    Bonds (``bits, nw, bw, slot, fwd``) as in :func:`_walk_dag_part`."""
+    Bonds (``bits, nw, bw, slot, fwd``) and step lengths ``ln`` as in
+    :func:`_walk_dag_part`."""
     K = foff.shape[0]
     hb = bits.shape[0] != 0
     hw = bw.shape[0] != 0
+    hl = ln.shape[0] != 0
     P = pd.shape[0]
     c = pd[members[0]]
     used = 0
@@ -249,7 +255,7 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
             x = members[i]
             i += 1
             used += K
-            if not hw and c + pw[x] != c:
+            if not hw and not hl and c + pw[x] != c:
                 continue  # entering x changes the cost: no plateau step into it
             for k in range(K):
                 if mode == 0:
@@ -264,8 +270,14 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                     continue
                 if hb and ((bits[u * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
                     continue
-                if hw and c + (bw[slot[k] * P + (u if fwd[k] != 0 else x)] + pw[x]) != c:
-                    continue
+                if hw or hl:
+                    cu = pw[x]
+                    if hw:
+                        cu = bw[slot[k] * P + (u if fwd[k] != 0 else x)] + cu
+                    if hl:
+                        cu = ln[k] * cu
+                    if c + cu != c:
+                        continue
                 depth[u] = -2
                 members[m] = u
                 m += 1
@@ -295,6 +307,8 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                 cx = pw[x]
                 if hw:
                     cx = bw[slot[k] * P + (u if fwd[k] != 0 else x)] + cx
+                if hl:
+                    cx = ln[k] * cx
                 if pd[u] + cx == c:
                     entry = True
             if entry:
@@ -324,6 +338,8 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
                 cy = pw[y]
                 if hw:
                     cy = bw[slot[k] * P + (x if fwd[k] != 0 else y)] + cy
+                if hl:
+                    cy = ln[k] * cy
                 if c + cy == c:
                     depth[y] = depth[x] + 1
                     queue[t] = y
@@ -337,7 +353,8 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
 # ---------------------------------------------------------------------------------------
 
 
-def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo, cells: BondCells = NO_BONDS) -> np.ndarray:
+def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo, cells: BondCells = NO_BONDS,
+                  ln=None) -> np.ndarray:
     """The shortest path ``ps .. pe`` (padded or, with mode 0 tables, plain indices) on
     the costs ``pd`` of a search from ``ps``; ``pw`` the entry weights (negative on walls
     and portals), ``geo``/``ngeo`` the stencil tables forward and negated.
@@ -346,7 +363,8 @@ def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo, cells: BondCells = NO_BONDS
     where the definitions are): a step u -> v (through an open bond of ``cells``, which
     are laid out for the tables ``geo``) is tight when ``pd[u] + c(u, v) == pd[v]`` in
     float64, ``c(u, v) = fl(bond weight + pw[v])`` its cost (``pw[v]`` without bond
-    weights); a tight step with ``pd[u] == pd[v]`` (a zero weight, or one too small to
+    weights; times the step's length ``ln[k]`` with step lengths, float64 per step of
+    ``geo``'s tables); a tight step with ``pd[u] == pd[v]`` (a zero weight, or one too small to
     change the sum) is a plateau step; the depth of ``ps`` and of every site entered by
     a rising tight step is 0, any other site's is one more than its shallowest plateau
     in-neighbour's. The walk goes from ``pe`` to the in-neighbour of smallest index
@@ -361,7 +379,7 @@ def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo, cells: BondCells = NO_BONDS
     path[0] = pe
     m = 1
     depth = np.empty(0, dtype=np.int64)
-    cargs = _cell_args(cells)
+    cargs = _cell_args(cells) + (np.zeros(0) if ln is None else ln,)
     budget = _budget._BUDGET
     while True:
         m, status = _walk_dag_part(pd, pw, depth, path, m, budget, *ngeo, ps, *cargs)
@@ -385,7 +403,7 @@ def weighted_walk(pd, pw, ps, pe, n_open, geo, ngeo, cells: BondCells = NO_BONDS
 
 
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
-                  bonds=None, cache=None, with_cost=False):
+                  bonds=None, cache=None, with_cost=False, spacing=None):
     """One shortest path from ``start`` to ``end``, chosen by the project-wide tie rule.
 
     Parameters
@@ -408,6 +426,9 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     with_cost : bool
         Also return the path's length: hops, or its cost as the search summed it
         (step costs left to right; inf when unreachable, -1 hops).
+    spacing : ndarray of float64, (d,), optional
+        Euclidean step costs, as in
+        :func:`catalytic.kernels.cpu.dijkstra.dijkstra_distance`.
 
     Returns
     -------
@@ -440,7 +461,7 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     budget = _budget._BUDGET
     cells = plan_bonds(g, offsets, bonds, cache)
     none = np.empty(0, dtype=np.int64)
-    if weights is None and cells.bw.shape[0] == 0:
+    if weights is None and cells.bw.shape[0] == 0 and spacing is None:
         work = _hop_search(g, [ps], stop=pe, cells=cells)
         D = int(work[pe])
         if D < 0:
@@ -453,11 +474,12 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
                             np.int64(cells.nw))
         path = _to_real(path[::-1], g)
         return (path, D) if with_cost else path
-    pd, pw = _weighted_search(g, weights, [ps], stop=pe, cells=cells)
+    ln = plan_lengths(g, spacing)
+    pd, pw = _weighted_search(g, weights, [ps], stop=pe, cells=cells, ln=ln)
     cost = float(pd[pe])
     if not np.isfinite(cost):
         return (none, np.inf) if with_cost else none
-    path = _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo, cells), g)
+    path = _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo, cells, ln), g)
     return (path, cost) if with_cost else path
 
 

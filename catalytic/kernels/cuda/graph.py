@@ -61,7 +61,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda, int64, uint64
 
-from catalytic.kernels.cpu.neighbors import c_strides, check_sources
+from catalytic.kernels.cpu.neighbors import c_strides, check_sources, step_lengths
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda.neighbors import bond_at, bond_open, inside, kept, step
 from catalytic.kernels.cuda.arrays import _resident_blocks
@@ -152,7 +152,7 @@ def _bfs_level(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bi
 
 @cuda.jit
 def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bits, words, bw,
-              weights, dist, cur, nxt, cnt, j, inq, far, thr):
+              weights, ln, dist, cur, nxt, cnt, j, inq, far, thr):
     """Near-far step ``j``, relaxing (Davidson, Baxter, Garland and Owens, IPDPS 2014).
 
     The near list ``cur[:cnt[(j - 1) % 3]]`` (grid-stride) pushes along out-neighbours:
@@ -170,7 +170,9 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bit
 
     Bonds: a step through a closed bond is none; with bond weights (``bw`` not empty)
     a step u -> v costs ``fl(bw[bond] + weights[v])`` (``weights`` may then be empty:
-    no site weights), and ``dist[u]`` plus that."""
+    no site weights), and ``dist[u]`` plus that. With step lengths (``ln`` not empty)
+    step ``k`` costs ``ln[k]`` times its cost (``ln[k]`` alone when ``bw`` and
+    ``weights`` are both empty)."""
     i = cuda.grid(1)
     if i == 0:
         cnt[(j + 1) % 3] = 0
@@ -178,6 +180,7 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bit
     n = dist.shape[0]
     has_bw = bw.shape[0] != 0
     has_w = weights.shape[0] != 0
+    has_ln = ln.shape[0] != 0
     slot = j % 3
     t = thr[0]
     for h in range(i, m, cuda.gridsize(1)):
@@ -194,9 +197,13 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bit
                     sc = bw[bond_at(u, v, bslot[k], n)]
                     if has_w:
                         sc += weights[v]
-                    c = du + sc
+                elif has_w:
+                    sc = weights[v]
                 else:
-                    c = du + weights[v]
+                    sc = 1.0
+                if has_ln:
+                    sc = ln[k] * sc
+                c = du + sc
                 if c < dist[v] and c < cuda.atomic.min(dist, v, c):
                     cuda.threadfence()
                     if c < t:
@@ -821,12 +828,14 @@ def _bucket_width(d_w, d_open, n, stream, d_bw=None) -> float:
     return BUCKET_EDGES * mean if mean > 0 else 1.0
 
 
-def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None, bd=None):
+def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None, bd=None, ln=None):
     """Near-far to the fixed point (:func:`_nf_relax`, :func:`_nf_far_min`,
     :func:`_nf_split` per step, all decided on the device; the host reads one count
     between batches of steps, :func:`_checks`). Returns the device float64 costs.
     ``bd``: the device bonds and bond weights (:func:`_bonds`; None: none); ``d_w`` may
-    then be empty (no site weights)."""
+    then be empty (no site weights). ``ln``: the length of each step of ``t``'s stencil
+    (float64 host array; None: none), then ``d_w`` and the bond weights may both be
+    empty (a step costs its length)."""
     d_bits, words, d_bw = _bonds(t, None, stream) if bd is None else bd
     n = t.n
     dist = cuda.device_array(n, dtype=np.float64, stream=stream)
@@ -838,6 +847,11 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None, bd=None):
         return dist
     if delta is None:
         delta = _bucket_width(d_w, d_open, n, stream, d_bw)
+        if ln is not None:  # the mean step is about the mean length times that
+            unweighted = d_w.shape[0] == 0 and d_bw.shape[0] == 0
+            delta = (BUCKET_EDGES if unweighted else delta) * float(ln.mean() if len(ln) else 1)
+    d_ln = t.d_nobw if ln is None else _transfer.to_device(
+        np.ascontiguousarray(ln, dtype=np.float64), stream=stream)
     cur = cuda.device_array(n, dtype=_index_type(n), stream=stream)
     nxt = cuda.device_array(n, dtype=_index_type(n), stream=stream)
     _transfer.host_to(cur[:m], src.astype(cur.dtype), stream=stream)
@@ -855,7 +869,7 @@ def _relax_run(t: _Tables, d_open, d_w, src, stream, delta=None, bd=None):
         for _ in range(k):
             _nf_relax[blocks, THREADS, stream](
                 t.d_shape, t.d_strides, t.d_periodic, t.d_offsets, *t.d_fast, d_open,
-                t.d_bslot, d_bits, np.int64(words), d_bw, d_w, dist, cur, nxt, cnt,
+                t.d_bslot, d_bits, np.int64(words), d_bw, d_w, d_ln, dist, cur, nxt, cnt,
                 np.int64(j), inq, far, thr)
             _nf_far_min[blocks, THREADS, stream](dist, far, cnt, np.int64(j), fmin)
             _nf_split[blocks, THREADS, stream](dist, far, inq, nxt, cnt, np.int64(j), fmin,
@@ -922,7 +936,7 @@ def bfs_distance(shape, periodic, offsets, open_, dedupe, sources, *, stream=0, 
 
 
 def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *, stream=0,
-                   delta=None, bonds=None):
+                   delta=None, bonds=None, spacing=None):
     """Multi-source weighted distances (entering site v costs ``weights[v]``), left on
     the device.
 
@@ -942,6 +956,8 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
         place): a step through a closed bond is no step, and with bond weights a step u -> v costs
         ``fl(bond weight + weights[v])`` (``weights`` may then be a length-0 array: no
         site weights). None: every bond open.
+    spacing : ndarray of float64, (d,), optional
+        Euclidean step costs, as the twin's (``weights`` may then be a length-0 array).
 
     Returns
     -------
@@ -983,11 +999,17 @@ def relax_distance(shape, periodic, offsets, open_, dedupe, weights, sources, *,
     t = _tables(shape, periodic, offsets, stream)
     d_w = _device(weights, np.float64, stream)
     return _relax_run(t, _device(open_, np.uint8, stream), d_w, sources, stream, delta,
-                      bd=_bonds(t, bonds, stream, weights=True))
+                      bd=_bonds(t, bonds, stream, weights=True), ln=_lengths(t, spacing))
+
+
+def _lengths(t: _Tables, spacing):
+    """The Euclidean length of each step of ``t``'s stencil under ``spacing`` (the
+    CPU twins' :func:`~catalytic.kernels.cpu.neighbors.step_lengths`); None for None."""
+    return None if spacing is None else step_lengths(t.offsets, spacing)
 
 
 def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=None, *,
-                  stream=0, host=None, bonds=None) -> np.ndarray:
+                  stream=0, host=None, bonds=None, spacing=None) -> np.ndarray:
     """One shortest path from ``start`` to ``end``, searched on the device.
 
     The CUDA twin of :func:`catalytic.kernels.cpu.paths.shortest_path`: the same contract
@@ -1009,6 +1031,8 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
         u -> v costs ``fl(bond weight + weights[v])``. The bond-weighted or bond-masked
         weighted walk back runs on the host (:func:`_bond_walk`), which then needs the
         host ``bits`` and ``bw`` (device copies are copied back).
+    spacing : ndarray of float64, (d,), optional
+        Euclidean step costs, as the twin's.
 
     Raises
     ------
@@ -1045,7 +1069,8 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
         raise IndexError(f"start {start} or end {end} out of range for {t.n} sites")
     d_open = _device(open_, np.uint8, stream)
     bond_weighted = bonds is not None and bonds[3].shape[0] != 0
-    if weights is None and not bond_weighted:
+    ln = _lengths(t, spacing)
+    if weights is None and not bond_weighted and ln is None:
         d_bits, words, _ = bd = _bonds(t, bonds, stream)
         d_dist = _bfs_run(t, d_open, [start], stream, stop=end, bd=bd)
         D = int(_read(d_dist[end : end + 1], stream)[0])
@@ -1059,41 +1084,44 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     if bonds is not None:
         d_w = t.d_nobw if weights is None else _device(weights, np.float64, stream)
         pd = _read(_relax_run(t, d_open, d_w, [start], stream,
-                              bd=_bonds(t, bonds, stream, weights=True)), stream)
+                              bd=_bonds(t, bonds, stream, weights=True), ln=ln), stream)
         if not np.isfinite(pd[end]):
             return np.empty(0, dtype=np.int64)
         w = None if weights is None else _host(
             weights if host is None else host[1], np.float64)
         open_h = _host(open_ if host is None else host[0], np.uint8)
-        return _bond_walk(t, pd, w, open_h, bonds, start, end)
+        return _bond_walk(t, pd, w, open_h, bonds, start, end, ln)
     k = t.offsets.shape[0]
     foff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
     noffs = np.ascontiguousarray(-t.offsets)
     offs = np.ascontiguousarray(t.offsets, dtype=np.int64)
     r = np.zeros(t.shape.shape[0], dtype=np.int64)
-    d_w = _device(weights, np.float64, stream)
-    pd = _read(_relax_run(t, d_open, d_w, [start], stream), stream)
+    d_w = t.d_nobw if weights is None else _device(weights, np.float64, stream)
+    pd = _read(_relax_run(t, d_open, d_w, [start], stream, ln=ln), stream)
     if not np.isfinite(pd[end]):
         return np.empty(0, dtype=np.int64)
-    w = _host(weights if host is None else host[1], np.float64)
     open_h = _host(open_ if host is None else host[0], np.uint8)
+    if weights is None:  # step lengths alone: entering a site costs 1, times the length
+        w = np.ones(t.n)
+    else:
+        w = _host(weights if host is None else host[1], np.float64)
     pw = w.copy() if open_h.shape[0] == 0 else np.where(open_h != 0, w, -2.0)
     n_open = t.n if open_h.shape[0] == 0 else int(np.count_nonzero(open_h))
     tail = (r, t.shape, t.strides, t.periodic, 0)
     return weighted_walk(pd, pw, start, end, n_open, (foff, offs) + tail,
-                         (foff, noffs) + tail).copy()
+                         (foff, noffs) + tail, ln=ln).copy()
 
 
 def _bond_steps(t: _Tables, open_h, bonds):
-    """Every usable step of the lattice, on the host: ``(u, v, bw)`` int64, int64,
-    float64 (bond weight, 0 without bond weights), one per stencil entry and site, so
-    parallel bonds give repeated pairs. O(n k d) vectorised."""
+    """Every usable step of the lattice, on the host: ``(u, v, bw, k)`` int64, int64,
+    float64 (bond weight, 0 without bond weights), int64 (stencil row), one per stencil
+    entry and site, so parallel bonds give repeated pairs. O(n k d) vectorised."""
     slot = t.bslot
     bits, words, bw = _host(bonds[1], np.uint32), int(bonds[2]), _host(bonds[3], np.float64)
     n = t.n
     sites = np.arange(n, dtype=np.int64) if open_h.shape[0] == 0 else np.flatnonzero(open_h)
     coords = np.unravel_index(sites, tuple(int(x) for x in t.shape))
-    us, vs, ws = [], [], []
+    us, vs, ws, ks = [], [], [], []
     for k in range(t.offsets.shape[0]):
         keep = np.ones(sites.shape[0], dtype=bool)
         j = np.zeros(sites.shape[0], dtype=np.int64)
@@ -1119,25 +1147,31 @@ def _bond_steps(t: _Tables, open_h, bonds):
         us.append(u)
         vs.append(v)
         ws.append(bw[plane * n + start] if bw.shape[0] else np.zeros(u.shape[0]))
+        ks.append(np.full(u.shape[0], k, dtype=np.int64))
     if not us:
         none = np.zeros(0, dtype=np.int64)
-        return none, none, np.zeros(0)
-    return np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
+        return none, none, np.zeros(0), none
+    return tuple(np.concatenate(a) for a in (us, vs, ws, ks))
 
 
-def _bond_walk(t: _Tables, pd, w, open_h, bonds, start, end) -> np.ndarray:
+def _bond_walk(t: _Tables, pd, w, open_h, bonds, start, end, ln=None) -> np.ndarray:
     """The shortest path ``start .. end`` on the costs ``pd`` of a search from
     ``start`` over a lattice with bonds, by the project-wide tie rule
     (``backends._common.plateau_depths``) with the step cost ``fl(bw + w[v])`` in place
-    of ``w[v]``: tight steps ``fl(pd[u] + c) == pd[v]``; plateau steps (tight, equal
+    of ``w[v]`` (times the step's length ``ln[k]`` with lengths): tight steps ``fl(pd[u] + c) == pd[v]``; plateau steps (tight, equal
     costs) ordered by their depth from the sites entered by a rising tight step; the
     walk goes back to the in-neighbour of smallest index along a rising tight step or a
     plateau step one level up. Host NumPy/SciPy, O(n k) time and memory."""
     from scipy.sparse import csr_array
     from scipy.sparse.csgraph import dijkstra
 
-    u, v, bw = _bond_steps(t, open_h, bonds)
-    c = bw + w[v] if w is not None else bw
+    u, v, bw, k = _bond_steps(t, open_h, bonds)
+    if ln is not None and w is None and bonds[3].shape[0] == 0:
+        c = ln[k]  # step lengths alone
+    else:
+        c = bw + w[v] if w is not None else bw
+        if ln is not None:
+            c = ln[k] * c
     ok = np.isfinite(pd[u]) & np.isfinite(pd[v])
     u, v, c = u[ok], v[ok], c[ok]
     tight = pd[u] + c == pd[v]
