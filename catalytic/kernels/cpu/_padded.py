@@ -360,10 +360,10 @@ def _fill_small(out, vals, g: Plan, open_val, wall_val, portal_val):
         if has_mask:
             np.copyto(inner, wall_val, where=g.open_.reshape(shape) == 0)
     elif has_mask:
-        # wall_val + open * (open_val - wall_val), in the type of ``out``
+        # (not wall_val + open * (open_val - wall_val): that is NaN for infinite values)
         t = out.dtype.type
-        np.multiply(g.open_.reshape(shape), t(open_val - wall_val), out=inner)
-        inner += t(wall_val)
+        inner[...] = t(open_val)
+        np.copyto(inner, t(wall_val), where=g.open_.reshape(shape) == 0)
     else:
         inner[...] = open_val
 

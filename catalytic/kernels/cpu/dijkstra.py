@@ -224,6 +224,90 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
     return 0 if used >= budget else 2
 
 
+@njit(cache=True, nogil=True)
+def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, shape,
+                pstrides, periodic, mode, stop, bits, nw):
+    """Dijkstra when every step costs one of a few lengths (step lengths, no weight of
+    either kind): one FIFO queue per distinct length instead of a priority queue,
+    resumable.
+
+    Step ``k`` costs ``lk[k]`` and is of class ``kcls[k]`` (one of ``C``, one per
+    distinct length). A cell improved to cost ``c`` by a step of class ``j`` joins
+    queue ``j`` as the entry ``(qk[j, e], qs[j, e]) = (c, cell)`` (a circular buffer,
+    ``head[j]``, ``size[j]``; its length a power of two). Cells are settled in
+    non-decreasing cost, so the keys ``fl(D(p) + length)`` pushed into a queue never
+    decrease (a rounded sum does not decrease with ``D(p)``): each queue is sorted, and
+    the least cost queued is the least of the heads. A cell's costs only fall, so of its
+    entries the one whose key is its cost is live, the others are stale and dropped
+    where they are met. The costs are those of any float64 Dijkstra (see
+    :func:`_weighted_search`).
+
+    ``pd`` holds the cell classes as well as the costs: inf on open cells not reached,
+    -inf on walls (no cost is below it, so no step enters one) and NaN on portals (no
+    comparison with it holds; mode 2 resolves them). ``st = [stop settled]``; ``stop``
+    as in :func:`_dijkstra_run`; ``bits, nw``: open bonds as there. Returns after about
+    ``budget`` units: 0 (call again), 1 (done) or 2 (call again with longer queues,
+    :func:`_longer_queues`). O(1) per queued entry, O(k) per settled cell.
+    """
+    K = foff.shape[0]
+    cap = qs.shape[1]
+    mask = cap - 1
+    hb = bits.shape[0] != 0
+    limit = pd[stop] if stop >= 0 and st[0] != 0 else np.inf
+    used = 0
+    while used < budget:
+        best = -1
+        bkey = np.inf
+        for j in range(C):
+            while size[j] > 0 and qk[j, head[j]] != pd[qs[j, head[j]]]:  # stale
+                head[j] = (head[j] + 1) & mask
+                size[j] -= 1
+                used += 1
+            if size[j] > 0 and qk[j, head[j]] < bkey:
+                bkey = qk[j, head[j]]
+                best = j
+            if size[j] + K > cap:
+                return 2  # no room for k more entries
+        if best < 0:
+            return 1
+        h = head[best]
+        p = qs[best, h]
+        head[best] = (h + 1) & mask
+        size[best] -= 1
+        if mode != 0 and size[best] > _AHEAD:  # the cell popped a few pops from now
+            _prefetch_costs(pd, qs[best, (h + _AHEAD) & mask], foff)
+        dp = bkey
+        if dp > limit:
+            return 1
+        used += K
+        if p == stop:
+            limit = dp
+            st[0] = 1
+        for k in range(K):
+            if mode != 0:
+                q = p + foff[k]
+                dq = pd[q]
+                if mode == 2 and dq != dq:  # a portal
+                    q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                    dq = pd[q]
+            else:
+                q = _resolve(p, k, offs, r, shape, pstrides, periodic)
+                if q < 0:
+                    continue
+                dq = pd[q]
+            nd = dp + lk[k]
+            if nd < dq:
+                if hb and ((bits[p * nw + (k >> 3)] >> (k & 7)) & 1) == 0:
+                    continue
+                pd[q] = nd
+                j = kcls[k]
+                e = (head[j] + size[j]) & mask
+                qk[j, e] = nd
+                qs[j, e] = q
+                size[j] += 1
+    return 0
+
+
 @intrinsic
 def _prefetch(typingctx, arr, i):
     """Start loading ``arr[i]`` into the CPU caches (``llvm.prefetch``, read, keep). A
@@ -257,6 +341,17 @@ def _prefetch_around(pd, pw, p, foff):
     for k in range(foff.shape[0]):
         _prefetch(pd, p + foff[k])
         _prefetch(pw, p + foff[k])
+
+
+#: How many pops ahead :func:`_length_run` prefetches the neighbours of a queued cell.
+_AHEAD = 8
+
+
+@njit(cache=True, nogil=True)
+def _prefetch_costs(pd, p, foff):
+    """Prefetch the cost of each padded neighbour of ``p``."""
+    for k in range(foff.shape[0]):
+        _prefetch(pd, p + foff[k])
 
 
 @njit(cache=True, nogil=True)
@@ -363,6 +458,58 @@ def plan_lengths(g: Plan, spacing) -> np.ndarray:
     return step_lengths(g.offs, spacing)
 
 
+def _longer_queues(qk, qs, head, size):
+    """:func:`_length_run`'s queues in buffers twice as long, each queue's entries
+    first, in order (``head`` reset to 0 in place)."""
+    C, cap = qs.shape
+    out = [np.empty((C, 2 * cap), dtype=a.dtype) for a in (qk, qs)]
+    for j in range(C):
+        at = (head[j] + np.arange(size[j])) % cap
+        out[0][j, :size[j]] = qk[j, at]
+        out[1][j, :size[j]] = qs[j, at]
+    head[:] = 0
+    return out
+
+
+def _length_cap(g: Plan, m: int) -> int:
+    """The first length of :func:`_length_run`'s queues, for ``m`` sources: a power of
+    two, at least 4096, twice the sources and stencil, and about a wave front (the open
+    sites over the longest axis). They double whenever one is full."""
+    wave = g.n_open // max(int(g.shape.max()), 1)
+    return 1 << max(12, int(max(wave, 2 * (m + g.offs.shape[0]))).bit_length())
+
+
+def _length_search(g: Plan, psrc, stop, cells: BondCells, ln):
+    """:func:`_weighted_search` when every step costs its length alone: one FIFO queue
+    per distinct length (:func:`_length_run`). Returns the padded costs, -inf on walls
+    and NaN on portals."""
+    pd = np.empty(g.psize, dtype=np.float64)
+    _fill_classes(pd, np.zeros(0), g, np.inf, -np.inf, np.nan)
+    lens, kcls = np.unique(ln, return_inverse=True)
+    kcls = kcls.astype(np.int64)
+    C = lens.shape[0]
+    psrc = np.unique(np.asarray(psrc, dtype=np.int64))
+    m = psrc.shape[0]
+    cap = _length_cap(g, m)
+    qk = np.empty((C, cap), dtype=np.float64)
+    qs = np.empty((C, cap), dtype=g.itype)
+    head = np.zeros(C, dtype=np.int64)
+    size = np.zeros(C, dtype=np.int64)
+    pd[psrc] = 0.0
+    qk[0, :m] = 0.0  # cost 0: the least, so queue 0 stays sorted
+    qs[0, :m] = psrc
+    size[0] = m
+    st = np.zeros(1, dtype=np.int64)
+    budget = _budget._BUDGET
+    while True:
+        rc = _length_run(pd, qk, qs, head, size, ln, kcls, np.int64(C), st, budget,
+                         *_geo(g), stop, cells.bits, np.int64(cells.nw))
+        if rc == 1:
+            return pd
+        if rc == 2:
+            qk, qs = _longer_queues(qk, qs, head, size)
+
+
 def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BONDS,
                      ln=None):
     """Dijkstra from padded sources over the open bonds of ``cells``, a step ``u -> v``
@@ -381,6 +528,13 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
     which is all the walk back from ``stop`` reads.
     """
     ln = np.zeros(0) if ln is None else np.ascontiguousarray(ln, dtype=np.float64)
+    if ln.shape[0] and weights is None and cells.bw.shape[0] == 0:
+        # a few step costs: no heap (walls and portals then back to inf in the costs)
+        pd = _length_search(g, psrc, stop, cells, ln)
+        pw = np.empty(g.psize, dtype=np.float64)
+        _fill_classes(pw, np.zeros(0), g, 1.0, float(WALL), float(PORTAL))
+        pd[pw < 0] = np.inf
+        return pd, pw
     wf = np.zeros(0) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     # with lengths and no weight of either kind, entering a site costs 1 (times the length)
     unit = 1.0 if ln.shape[0] and weights is None and cells.bw.shape[0] == 0 else 0.0
@@ -468,8 +622,15 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources,
     """
     g = make_plan(shape, periodic, offsets, open_)
     cells = plan_bonds(g, offsets, bonds, cache)
-    pd, _ = _weighted_search(g, weights, _to_padded(sources, g), cells=cells,
-                             ln=plan_lengths(g, spacing))
+    ln = plan_lengths(g, spacing)
+    psrc = _to_padded(sources, g)
+    if ln.shape[0] and weights is None and cells.bw.shape[0] == 0:
+        pd = _length_search(g, psrc, -1, cells, ln)
+        out = np.empty(g.n, dtype=np.float64)
+        _unpad_all(pd, out, g, False)
+        out[out == -np.inf] = np.inf  # blocked
+        return out
+    pd, _ = _weighted_search(g, weights, psrc, cells=cells, ln=ln)
     out = np.empty(g.n, dtype=np.float64)
     _unpad_all(pd, out, g, False)
     return out

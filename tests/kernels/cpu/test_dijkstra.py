@@ -235,6 +235,34 @@ def test_dijkstra_resumes_bit_for_bit_on_a_large_lattice(monkeypatch):
     np.testing.assert_array_equal(paths.shortest_path(*args, s, e, weights=w), path)
 
 
+@pytest.mark.parametrize("periodic", [(0, 0, 0), (1, 0, 1)])
+def test_step_lengths_alone_take_fifo_queues_with_the_heap_s_bits(monkeypatch, periodic):
+    """Step lengths without weights (one FIFO queue per length) give the bits of the
+    bucketed heap on the same step costs (weights of 1, times the lengths), also with
+    queues that start at 4 entries (grown many times) and kernel calls of 3 units."""
+    rng = np.random.default_rng(11)
+    shape = (12, 13, 11)
+    n = math.prod(shape)
+    mask = rng.random(n) < 0.85
+    moore = np.array([o for o in np.ndindex(3, 3, 3) if o != (1, 1, 1)]) - 1
+    args = (np.array(shape), np.array(periodic, np.uint8), moore, mask.astype(np.uint8),
+            False)
+    sites = np.flatnonzero(mask)
+    src, s, e = sites[:3], int(sites[0]), int(sites[-1])
+    spacing = np.array([1.0, 2.5, 0.7])
+    ones = np.ones(n)
+    want = dijkstra.dijkstra_distance(*args, ones, src, spacing=spacing)
+    path = paths.shortest_path(*args, s, e, weights=ones, spacing=spacing)
+    assert np.isfinite(want[sites]).mean() > 0.9
+    for cap, budget in ((None, _budget._BUDGET), (4, 3)):
+        if cap is not None:
+            monkeypatch.setattr(dijkstra, "_length_cap", lambda g, m: cap)
+        monkeypatch.setattr(_budget, "_BUDGET", budget)
+        np.testing.assert_array_equal(dijkstra.dijkstra_distance(*args, None, src,
+                                                                 spacing=spacing), want)
+        np.testing.assert_array_equal(paths.shortest_path(*args, s, e, spacing=spacing), path)
+
+
 @st.composite
 def zero_tie_lattices(draw):
     """Small open von Neumann lattices, weights mostly 0 (long cycles of tight steps),
