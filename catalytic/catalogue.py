@@ -197,10 +197,23 @@ def _path_spacing(g, spacing):
     return None if spacing is None else _spacing(g, spacing)
 
 
-def v_distance_field(lat, sources, spacing=None):
-    """``distance_field``: the sources (:meth:`Geometry.sites`) and ``spacing``."""
+def v_distance_field(lat, sources, spacing=None, return_parents=False,
+                     return_sources=False):
+    """``distance_field``: the sources (:meth:`Geometry.sites`), ``spacing``, and whether
+    the parental field (``parents``) and the nearest sources (``nearest``) come too."""
+    for name, flag in (("return_parents", return_parents),
+                       ("return_sources", return_sources)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     (lat, src), _ = v_sources(lat, sources)
-    return (lat, src), {"spacing": _path_spacing(lat.geometry, spacing)}
+    return (lat, src), {"spacing": _path_spacing(lat.geometry, spacing),
+                        "parents": bool(return_parents), "nearest": bool(return_sources)}
+
+
+def mem_distance_field(lat, *_, parents=False, nearest=False, **__):
+    """16 bytes a site for the search, 8 more for each of the parents and the nearest
+    sources (the parents are made for the nearest sources too)."""
+    return lat.geometry.n_points * (16 + 8 * (parents or nearest) + 8 * nearest)
 
 
 def v_shortest_path(lat, start, end, spacing=None):
@@ -1123,7 +1136,7 @@ DATA = {"topology": False}
 #: core (plugin "catalytic", through the same hook a third-party plugin uses), before any
 #: backend gives an implementation
 CATALOGUE = (
-    ("distance_field", v_distance_field, sites_work, mem_sites(16), {},
+    ("distance_field", v_distance_field, sites_work, mem_distance_field, {},
      "Hop counts (or summed step costs) from the nearest source to every site."),
     ("shortest_path", v_shortest_path, sites_work, mem_sites(16), {},
      "One shortest path between two sites, by the canonical tie rule."),

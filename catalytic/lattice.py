@@ -524,7 +524,8 @@ class UnifiedCatalyticLattice:
         """The router's :class:`~catalytic.router.Decision` for this thread's last call."""
         return self.engine.last_decision
 
-    def distance_field(self, sources, *, spacing=None, backend=None) -> np.ndarray:
+    def distance_field(self, sources, *, spacing=None, return_parents=False,
+                       return_sources=False, backend=None):
         """Distance from the nearest source to every site, along the lattice.
 
         Parameters
@@ -540,18 +541,37 @@ class UnifiedCatalyticLattice:
             weighted lattice. A Moore stencil so gives dijkstra3d's
             ``euclidean_distance_field`` (and, with site weights, the costs of its
             ``dijkstra`` with ``anisotropy``). Default: hop counts, or the weights alone.
+        return_parents : bool, default False
+            Also return the parental field: one search, then any number of shortest
+            paths read from it by :meth:`path_from_parents` (dijkstra3d's
+            ``parental_field``; SciPy's predecessors).
+        return_sources : bool, default False
+            Also return the nearest source of every site (a discrete Voronoi partition;
+            SciPy's ``sources`` of ``dijkstra(min_only=True)``).
         backend : str, optional
             Run on this backend instead of the one the router picks.
 
         Returns
         -------
-        ndarray, shape ``self.shape``
+        distances : ndarray, shape ``self.shape``
             Hop counts (int64, -1 where unreachable or blocked) on unweighted lattices
             without ``spacing``; otherwise the least summed step cost (float64, ``inf``
             where unreachable or blocked), a step ``u -> v`` along offset ``o`` costing
             ``fl(bond_weight(u, v) + weights[v])`` (0 for a kind of weight the lattice
             lacks), and with ``spacing`` ``fl(|o * spacing| * that)``, or ``|o *
             spacing|`` on a lattice without weights. Closed bonds are never crossed.
+        parents : ndarray of int64, shape ``self.shape``
+            With ``return_parents``: the flat index of the neighbour each site is
+            reached from, by the tie rule of :meth:`find_shortest_path` (walking back
+            from a site, the neighbour of smallest flat index on a shortest path): a
+            source is its own parent, a blocked or unreached site has -1. From one
+            source, ``path_from_parents(parents, t)`` is ``find_shortest_path(source,
+            t).path`` for every ``t``.
+        nearest : ndarray of int64, shape ``self.shape``
+            With ``return_sources``: the flat index of each site's nearest source, the
+            one its chain of parents ends at (-1 where unreached or blocked). Of sources
+            at the same distance, that is the one the canonical shortest path from the
+            site leads back to, so every source's sites form a connected region.
 
         Raises
         ------
@@ -578,8 +598,78 @@ class UnifiedCatalyticLattice:
         np.int64(2)
         >>> float(L.distance_field((0, 0), spacing=(1, 2))[2, 2])  # two diagonals
         4.47213595499958
+
+        Two sources, the site each one serves, and a path read from the parents:
+
+        >>> L = cat.Lattice(shape=(1, 7))
+        >>> d, parents, near = L.distance_field(np.array([1, 5]), return_parents=True,
+        ...                                     return_sources=True)
+        >>> d.tolist(), near.tolist()
+        ([[1, 0, 1, 2, 1, 0, 1]], [[1, 1, 1, 1, 5, 5, 5]])
+        >>> L.path_from_parents(parents, 3).tolist()
+        [1, 2, 3]
         """
-        return self._run("distance_field", sources, spacing=spacing, backend=backend)
+        return self._run("distance_field", sources, spacing=spacing,
+                         return_parents=return_parents, return_sources=return_sources,
+                         backend=backend)
+
+    def path_from_parents(self, parents, target) -> np.ndarray:
+        """The shortest path to ``target`` recorded in a parental field.
+
+        Parameters
+        ----------
+        parents : array_like of int
+            A parental field of this lattice (``distance_field(...,
+            return_parents=True)``), in its shape or flat.
+        target : int or tuple of int
+            A site, as a flat index or coordinates.
+
+        Returns
+        -------
+        ndarray of int64
+            Flat indices from the source the path starts at to ``target``; empty when
+            ``target`` was not reached. O(path length).
+
+        Raises
+        ------
+        IndexError
+            ``target`` out of range or blocked.
+        TypeError
+            ``parents`` not integers.
+        ValueError
+            ``parents`` of another shape, or not a parental field (an index out of
+            range, or a chain of parents that ends nowhere).
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> L = cat.Lattice(shape=(3, 4))
+        >>> _, parents = L.distance_field(0, return_parents=True)
+        >>> L.path_from_parents(parents, (2, 3)).tolist()
+        [0, 1, 2, 3, 7, 11]
+        """
+        g = self.geometry
+        par = np.asarray(parents)
+        if par.dtype.kind not in "iu":
+            raise TypeError(f"parents must be integers, got dtype {par.dtype}")
+        if par.shape not in (g.shape, (g.n_points,)):
+            raise ValueError(f"parents has shape {par.shape}; expected the lattice shape "
+                             f"{g.shape}")
+        par = par.reshape(-1)
+        v = g.site(target, "target")
+        path = [v]
+        for _ in range(g.n_points):
+            p = int(par[v])
+            if p == v:
+                return np.array(path[::-1], dtype=np.int64)
+            if p == -1 and len(path) == 1:
+                return np.zeros(0, dtype=np.int64)
+            if not 0 <= p < g.n_points:
+                raise ValueError(f"parents is not a parental field: site {v} has parent {p}")
+            path.append(p)
+            v = p
+        raise ValueError("parents is not a parental field: a chain of parents does not "
+                         "end at a source")
 
     def distance_transform(self, features=None, *, values=None, background=0,
                            spacing=None, squared=False, dtype=None, return_indices=False,

@@ -40,6 +40,12 @@ def _dijkstra():
     return dijkstra
 
 
+def _parents():
+    from catalytic.kernels.cpu import parents
+
+    return parents
+
+
 def _paths():
     from catalytic.kernels.cpu import paths
 
@@ -264,14 +270,23 @@ def thread_safe(func):
 
 
 # -- paths --------------------------------------------------------------------------------
-def distance_field(lat, sources, *, spacing=None):
+def distance_field(lat, sources, *, spacing=None, parents=False, nearest=False):
     g = lat.geometry
+    w = None if g.weights is None else g.weights.reshape(-1)
     if not _weighted(g) and spacing is None:
         d = _bfs().bfs_distance(*_k(lat), sources, **_bk(lat))
     else:
-        w = None if g.weights is None else g.weights.reshape(-1)
         d = _dijkstra().dijkstra_distance(*_k(lat), w, sources, spacing=spacing, **_bk(lat))
-    return d.reshape(g.shape)
+    if not (parents or nearest):
+        return d.reshape(g.shape)
+    gs = g.with_spacing(spacing)
+    kern = _parents()
+    par = kern.parents(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, d, sources,
+                       depth=C.plateau_depths_if_any(gs, d, sources), weights=w,
+                       bonds=g.bond_args() if g.has_bonds else None,
+                       lengths=gs.step_lengths)
+    return C.field_outputs(g, d, par if parents else None,
+                           kern.roots(par) if nearest else None)
 
 
 def shortest_path(lat, start, end, *, spacing=None):

@@ -23,9 +23,14 @@ NAME = "numpy"
 
 
 # -- paths ------------------------------------------------------------------------------
-def distance_field(lat, sources, *, spacing=None):
+def distance_field(lat, sources, *, spacing=None, parents=False, nearest=False):
     g = lat.geometry.with_spacing(spacing)
-    return C.dist_from(g, sources).reshape(g.shape)
+    d = C.dist_from(g, sources)
+    if not (parents or nearest):
+        return d.reshape(g.shape)
+    par = C.parents_from(g, d, sources)
+    return C.field_outputs(g, d, par if parents else None,
+                           C.roots_of(par) if nearest else None)
 
 
 def shortest_path(lat, start, end, *, spacing=None):

@@ -61,6 +61,13 @@ def _sites(per_site, bond_weights=False):
                                          + _bond_bytes(lat.geometry, bond_weights))
 
 
+def _field_need(lat, *args, parents=False, nearest=False, **kwargs):
+    """Device bytes of ``distance_field``: 24 a site for the search, 9 more for the
+    parents (and the sources flags), 16 more for the nearest sources' pointer jumping."""
+    per_site = 24 + 9 * (parents or nearest) + 16 * nearest
+    return lat.geometry.n_points * per_site + _bond_bytes(lat.geometry, True)
+
+
 def _stacked(per_site):
     """Device bytes of a batched twin: ``per_site`` bytes for every site of every row,
     plus the lattice's bonds (and bond weights) that every row shares."""
@@ -129,17 +136,27 @@ def _weighted(g) -> bool:
     return g.weights is not None or g.bond_weights is not None
 
 
-def distance_field(lat, sources, *, spacing=None):
+def distance_field(lat, sources, *, spacing=None, parents=False, nearest=False):
     g = lat.geometry
+    w = None
     if not _weighted(g) and spacing is None:
-        d = _graph().bfs_distance(*_args(lat), sources, bonds=_bond_args(lat))
-        return to_host(d).astype(np.int64, copy=False).reshape(g.shape)
-    w = resident(lat).get("weights", g.weights)
-    if w is None:  # bond weights or step lengths only
-        w = np.zeros(0, dtype=np.float64)
-    d = _graph().relax_distance(*_args(lat), w, sources, bonds=_bond_args(lat, True),
-                                spacing=spacing)
-    return to_host(d).reshape(g.shape)
+        d_dist = _graph().bfs_distance(*_args(lat), sources, bonds=_bond_args(lat))
+    else:
+        w = resident(lat).get("weights", g.weights)
+        if w is None:  # bond weights or step lengths only
+            w = np.zeros(0, dtype=np.float64)
+        d_dist = _graph().relax_distance(*_args(lat), w, sources, bonds=_bond_args(lat, True),
+                                         spacing=spacing)
+    d = to_host(d_dist)
+    if not (parents or nearest):
+        return d.reshape(g.shape)
+    gs = g.with_spacing(spacing)
+    d_par = _graph().parents(
+        *_args(lat)[:4], d_dist, sources, depth=C.plateau_depths_if_any(gs, d, sources),
+        weights=None if w is None or len(w) == 0 else w, bonds=_bond_args(lat, True),
+        lengths=gs.step_lengths)
+    near = to_host(_graph().roots(d_par)) if nearest else None
+    return C.field_outputs(g, d, to_host(d_par) if parents else None, near)
 
 
 def shortest_path(lat, start, end, *, spacing=None):
@@ -540,7 +557,7 @@ def _nz_need(lat, count, *, kind="site", observables=O.NZ_OBSERVABLES, n_stride=
 
 IMPLEMENTATIONS = {
     # op: (implementation, device bytes it needs, other condition)
-    "distance_field": (distance_field, _sites(24, True), None),
+    "distance_field": (distance_field, _field_need, None),
     "shortest_path": (shortest_path, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
     # labels, field, and per label (count <= n): 8 sums and extremes, d + d^2 moments;

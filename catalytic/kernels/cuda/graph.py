@@ -70,6 +70,8 @@ __all__ = [
     "THREADS",
     "bfs_distance",
     "relax_distance",
+    "parents",
+    "roots",
     "shortest_path",
     "connected_components",
     "degree",
@@ -439,6 +441,67 @@ def _walk_hops(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, nslot, 
             path[h] = best
             v = best
             D -= 1
+
+
+@cuda.jit
+def _parents(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, bslot, bits, words, bw,
+             w, ln, dist, src, depth, hops, parent):
+    """The parental field, one thread a site (grid-stride): the CPU twin's
+    (``kernels.cpu.parents._parents_rows``) rule and arguments, the in-neighbours found
+    along the negated stencil (``noffsets``, ``nfoff``, ``lo``, ``hi``) and each step
+    ``u -> v`` through the bond of ``bslot[k]``, as the twin's."""
+    n = dist.shape[0]
+    hbw = bw.shape[0] != 0
+    hw = w.shape[0] != 0
+    hl = ln.shape[0] != 0
+    hd = depth.shape[0] != 0
+    unit = 1.0 if hl and not hbw and not hw else 0.0
+    for v in range(cuda.grid(1), n, cuda.gridsize(1)):
+        if src[v] != 0:
+            parent[v] = v
+            continue
+        dv = dist[v]
+        if (hops and dv < 0) or (not hops and not dv < math.inf):
+            parent[v] = -1
+            continue
+        fast = inside(v, strides, lo, hi)
+        wv = w[v] if hw else unit
+        best = -1
+        for k in range(noffsets.shape[0]):
+            u = step(v, k, fast, nfoff, shape, strides, periodic, noffsets, open_)
+            if u < 0 or u == v or (best >= 0 and u >= best):
+                continue
+            du = dist[u]
+            if hops:
+                if du != dv - 1:
+                    continue
+            else:
+                if not du < math.inf:
+                    continue
+                cost = wv
+                if hbw:
+                    cost = bw[bond_at(u, v, bslot[k], n)] + wv
+                if hl:
+                    cost = ln[k] * cost
+                if du + cost != dv:
+                    continue
+                if not (du < dv or (hd and depth[u] == depth[v] - 1)):
+                    continue
+            if bond_open(u, v, bslot[k], bits, words):
+                best = u
+        parent[v] = best
+
+
+@cuda.jit
+def _jump(cur, nxt, changed):
+    """One round of pointer jumping, grid-stride: ``nxt[v] = cur[cur[v]]`` (-1 stays
+    -1); ``changed[0]`` set to 1 where one changed."""
+    for v in range(cuda.grid(1), cur.shape[0], cuda.gridsize(1)):
+        p = cur[v]
+        q = cur[p] if p >= 0 else -1
+        nxt[v] = q
+        if q != p:
+            changed[0] = 1
 
 
 @cuda.jit
@@ -1110,6 +1173,72 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     tail = (r, t.shape, t.strides, t.periodic, 0)
     return weighted_walk(pd, pw, start, end, n_open, (foff, offs) + tail,
                          (foff, noffs) + tail, ln=ln).copy()
+
+
+def parents(shape, periodic, offsets, open_, dist, sources, *, depth=None, weights=None,
+            bonds=None, lengths=None, stream=0):
+    """The parental field of a distance field, left on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.parents.parents`: the same contract
+    and the same parents; ``open_``, ``dist`` and ``weights`` may also be device
+    arrays, read in place, and ``stream`` (0: the default) takes every copy and launch.
+    One thread a site, O(n k) work.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> parents((2, 3), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8),
+    ...         np.array([0, 1, 2, 1, 2, 3]), np.array([0])).copy_to_host().tolist()
+    ... # doctest: +SKIP
+    [0, 0, 1, 0, 1, 2]
+    """
+    t = _tables(shape, periodic, offsets, stream)
+    d_dist = dist if _is_device(dist) else _transfer.to_device(
+        np.ascontiguousarray(dist).reshape(-1), stream=stream)
+    hops = d_dist.dtype.kind in "iu"
+    if d_dist.dtype not in (np.int64, np.float64):
+        raise TypeError(f"dist must be int64 hops or float64 costs, got {d_dist.dtype}")
+    src = np.zeros(t.n, dtype=np.uint8)
+    src[np.asarray(sources, dtype=np.int64)] = 1
+    d_bits, words, d_bw = _bonds(t, bonds, stream, weights=True)
+    none = t.d_nobw
+    d_w = none if weights is None else _device(weights, np.float64, stream)
+    d_ln = none if lengths is None else _transfer.to_device(
+        np.ascontiguousarray(lengths, dtype=np.float64), stream=stream)
+    d_depth = _transfer.to_device(np.zeros(0, np.int64) if depth is None or len(depth) == 0
+                                  else np.ascontiguousarray(depth, np.int64), stream=stream)
+    out = cuda.device_array(t.n, dtype=np.int64, stream=stream)
+    if t.n:
+        _parents[_grid_blocks(t.n), THREADS, stream](
+            t.d_shape, t.d_strides, t.d_periodic, t.d_noffsets, *t.d_nfast,
+            _device(open_, np.uint8, stream), t.d_bslot, d_bits, np.int64(words), d_bw, d_w,
+            d_ln, d_dist, _transfer.to_device(src, stream=stream), d_depth, hops, out)
+    return out
+
+
+def roots(parents, *, stream=0):
+    """Where each chain of ``parents`` (a device or host int64 array) ends, left on the
+    device: the CUDA twin of :func:`catalytic.kernels.cpu.parents.roots`, by rounds of
+    pointer jumping (:func:`_jump`), the host reading one flag per batch of rounds.
+    ``parents`` is left as it is."""
+    src = parents if _is_device(parents) else _transfer.to_device(
+        np.ascontiguousarray(parents, dtype=np.int64).reshape(-1), stream=stream)
+    n = src.shape[0]
+    cur = cuda.device_array(n, dtype=np.int64, stream=stream)
+    nxt = cuda.device_array(n, dtype=np.int64, stream=stream)
+    if n == 0:
+        return cur
+    flag = cuda.device_array(1, dtype=np.int32, stream=stream)
+    blocks = _grid_blocks(n)
+    _jump[blocks, THREADS, stream](src, cur, flag)  # the first round into arrays of its own
+    for k in _checks():
+        _launch(_fill, 1, stream, flag, np.int32(0))
+        for _ in range(k):  # a round past the fixed point changes nothing
+            _jump[blocks, THREADS, stream](cur, nxt, flag)
+            cur, nxt = nxt, cur
+        if _read(flag, stream)[0] == 0:
+            return cur
 
 
 def _bond_steps(t: _Tables, open_h, bonds):

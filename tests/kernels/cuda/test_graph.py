@@ -646,6 +646,11 @@ def _ptx_cases():
         "_scan_add[int32]": ("_scan_add", (T.int32[::1], T.int32[::1])),
         "_degree": ("_degree", geo + fast + (u8, u8) + bonds + (T.boolean, i64)),
         "_walk_hops": ("_walk_hops", geo + fast + (u8,) + bonds + (i64, T.int64, i64)),
+        "_parents[hops]": ("_parents", geo + fast + (u8,) + bonds
+                           + (f64, f64, f64, i64, u8, i64, T.boolean, i64)),
+        "_parents[costs]": ("_parents", geo + fast + (u8,) + bonds
+                            + (f64, f64, f64, f64, u8, i64, T.boolean, i64)),
+        "_jump": ("_jump", (i64, i64, i32)),
         "_fill[uint64]": ("_fill", (T.uint64[::1], T.uint64)),
         "_bits_start": ("_bits_start", (T.uint64[::1], T.uint64[::1], i64)),
         "_bits_level": ("_bits_level",
