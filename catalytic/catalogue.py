@@ -210,6 +210,28 @@ def v_distance_field(lat, sources, spacing=None, return_parents=False,
                         "parents": bool(return_parents), "nearest": bool(return_sources)}
 
 
+def sites_in_order(g, sites, what: str) -> np.ndarray:
+    """:meth:`Geometry.sites`'s checks, the flat indices (int64) in the order given,
+    repeats kept."""
+    g.sites(sites, what)
+    if isinstance(sites, (numbers.Integral, np.integer)) or (
+            isinstance(sites, tuple) and len(sites) == g.dimensions):
+        return np.array([g.site(sites, what)], dtype=np.int64)
+    arr = np.asarray(sites)
+    if arr.ndim == 2:
+        return np.asarray(g.coords_to_index(arr.astype(np.int64)), dtype=np.int64)
+    return arr.reshape(-1).astype(np.int64)
+
+
+def v_shortest_paths(lat, start, ends, spacing=None, first=False):
+    """``shortest_paths``: the start, the ends (:func:`sites_in_order`), ``spacing`` and
+    whether the search stops at the first end reached."""
+    g = lat.geometry
+    s = g.site(start, "start")
+    return (lat, s, sites_in_order(g, ends, "ends")), {
+        "spacing": _path_spacing(g, spacing), "first": bool(first)}
+
+
 def mem_distance_field(lat, *_, parents=False, nearest=False, **__):
     """16 bytes a site for the search, 8 more for each of the parents and the nearest
     sources (the parents are made for the nearest sources too)."""
@@ -1140,6 +1162,8 @@ CATALOGUE = (
      "Hop counts (or summed step costs) from the nearest source to every site."),
     ("shortest_path", v_shortest_path, sites_work, mem_sites(16), {},
      "One shortest path between two sites, by the canonical tie rule."),
+    ("shortest_paths", v_shortest_paths, sites_work, mem_sites(17), {},
+     "Shortest paths from one site to the nearest of several, or to each, in one search."),
     ("count_shortest_paths", v_pair, sites_work, mem_sites(24), {},
      "The number of shortest paths between two sites, exactly."),
     ("all_paths", v_all_paths, sites_work, mem_all_paths, {},

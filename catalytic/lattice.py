@@ -759,8 +759,13 @@ class UnifiedCatalyticLattice:
 
         Parameters
         ----------
-        start, end : int or tuple of int
-            Sites, as a flat index or coordinates.
+        start : int or tuple of int
+            A site, as a flat index or coordinates.
+        end : int, tuple of int, or array_like of int
+            A site; or several, as :meth:`distance_field` takes sources (a 1-D array of
+            flat indices or a (k, d) array of coordinates): then the path goes to the
+            nearest of them (of equally near ones, the one of smallest flat index), and
+            the search stops once that one is reached.
         spacing : float or sequence of float, optional
             Euclidean step costs, as :meth:`distance_field` takes them.
         backend : str, optional
@@ -769,7 +774,8 @@ class UnifiedCatalyticLattice:
         Returns
         -------
         PathResult
-            ``path``: flat indices from ``start`` to ``end`` (empty when unreachable);
+            ``path``: flat indices from ``start`` to ``end`` (the end reached last;
+            empty when unreachable);
             ``distance``: hops (int, -1 when unreachable) or, on a lattice with site or
             bond weights or with ``spacing``, the left-to-right float64 sum of the step
             costs (as :meth:`distance_field` defines them; ``inf`` when unreachable).
@@ -790,15 +796,67 @@ class UnifiedCatalyticLattice:
         paths are those of a DAG that stays exact when sums round
         (``1e16 + 1 == 1e16``) or weights are 0: see
         ``catalytic.backends._common.plateau_depths``. A BFS (Dijkstra when weighted),
-        as :meth:`distance_field`.
+        as :meth:`distance_field`, that stops once every distance the walk back reads is
+        final (the cuda backend searches the whole lattice for several ends).
 
         Examples
         --------
         >>> import catalytic as cat
-        >>> cat.Lattice(shape=(3, 4)).find_shortest_path(0, (2, 3))
+        >>> L = cat.Lattice(shape=(3, 4))
+        >>> L.find_shortest_path(0, (2, 3))
         PathResult(path=array([ 0,  1,  2,  3,  7, 11]), distance=5)
+        >>> L.find_shortest_path(0, np.array([[2, 3], [1, 2]])).path  # the nearer end
+        array([0, 1, 2, 6])
         """
-        return self._run("shortest_path", start, end, spacing=spacing, backend=backend)
+        if _one_site(end, self.geometry.dimensions):
+            return self._run("shortest_path", start, end, spacing=spacing, backend=backend)
+        _, result = self._run("shortest_paths", start, end, spacing=spacing, first=True,
+                              backend=backend)
+        return result
+
+    def find_shortest_paths(self, start, ends, *, spacing=None, backend=None) -> list:
+        """Shortest paths from ``start`` to each of several ends, from one search.
+
+        Parameters
+        ----------
+        start : int or tuple of int
+            A site, as a flat index or coordinates.
+        ends : array_like of int
+            The ends, as :meth:`distance_field` takes sources (repeats allowed).
+        spacing : float or sequence of float, optional
+            Euclidean step costs, as :meth:`distance_field` takes them.
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        list of PathResult
+            One per end, in the order given: what :meth:`find_shortest_path` gives for
+            it (the same paths, by the same tie rule).
+
+        Raises
+        ------
+        IndexError
+            A site out of range or blocked.
+        TypeError
+            A bool or non-integer site.
+        ValueError
+            No end, an ambiguous list, or an array of the wrong shape.
+
+        Notes
+        -----
+        One search from ``start`` that stops once every end is reached (the cuda
+        backend searches the whole lattice), then a walk back from each end, O(path k).
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> [p.distance for p in cat.Lattice(shape=(3, 4)).find_shortest_paths(
+        ...     0, np.array([11, 5, 0]))]
+        [5, 2, 0]
+        """
+        return self._run("shortest_paths", start, ends, spacing=spacing, first=False,
+                         backend=backend)
 
     def count_shortest_paths(self, start, end, *, backend=None) -> int:
         """Exact number of distinct shortest paths from ``start`` to ``end``.
@@ -1709,6 +1767,15 @@ Lattice = UnifiedCatalyticLattice
 
 _unpickled_engines: dict = {}
 _unpickled_lock = threading.Lock()
+
+
+def _one_site(site, d: int) -> bool:
+    """Whether ``site`` names one site (a flat index or a tuple of d coordinates) rather
+    than several."""
+    if isinstance(site, (numbers.Integral, np.integer)):
+        return True
+    return isinstance(site, tuple) and len(site) == d and all(
+        isinstance(c, (numbers.Integral, np.integer)) for c in site)
 
 
 def _unpickle_lattice(definition, settings):

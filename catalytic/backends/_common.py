@@ -282,6 +282,34 @@ def walk_back(geometry, dist: np.ndarray, start: int, end: int) -> np.ndarray:
     return np.array(path[::-1], dtype=np.int64)
 
 
+def nearest_end(ends: np.ndarray, dist: np.ndarray) -> int:
+    """The position in ``ends`` of the nearest end (``dist``: each end's distance, -1 or
+    inf where unreached), of equally near ones the smallest flat index (its first
+    repeat); -1 when none is reached."""
+    reached = (dist >= 0) & np.isfinite(dist)
+    if not reached.any():
+        return -1
+    return int(np.lexsort((np.arange(len(ends)), ends, np.where(reached, dist, 0),
+                           ~reached))[0])
+
+
+def paths_to(geometry, dist: np.ndarray, start: int, ends: np.ndarray, first: bool):
+    """``shortest_paths`` from a whole distance field from ``start``: a
+    :class:`PathResult` per end, or with ``first`` ``(j, PathResult)`` for the nearest
+    end ``ends[j]`` (:func:`nearest_end`; -1 and an empty path when none is reached)."""
+    def one(e):
+        return PathResult(walk_back(geometry, dist, start, int(e)),
+                          path_distance(geometry, dist, int(e)))
+
+    if not first:
+        return [one(e) for e in ends]
+    j = nearest_end(ends, dist[ends])
+    if j < 0:
+        return -1, PathResult(np.zeros(0, dtype=np.int64),
+                              np.inf if geometry.weighted else -1)
+    return j, one(ends[j])
+
+
 def steps_into(geometry, v: int):
     """``(u, cost)``: the neighbours ``u`` of site ``v`` (int64, ascending) and the cost
     of each step ``u -> v`` (float64, :meth:`Geometry.step_cost`: ``fl(bond_weight(u, v)

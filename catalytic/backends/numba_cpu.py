@@ -300,6 +300,17 @@ def shortest_path(lat, start, end, *, spacing=None):
     return R.PathResult(path, cost)
 
 
+def shortest_paths(lat, start, ends, *, spacing=None, first=False):
+    g = lat.geometry
+    w = None if g.weights is None else g.weights.reshape(-1)
+    out = _paths().shortest_paths(*_k(lat), start, ends, w, first=first, spacing=spacing,
+                                  **_bk(lat))
+    if first:
+        j, path, length = out
+        return j, R.PathResult(path, length)
+    return [R.PathResult(p, length) for p, length in out]
+
+
 def count_shortest_paths(lat, start, end):
     count, overflowed = _paths().count_shortest_paths(*_k(lat), start, end, **_bk(lat))
     if overflowed:
@@ -708,6 +719,7 @@ def random(shape, seed, distribution):
 IMPLEMENTATIONS = {
     "distance_field": (distance_field, None),
     "shortest_path": (shortest_path, None),
+    "shortest_paths": (shortest_paths, None),
     "count_shortest_paths": (count_shortest_paths, _unweighted_only),
     "path_catalytic": (path_catalytic, _no_bond_weights),
     "connected_components": (connected_components, None),
@@ -760,7 +772,7 @@ def catalytic_add_backends(registry):
 
 
 #: operations that run the graph kernels (their thread count is chosen per call)
-GRAPH_OPS = {"distance_field", "shortest_path", "count_shortest_paths", "path_catalytic",
+GRAPH_OPS = {"distance_field", "shortest_path", "shortest_paths", "count_shortest_paths", "path_catalytic",
              "connected_components", "label", "batched.label", "percolates",
              "spanning_clusters", "degree", "centrality", "batched.connected_components", "batched.percolates",
              "batched.spanning_clusters", "batched.distance_field"}
@@ -776,7 +788,7 @@ for _op in ("connected_components", "label", "percolates", "spanning_clusters"):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
-    "distance_field", "shortest_path", "count_shortest_paths", "path_catalytic", "centrality",
+    "distance_field", "shortest_path", "shortest_paths", "count_shortest_paths", "path_catalytic", "centrality",
     "batched.distance_field", "connected_components", "label", "batched.label",
     "cluster_statistics", "region_graph", "percolates",
     "spanning_clusters", "degree", "laplacian", "diffuse", "batched.connected_components", "batched.percolates",

@@ -39,6 +39,12 @@ def shortest_path(lat, start, end, *, spacing=None):
     return R.PathResult(C.walk_back(g, dist, start, end), C.path_distance(g, dist, end))
 
 
+def shortest_paths(lat, start, ends, *, spacing=None, first=False):
+    g = lat.geometry.with_spacing(spacing)
+    dist = C.dist_from(g, [start])
+    return C.paths_to(g, dist, start, ends, first)
+
+
 def count_shortest_paths(lat, start, end):
     return C.count_paths_exact(lat.geometry, start, end)
 
@@ -764,6 +770,7 @@ def _nz_terms(params, lat, count, *, kind="site", **_):
 IMPLEMENTATIONS = {
     "distance_field": distance_field,
     "shortest_path": shortest_path,
+    "shortest_paths": shortest_paths,
     "count_shortest_paths": count_shortest_paths,
     "all_paths": all_paths,
     "path_catalytic": path_catalytic,
@@ -813,7 +820,7 @@ def catalytic_add_backends(registry):
 
 #: operations whose reference implementation builds an explicit graph (CSR, NetworkX)
 GRAPH_OPS = {
-    "distance_field", "shortest_path", "count_shortest_paths", "connected_components",
+    "distance_field", "shortest_path", "shortest_paths", "count_shortest_paths", "connected_components",
     "label", "percolates", "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian",
     "diffuse", "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
     "batched.distance_field", "batched.laplacian",
@@ -828,7 +835,7 @@ def _graph_fits(lat, *args, **kwargs):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
-    "distance_field", "shortest_path", "count_shortest_paths", "all_paths", "path_catalytic",
+    "distance_field", "shortest_path", "shortest_paths", "count_shortest_paths", "all_paths", "path_catalytic",
     "connected_components", "label", "batched.label", "cluster_statistics", "region_graph",
     "percolates",
     "spanning_clusters", "degree", "analyze_structure", "centrality", "communities", "laplacian", "diffuse", "batched.connected_components",

@@ -149,7 +149,8 @@ def catalytic_add_backends(registry):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
-    "distance_field", "shortest_path", "connected_components", "label", "batched.label",
+    "distance_field", "shortest_path", "shortest_paths", "connected_components", "label",
+    "batched.label",
     "cluster_statistics", "region_graph", "percolates",
     "spanning_clusters", "degree", "centrality", "laplacian", "diffuse",
     "batched.connected_components", "batched.percolates", "batched.spanning_clusters",

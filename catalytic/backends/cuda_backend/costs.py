@@ -159,6 +159,7 @@ def _terms_for(op):
     table = {
         "distance_field": lattice_terms(levels, 8, weights=True),
         "shortest_path": lattice_terms(path_levels, 0, weights=True, back=path_back),
+        "shortest_paths": lattice_terms(levels, 8, weights=True),
         "connected_components": lattice_terms(labelling, 4),
         "percolates": lattice_terms(labelling, 4),
         "spanning_clusters": lattice_terms(labelling, 4),

@@ -169,6 +169,20 @@ def shortest_path(lat, start, end, *, spacing=None):
     return C.path_result(g.with_spacing(spacing), path)
 
 
+def shortest_paths(lat, start, ends, *, spacing=None, first=False):
+    g = lat.geometry
+    w = resident(lat).get("weights")
+    host = (g.open_flat, None if g.weights is None else g.weights.reshape(-1))
+    out = _graph().shortest_paths(*_args(lat), start, ends, w, first=first, host=host,
+                                  bonds=_bond_args(lat, True), spacing=spacing)
+    gs = g.with_spacing(spacing)
+    # the costs as every backend sums them: the step costs in path order
+    if first:
+        j, path, _ = out
+        return j, C.path_result(gs, path)
+    return [C.path_result(gs, path) for path, _ in out]
+
+
 def connected_components(lat):
     g = lat.geometry
     labels, count = _graph().connected_components(*_args(lat), bonds=_bond_args(lat))
@@ -559,6 +573,7 @@ IMPLEMENTATIONS = {
     # op: (implementation, device bytes it needs, other condition)
     "distance_field": (distance_field, _field_need, None),
     "shortest_path": (shortest_path, _sites(16, True), None),
+    "shortest_paths": (shortest_paths, _sites(16, True), None),
     "connected_components": (connected_components, _sites(24), None),
     # labels, field, and per label (count <= n): 8 sums and extremes, d + d^2 moments;
     # with periodic axes also the relabelling's keys, bonds and pieces, and the arcs' bits

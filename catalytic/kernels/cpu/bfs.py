@@ -294,17 +294,18 @@ def _dedupe_level(work, nxt, m, bufs, cnt, dn):
 
 
 @njit(cache=True, nogil=True)
-def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs, r, shape,
-                   pstrides, periodic, mode, bits, nw, coded):
+def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stops, need, foff, offs, r,
+                   shape, pstrides, periodic, mode, bits, nw, coded):
     """Level-synchronous BFS with two frontier arrays ``a`` and ``b``, resumable.
 
     ``st = [m, lo, m2, dn, c]``: the current frontier is ``a[:m]`` (``c`` 0) or ``b[:m]``
     (``c`` 1), its cells before ``lo`` are expanded, and the ``m2`` cells they labelled
     ``dn`` are at the start of the other array. Start from ``[m, 0, 0, 1, 0]`` with the
-    sources in ``a[:m]``; the search is over when ``m`` is 0. With ``stop >= 0`` it ends
-    (``m`` set to 0) after the level that labels ``stop``: every cell nearer than
-    ``stop`` then has its final distance, as do the cells at ``stop``'s. Returns after
-    about ``budget`` units (at a round or slice boundary, possibly mid-level).
+    sources in ``a[:m]``; the search is over when ``m`` is 0. With cells in ``stops``
+    (int64; length 0: none) it ends (``m`` set to 0) after the level by which ``need``
+    of them are labelled: every cell nearer than the last of those then has its final
+    distance, as do the cells at its distance. Returns after about ``budget`` units (at
+    a round or slice boundary, possibly mid-level).
 
     Levels of at least ``par_min`` cells are expanded by all threads in rounds of
     ``bufs.shape[1] // k`` cells per thread; smaller ones by this thread alone, in slices
@@ -364,8 +365,12 @@ def _bfs_frontiers(work, a, b, st, bufs, cnt, par_min, budget, stop, foff, offs,
             m2 = 0
             lo = 0
             dn += 1
-            if stop >= 0 and work[stop] >= 0:  # stop is open: negative means unvisited
-                m = 0
+            if stops.shape[0] != 0:
+                got = 0
+                for s in stops:  # negative means unvisited
+                    got += work[s] >= 0
+                if got >= need:
+                    m = 0
         if used >= budget:
             break
     st[0] = m
@@ -431,9 +436,10 @@ def _closeness_run(work_t, queue_t, st_t, psrc, out, n_open, budget, foff, offs,
 # ---------------------------------------------------------------------------------------
 
 
-def _hop_search(g: Plan, psrc, stop=-1, cells: BondCells = NO_BONDS):
-    """BFS from padded sources ``psrc`` (ending after ``stop``'s level, see
-    :func:`_bfs_frontiers`) over the open bonds of ``cells``, wide levels on all of
+def _hop_search(g: Plan, psrc, stops=None, need=1, cells: BondCells = NO_BONDS):
+    """BFS from padded sources ``psrc`` (ending after the level by which ``need`` of the
+    padded cells ``stops`` are labelled, see :func:`_bfs_frontiers`) over the open bonds
+    of ``cells``, wide levels on all of
     Numba's threads, in calls of about ``_BUDGET`` units; returns the padded distance
     array (negative where not reached). With bond bits the search runs on the
     bond-coded array of :func:`~catalytic.kernels.cpu._padded.code_bonds` when the
@@ -459,11 +465,13 @@ def _hop_search(g: Plan, psrc, stop=-1, cells: BondCells = NO_BONDS):
     bits = NO_BONDS.bits if coded else cells.bits
     par_min = _PAR_MIN
     budget = _budget._BUDGET
-    if stop >= 0 and work[stop] == 0:  # a source: nothing to search
-        return work
+    stops = np.unique(np.asarray([] if stops is None else stops, dtype=np.int64))
+    need = np.int64(need)
+    if stops.shape[0] and np.count_nonzero(work[stops] == 0) >= need:
+        return work  # sources: nothing to search
     while st[0] > 0:
-        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stop, *geo, bits,
-                       cells.nw, _YES if coded else _NO)
+        _bfs_frontiers(work, cur, nxt, st, bufs, cnt, par_min, budget, stops, need, *geo,
+                       bits, cells.nw, _YES if coded else _NO)
     return work
 
 

@@ -93,8 +93,8 @@ def _heap_pop(hkey, hidx, size):
 
 @njit(cache=True, nogil=True)
 def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, inv, budget,
-                  foff, offs, r, shape, pstrides, periodic, mode, stop, bits, nw, bw, slot,
-                  fwd, ln):
+                  foff, offs, r, shape, pstrides, periodic, mode, marks, need, bits, nw, bw,
+                  slot, fwd, ln):
     """Dijkstra in padded space with a bucketed queue, resumable.
 
     ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
@@ -108,9 +108,11 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
     where it is met.
 
     ``st = [cur, heap size, ring entries, free-list head, entries ever used, overflow
-    size, stop settled]``; all arrays of entries have one length. With ``stop >= 0`` it
-    stops once every cell with cost <= cost(stop) is settled, so those costs equal a
-    full run's. Returns after about ``budget`` units: 0 (call again), 1 (done) or 2
+    size, limit cell + 1 (0: none yet), marked cells settled]``; all arrays of entries
+    have one length. With ``marks`` (uint8 per cell, 1 at a cell to stop at; length 0:
+    none) it stops once ``need`` marked cells are settled and then every cell with cost
+    <= the cost of the last of them (the limit cell), so those costs equal a full
+    run's. Returns after about ``budget`` units: 0 (call again), 1 (done) or 2
     (call again with all entry arrays longer, their first entries kept).
 
     Entries leave the heap in order of cost, and a bucket only after all earlier ones
@@ -132,7 +134,8 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
     nb = ring.shape[0]
     mask = nb - 1
     cap = ekey.shape[0]
-    limit = pd[stop] if stop >= 0 and st[6] != 0 else np.inf
+    hm = marks.shape[0] != 0
+    limit = pd[st[6] - 1] if st[6] != 0 else np.inf
     cost = K + _HEAP_COST
     used = 0
     hs = st[1]
@@ -185,9 +188,11 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
             st[1] = hs
             return 1
         used += cost
-        if p == stop:
-            limit = dp
-            st[6] = 1
+        if hm and marks[p] != 0 and st[6] == 0:
+            st[7] += 1
+            if st[7] >= need:
+                limit = dp
+                st[6] = p + 1
         for k in range(K):
             if mode != 0:
                 q = p + foff[k]
@@ -226,7 +231,7 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
 
 @njit(cache=True, nogil=True)
 def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, shape,
-                pstrides, periodic, mode, stop, bits, nw):
+                pstrides, periodic, mode, marks, need, bits, nw):
     """Dijkstra when every step costs one of a few lengths (step lengths, no weight of
     either kind): one FIFO queue per distinct length instead of a priority queue,
     resumable.
@@ -244,8 +249,9 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
 
     ``pd`` holds the cell classes as well as the costs: inf on open cells not reached,
     -inf on walls (no cost is below it, so no step enters one) and NaN on portals (no
-    comparison with it holds; mode 2 resolves them). ``st = [stop settled]``; ``stop``
-    as in :func:`_dijkstra_run`; ``bits, nw``: open bonds as there. Returns after about
+    comparison with it holds; mode 2 resolves them). ``st = [limit cell + 1, marked
+    cells settled]``; ``marks``, ``need`` as in :func:`_dijkstra_run`; ``bits, nw``:
+    open bonds as there. Returns after about
     ``budget`` units: 0 (call again), 1 (done) or 2 (call again with longer queues,
     :func:`_longer_queues`). O(1) per queued entry, O(k) per settled cell.
     """
@@ -253,7 +259,8 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
     cap = qs.shape[1]
     mask = cap - 1
     hb = bits.shape[0] != 0
-    limit = pd[stop] if stop >= 0 and st[0] != 0 else np.inf
+    hm = marks.shape[0] != 0
+    limit = pd[st[0] - 1] if st[0] != 0 else np.inf
     used = 0
     while used < budget:
         best = -1
@@ -280,9 +287,11 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
         if dp > limit:
             return 1
         used += K
-        if p == stop:
-            limit = dp
-            st[0] = 1
+        if hm and marks[p] != 0 and st[0] == 0:
+            st[1] += 1
+            if st[1] >= need:
+                limit = dp
+                st[0] = p + 1
         for k in range(K):
             if mode != 0:
                 q = p + foff[k]
@@ -479,7 +488,16 @@ def _length_cap(g: Plan, m: int) -> int:
     return 1 << max(12, int(max(wave, 2 * (m + g.offs.shape[0]))).bit_length())
 
 
-def _length_search(g: Plan, psrc, stop, cells: BondCells, ln):
+def _marks(g: Plan, stops):
+    """uint8 per padded cell, 1 at the cells of ``stops`` (length 0 for None)."""
+    if stops is None:
+        return np.zeros(0, dtype=np.uint8)
+    marks = np.zeros(g.psize, dtype=np.uint8)
+    marks[np.asarray(stops, dtype=np.int64)] = 1
+    return marks
+
+
+def _length_search(g: Plan, psrc, stops, need, cells: BondCells, ln):
     """:func:`_weighted_search` when every step costs its length alone: one FIFO queue
     per distinct length (:func:`_length_run`). Returns the padded costs, -inf on walls
     and NaN on portals."""
@@ -499,19 +517,20 @@ def _length_search(g: Plan, psrc, stop, cells: BondCells, ln):
     qk[0, :m] = 0.0  # cost 0: the least, so queue 0 stays sorted
     qs[0, :m] = psrc
     size[0] = m
-    st = np.zeros(1, dtype=np.int64)
+    st = np.zeros(2, dtype=np.int64)
+    marks = _marks(g, stops)
     budget = _budget._BUDGET
     while True:
         rc = _length_run(pd, qk, qs, head, size, ln, kcls, np.int64(C), st, budget,
-                         *_geo(g), stop, cells.bits, np.int64(cells.nw))
+                         *_geo(g), marks, np.int64(need), cells.bits, np.int64(cells.nw))
         if rc == 1:
             return pd
         if rc == 2:
             qk, qs = _longer_queues(qk, qs, head, size)
 
 
-def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BONDS,
-                     ln=None):
+def _weighted_search(g: Plan, weights, psrc, stops=None, need=1,
+                     cells: BondCells = NO_BONDS, ln=None):
     """Dijkstra from padded sources over the open bonds of ``cells``, a step ``u -> v``
     costing ``fl(bond weight + weights[v])`` (``weights`` None: 0), times the step's
     length ``ln[k]`` with lengths (:func:`plan_lengths`; then without weights of
@@ -524,13 +543,14 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
     first cell ``x`` with ``D1(x) < D2(x)`` on the path that gave ``v`` its cost in the
     first: its predecessor ``u`` has ``D2(u) <= D1(u)``, and ``fl(a + c)`` does not
     decrease with ``a``, so ``D2(x) <= fl(D2(u) + c(u, x)) <= fl(D1(u) + c(u, x)) =
-    D1(x)``, a contradiction. With ``stop`` the same holds for every cell with cost <= cost(stop),
-    which is all the walk back from ``stop`` reads.
+    D1(x)``, a contradiction. With ``stops`` (padded cells) the search ends once ``need``
+    of them are settled, and the same holds for every cell with cost <= the cost of the
+    last of those, which is all a walk back from any of them reads.
     """
     ln = np.zeros(0) if ln is None else np.ascontiguousarray(ln, dtype=np.float64)
     if ln.shape[0] and weights is None and cells.bw.shape[0] == 0:
         # a few step costs: no heap (walls and portals then back to inf in the costs)
-        pd = _length_search(g, psrc, stop, cells, ln)
+        pd = _length_search(g, psrc, stops, need, cells, ln)
         pw = np.empty(g.psize, dtype=np.float64)
         _fill_classes(pw, np.zeros(0), g, 1.0, float(WALL), float(PORTAL))
         pd[pw < 0] = np.inf
@@ -554,12 +574,13 @@ def _weighted_search(g: Plan, weights, psrc, stop=-1, cells: BondCells = NO_BOND
     pd[psrc] = 0.0
     ent[0][:m] = 0.0  # all keys equal: already a heap, of bucket 0
     ent[1][:m] = psrc
-    st = np.array([0, m, 0, -1, 0, 0, 0], dtype=np.int64)
+    st = np.array([0, m, 0, -1, 0, 0, 0, 0], dtype=np.int64)
     geo = _geo(g)
+    marks = _marks(g, stops)
     budget = _budget._BUDGET
     while True:
-        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stop, *_cell_args(cells),
-                           ln)
+        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, marks, np.int64(need),
+                           *_cell_args(cells), ln)
         if rc == 1:
             return pd, pw
         if rc == 2:
@@ -625,7 +646,7 @@ def dijkstra_distance(shape, periodic, offsets, open_, dedupe, weights, sources,
     ln = plan_lengths(g, spacing)
     psrc = _to_padded(sources, g)
     if ln.shape[0] and weights is None and cells.bw.shape[0] == 0:
-        pd = _length_search(g, psrc, -1, cells, ln)
+        pd = _length_search(g, psrc, None, 1, cells, ln)
         out = np.empty(g.n, dtype=np.float64)
         _unpad_all(pd, out, g, False)
         out[out == -np.inf] = np.inf  # blocked

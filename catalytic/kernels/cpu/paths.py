@@ -20,6 +20,7 @@ from catalytic.kernels.cpu._padded import (
     PORTAL,
     UNVISITED,
     BondCells,
+    Plan,
     _geo,
     _ngeo,
     _resolve,
@@ -33,7 +34,7 @@ from catalytic.kernels.cpu._padded import (
 from catalytic.kernels.cpu.bfs import _hop_search
 from catalytic.kernels.cpu.dijkstra import _cell_args, _weighted_search, plan_lengths
 
-__all__ = ["shortest_path", "count_shortest_paths"]
+__all__ = ["shortest_path", "shortest_paths", "count_shortest_paths"]
 
 #: Where a path count saturates ("at least this many").
 INT64_MAX = np.iinfo(np.int64).max
@@ -455,32 +456,100 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     >>> shortest_path((3, 3), np.zeros(2, np.uint8), off, np.zeros(0, np.uint8), False, 0, 8)
     array([0, 1, 2, 5, 8])
     """
+    _, path, length = shortest_paths(shape, periodic, offsets, open_, dedupe, start, [end],
+                                     weights, first=True, bonds=bonds, cache=cache,
+                                     spacing=spacing)
+    return (path, length) if with_cost else path
+
+
+def shortest_paths(shape, periodic, offsets, open_, dedupe, start, ends, weights=None, *,
+                   first=False, bonds=None, cache=None, spacing=None):
+    """Shortest paths from ``start`` to several ends, from one search that stops when
+    the first of them (``first``) or all of them are reached.
+
+    Parameters
+    ----------
+    shape, periodic, offsets, open_, dedupe, start, weights, bonds, cache, spacing
+        As in :func:`shortest_path`.
+    ends : sequence of int
+        Flat indices of open sites (repeats allowed); the caller has checked them.
+    first : bool
+        Stop at the nearest end: of ends at the same distance, the one of smallest flat
+        index (the first of them in ``ends``).
+
+    Returns
+    -------
+    list of (path, length), one per end in order; with ``first``, ``(j, path, length)``
+        for the nearest end ``ends[j]`` (``j`` -1, the path empty, when none is
+        reachable). Paths and lengths as :func:`shortest_path` gives them with
+        ``with_cost``.
+
+    Notes
+    -----
+    The search ends after the BFS level, or once the Dijkstra has settled every cost up
+    to the one, at which the first (or last) end is reached: every cost a walk back from
+    those ends reads is then final, so each path is the one :func:`shortest_path` gives.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> p = np.zeros(2, np.uint8)
+    >>> shortest_paths((3, 3), p, off, np.zeros(0, np.uint8), False, 0, [8, 4], first=True)
+    (1, array([0, 1, 4]), 2)
+    """
     g = make_plan(shape, periodic, offsets, open_)
-    ps, pe = _to_padded([start, end], g)
-    ngeo = _ngeo(g)
-    budget = _budget._BUDGET
+    ps = int(_to_padded([start], g)[0])
+    ends = np.asarray(ends, dtype=np.int64).reshape(-1)
+    pe = _to_padded(ends, g)
+    stops = np.unique(pe)
+    need = 1 if first else stops.shape[0]
     cells = plan_bonds(g, offsets, bonds, cache)
+    hops = weights is None and cells.bw.shape[0] == 0 and spacing is None
+    if hops:
+        work = _hop_search(g, [ps], stops=stops, need=need, cells=cells)
+        dist = work[pe].astype(np.int64)
+        reached = dist >= 0
+    else:
+        ln = plan_lengths(g, spacing)
+        pd, pw = _weighted_search(g, weights, [ps], stops=stops, need=need, cells=cells,
+                                  ln=ln)
+        dist = pd[pe]
+        reached = np.isfinite(dist)
     none = np.empty(0, dtype=np.int64)
-    if weights is None and cells.bw.shape[0] == 0 and spacing is None:
-        work = _hop_search(g, [ps], stop=pe, cells=cells)
-        D = int(work[pe])
-        if D < 0:
-            return (none, -1) if with_cost else none
-        path = np.empty(D + 1, dtype=np.int64)
-        path[0] = pe
-        step = max(1, budget // (g.offs.shape[0] + _budget._LEVEL_COST))  # a step costs a level
-        for a in range(1, D + 1, step):
-            _walk_hops_part(work, path, a, min(D + 1, a + step), *ngeo, cells.bits,
-                            np.int64(cells.nw))
-        path = _to_real(path[::-1], g)
-        return (path, D) if with_cost else path
-    ln = plan_lengths(g, spacing)
-    pd, pw = _weighted_search(g, weights, [ps], stop=pe, cells=cells, ln=ln)
-    cost = float(pd[pe])
-    if not np.isfinite(cost):
-        return (none, np.inf) if with_cost else none
-    path = _to_real(weighted_walk(pd, pw, ps, pe, g.n_open, _geo(g), ngeo, cells, ln), g)
-    return (path, cost) if with_cost else path
+    unreached = -1 if hops else np.inf
+
+    def one(j):
+        if not reached[j]:
+            return none, unreached
+        if hops:
+            return _hop_walk(g, work, int(pe[j]), cells), int(dist[j])
+        return (_to_real(weighted_walk(pd, pw, ps, int(pe[j]), g.n_open, _geo(g), _ngeo(g),
+                                       cells, ln), g), float(dist[j]))
+
+    if not first:
+        return [one(j) for j in range(ends.shape[0])]
+    if not reached.any():
+        return -1, none, unreached
+    # the nearest, then the smallest flat index (the first of its repeats)
+    j = int(np.lexsort((np.arange(ends.shape[0]), ends, np.where(reached, dist, 0),
+                        ~reached))[0])
+    return (j,) + one(j)
+
+
+def _hop_walk(g: Plan, work, pe: int, cells: BondCells) -> np.ndarray:
+    """The shortest hop path to padded cell ``pe`` on the distances ``work`` (walked
+    back by :func:`_walk_hops_part`), as real flat indices from its source."""
+    ngeo = _ngeo(g)
+    D = int(work[pe])
+    path = np.empty(D + 1, dtype=np.int64)
+    path[0] = pe
+    # a step costs a level
+    step = max(1, _budget._BUDGET // (g.offs.shape[0] + _budget._LEVEL_COST))
+    for a in range(1, D + 1, step):
+        _walk_hops_part(work, path, a, min(D + 1, a + step), *ngeo, cells.bits,
+                        np.int64(cells.nw))
+    return _to_real(path[::-1], g)
 
 
 def count_shortest_paths(shape, periodic, offsets, open_, dedupe, start, end, *, bonds=None,

@@ -73,6 +73,7 @@ __all__ = [
     "parents",
     "roots",
     "shortest_path",
+    "shortest_paths",
     "connected_components",
     "degree",
     "closeness",
@@ -1123,56 +1124,101 @@ def shortest_path(shape, periodic, offsets, open_, dedupe, start, end, weights=N
     ...               0, 8)  # doctest: +SKIP
     array([0, 1, 2, 5, 8])
     """
+    path, _ = shortest_paths(shape, periodic, offsets, open_, dedupe, start, [end], weights,
+                             stream=stream, host=host, bonds=bonds, spacing=spacing)[0]
+    return path
+
+
+def shortest_paths(shape, periodic, offsets, open_, dedupe, start, ends, weights=None, *,
+                   first=False, stream=0, host=None, bonds=None, spacing=None):
+    """Shortest paths from ``start`` to several ends from one search on the device.
+
+    The CUDA twin of :func:`catalytic.kernels.cpu.paths.shortest_paths`: the same
+    contract and the same paths (``open_``, ``weights``, ``stream``, ``host``,
+    ``bonds`` as :func:`shortest_path` takes them). The search runs to its end (the
+    level-synchronous BFS and the near-far relaxation have no early stop for a set of
+    cells); the walks back are :func:`shortest_path`'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> off = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
+    >>> p = np.zeros(2, np.uint8)
+    >>> shortest_paths((3, 3), p, off, np.zeros(0, np.uint8), False, 0, [8, 4],
+    ...                first=True)  # doctest: +SKIP
+    (1, array([0, 1, 4]), 2)
+    """
     from catalytic.kernels.cpu.paths import weighted_walk
 
     t = _tables(shape, periodic, offsets, stream)
     start = int(start)
-    end = int(end)
-    if not (0 <= start < t.n and 0 <= end < t.n):
-        raise IndexError(f"start {start} or end {end} out of range for {t.n} sites")
+    ends = np.asarray(ends, dtype=np.int64).reshape(-1)
+    if not (0 <= start < t.n and ((ends >= 0) & (ends < t.n)).all()):
+        raise IndexError(f"start {start} or an end out of range for {t.n} sites")
     d_open = _device(open_, np.uint8, stream)
     bond_weighted = bonds is not None and bonds[3].shape[0] != 0
     ln = _lengths(t, spacing)
+    none = np.empty(0, dtype=np.int64)
     if weights is None and not bond_weighted and ln is None:
         d_bits, words, _ = bd = _bonds(t, bonds, stream)
-        d_dist = _bfs_run(t, d_open, [start], stream, stop=end, bd=bd)
-        D = int(_read(d_dist[end : end + 1], stream)[0])
-        if D < 0:
-            return np.empty(0, dtype=np.int64)
-        d_path = cuda.device_array(D + 1, dtype=np.int64, stream=stream)
-        _walk_hops[1, 1, stream](t.d_shape, t.d_strides, t.d_periodic, t.d_noffsets,
-                                 *t.d_nfast, d_open, t.d_nslot, d_bits, np.int64(words),
-                                 d_dist, np.int64(end), d_path)
-        return _read(d_path, stream)[::-1].copy()
-    if bonds is not None:
+        stop = int(ends[0]) if ends.shape[0] == 1 else -1
+        d_dist = _bfs_run(t, d_open, [start], stream, stop=stop, bd=bd)
+        dist = _read(d_dist, stream)[ends] if ends.shape[0] > 1 else np.array(
+            [int(_read(d_dist[stop : stop + 1], stream)[0])])
+
+        def walk(j):
+            D = int(dist[j])
+            if D < 0:
+                return none, -1
+            d_path = cuda.device_array(D + 1, dtype=np.int64, stream=stream)
+            _walk_hops[1, 1, stream](t.d_shape, t.d_strides, t.d_periodic, t.d_noffsets,
+                                     *t.d_nfast, d_open, t.d_nslot, d_bits, np.int64(words),
+                                     d_dist, np.int64(ends[j]), d_path)
+            return _read(d_path, stream)[::-1].copy(), D
+    elif bonds is not None:
         d_w = t.d_nobw if weights is None else _device(weights, np.float64, stream)
         pd = _read(_relax_run(t, d_open, d_w, [start], stream,
                               bd=_bonds(t, bonds, stream, weights=True), ln=ln), stream)
-        if not np.isfinite(pd[end]):
-            return np.empty(0, dtype=np.int64)
+        dist = pd[ends]
         w = None if weights is None else _host(
             weights if host is None else host[1], np.float64)
         open_h = _host(open_ if host is None else host[0], np.uint8)
-        return _bond_walk(t, pd, w, open_h, bonds, start, end, ln)
-    k = t.offsets.shape[0]
-    foff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
-    noffs = np.ascontiguousarray(-t.offsets)
-    offs = np.ascontiguousarray(t.offsets, dtype=np.int64)
-    r = np.zeros(t.shape.shape[0], dtype=np.int64)
-    d_w = t.d_nobw if weights is None else _device(weights, np.float64, stream)
-    pd = _read(_relax_run(t, d_open, d_w, [start], stream, ln=ln), stream)
-    if not np.isfinite(pd[end]):
-        return np.empty(0, dtype=np.int64)
-    open_h = _host(open_ if host is None else host[0], np.uint8)
-    if weights is None:  # step lengths alone: entering a site costs 1, times the length
-        w = np.ones(t.n)
+
+        def walk(j):
+            if not np.isfinite(dist[j]):
+                return none, np.inf
+            return _bond_walk(t, pd, w, open_h, bonds, start, int(ends[j]), ln), float(dist[j])
     else:
-        w = _host(weights if host is None else host[1], np.float64)
-    pw = w.copy() if open_h.shape[0] == 0 else np.where(open_h != 0, w, -2.0)
-    n_open = t.n if open_h.shape[0] == 0 else int(np.count_nonzero(open_h))
-    tail = (r, t.shape, t.strides, t.periodic, 0)
-    return weighted_walk(pd, pw, start, end, n_open, (foff, offs) + tail,
-                         (foff, noffs) + tail, ln=ln).copy()
+        k = t.offsets.shape[0]
+        foff = np.zeros(k, dtype=np.int64)  # unused in unpadded mode 0 except for its length
+        noffs = np.ascontiguousarray(-t.offsets)
+        offs = np.ascontiguousarray(t.offsets, dtype=np.int64)
+        r = np.zeros(t.shape.shape[0], dtype=np.int64)
+        d_w = t.d_nobw if weights is None else _device(weights, np.float64, stream)
+        pd = _read(_relax_run(t, d_open, d_w, [start], stream, ln=ln), stream)
+        dist = pd[ends]
+        open_h = _host(open_ if host is None else host[0], np.uint8)
+        if weights is None:  # step lengths alone: entering a site costs 1, times the length
+            w = np.ones(t.n)
+        else:
+            w = _host(weights if host is None else host[1], np.float64)
+        pw = w.copy() if open_h.shape[0] == 0 else np.where(open_h != 0, w, -2.0)
+        n_open = t.n if open_h.shape[0] == 0 else int(np.count_nonzero(open_h))
+        tail = (r, t.shape, t.strides, t.periodic, 0)
+
+        def walk(j):
+            if not np.isfinite(dist[j]):
+                return none, np.inf
+            return weighted_walk(pd, pw, start, int(ends[j]), n_open, (foff, offs) + tail,
+                                 (foff, noffs) + tail, ln=ln).copy(), float(dist[j])
+    if not first:
+        return [walk(j) for j in range(ends.shape[0])]
+    reached = (dist >= 0) & np.isfinite(dist)
+    if not reached.any():
+        return -1, none, (-1 if dist.dtype.kind in "iu" else np.inf)
+    j = int(np.lexsort((np.arange(ends.shape[0]), ends, np.where(reached, dist, 0),
+                        ~reached))[0])
+    return (j,) + walk(j)
 
 
 def parents(shape, periodic, offsets, open_, dist, sources, *, depth=None, weights=None,
