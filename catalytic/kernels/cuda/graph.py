@@ -63,6 +63,7 @@ from numba import cuda, int64, uint64
 
 from catalytic.kernels.cpu.neighbors import c_strides, check_sources, step_lengths
 from catalytic.kernels.cuda import _transfer
+from catalytic.kernels.cuda._exact import mul
 from catalytic.kernels.cuda.neighbors import bond_at, bond_open, inside, kept, step
 from catalytic.kernels.cuda.arrays import _resident_blocks
 
@@ -204,8 +205,8 @@ def _nf_relax(shape, strides, periodic, offsets, foff, lo, hi, open_, bslot, bit
                     sc = weights[v]
                 else:
                     sc = 1.0
-                if has_ln:
-                    sc = ln[k] * sc
+                if has_ln:  # never fused with the add below: the CPU twin's rounding
+                    sc = mul(ln[k], sc)
                 c = du + sc
                 if c < dist[v] and c < cuda.atomic.min(dist, v, c):
                     cuda.threadfence()
@@ -482,8 +483,8 @@ def _parents(shape, strides, periodic, noffsets, nfoff, lo, hi, open_, bslot, bi
                 cost = wv
                 if hbw:
                     cost = bw[bond_at(u, v, bslot[k], n)] + wv
-                if hl:
-                    cost = ln[k] * cost
+                if hl:  # never fused with the add below: the CPU twin's rounding
+                    cost = mul(ln[k], cost)
                 if du + cost != dv:
                     continue
                 if not (du < dv or (hd and depth[u] == depth[v] - 1)):
