@@ -197,6 +197,13 @@ def _path_spacing(g, spacing):
     return None if spacing is None else _spacing(g, spacing)
 
 
+def _given(**options) -> dict:
+    """The options a caller gave, those at their defaults (None, False) left out: an
+    implementation written before an option existed still takes every call without it
+    (and the router refuses it one with it: ``registry.keywords_of``)."""
+    return {k: v for k, v in options.items() if v is not None and v is not False}
+
+
 def v_distance_field(lat, sources, spacing=None, return_parents=False,
                      return_sources=False):
     """``distance_field``: the sources (:meth:`Geometry.sites`), ``spacing``, and whether
@@ -206,8 +213,8 @@ def v_distance_field(lat, sources, spacing=None, return_parents=False,
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     (lat, src), _ = v_sources(lat, sources)
-    return (lat, src), {"spacing": _path_spacing(lat.geometry, spacing),
-                        "parents": bool(return_parents), "nearest": bool(return_sources)}
+    return (lat, src), _given(spacing=_path_spacing(lat.geometry, spacing),
+                              parents=bool(return_parents), nearest=bool(return_sources))
 
 
 def sites_in_order(g, sites, what: str) -> np.ndarray:
@@ -228,8 +235,8 @@ def v_shortest_paths(lat, start, ends, spacing=None, first=False):
     whether the search stops at the first end reached."""
     g = lat.geometry
     s = g.site(start, "start")
-    return (lat, s, sites_in_order(g, ends, "ends")), {
-        "spacing": _path_spacing(g, spacing), "first": bool(first)}
+    return (lat, s, sites_in_order(g, ends, "ends")), _given(
+        spacing=_path_spacing(g, spacing), first=bool(first))
 
 
 def mem_distance_field(lat, *_, parents=False, nearest=False, **__):
@@ -241,7 +248,7 @@ def mem_distance_field(lat, *_, parents=False, nearest=False, **__):
 def v_shortest_path(lat, start, end, spacing=None):
     """``shortest_path``: the two sites and ``spacing``."""
     args, _ = v_pair(lat, start, end)
-    return args, {"spacing": _path_spacing(lat.geometry, spacing)}
+    return args, _given(spacing=_path_spacing(lat.geometry, spacing))
 
 
 def v_all_paths(lat, start, end, max_length=None, limit=DEFAULT_PATH_LIMIT,

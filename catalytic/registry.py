@@ -24,6 +24,8 @@ process-wide one, ``cat.get_engine()``, is shared by every caller):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import re
@@ -135,6 +137,23 @@ class Implementation:
     plugin: str = ""
     terms: Callable[..., dict] | None = None
     bonds: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def keywords_of(func) -> frozenset | None:
+    """The names ``func`` takes as keyword arguments, or None when it takes any (it has
+    ``**kwargs``, or no signature can be read). An operation that grows an option
+    passes it only when the caller gives it, and the router refuses a call with it to
+    an implementation that does not take it."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    params = sig.parameters.values()
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 class Registry:

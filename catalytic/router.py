@@ -63,6 +63,7 @@ from catalytic.errors import (
     PluginError,
 )
 from catalytic.catalogue import BATCHED_PREFIX, on_device
+from catalytic.registry import keywords_of
 
 #: cost used for an implementation with neither calibration nor a default
 GENERIC_COST = (50e-6, 1e7)
@@ -505,11 +506,10 @@ class Router:
             if on_gpu and device == "cpu":
                 rejected[name] = GPU_INPUT_REASON
                 continue
-            if impl.supports is not None:
-                why = self._supports(impl, args, kwargs)
-                if why is not None:
-                    rejected[name] = why
-                    continue
+            why = self._supports(impl, args, kwargs)
+            if why is not None:
+                rejected[name] = why
+                continue
             if no_work is not None:  # no cost to compare: the first that can run it
                 best = name
                 break
@@ -555,7 +555,18 @@ class Router:
 
     @staticmethod
     def _supports(impl, args, kwargs) -> str | None:
-        """``impl.supports(*args, **kwargs)``, or a :class:`HookFailure` when it raised."""
+        """Why ``impl`` cannot run the call: a keyword argument its function does not
+        take (an implementation written before the operation grew an option), or
+        ``impl.supports(*args, **kwargs)``, or a :class:`HookFailure` when that raised.
+        None when it can."""
+        names = keywords_of(impl.func)
+        if names is not None:
+            extra = sorted(k for k in kwargs if k not in names)
+            if extra:
+                return (f"its implementation (plugin {impl.plugin!r}) takes no "
+                        f"{', '.join(extra)}")
+        if impl.supports is None:
+            return None
         try:
             return impl.supports(*args, **kwargs)
         except Exception as err:
@@ -640,7 +651,7 @@ class Router:
             return f"backend unavailable: {why}"
         if check_supports and backend.device == "cpu" and gpu_input(args, kwargs):
             return GPU_INPUT_REASON
-        if check_supports and impl.supports is not None:
+        if check_supports:
             return self._supports(impl, args, kwargs)
         return None
 

@@ -76,6 +76,22 @@ def test_routes_and_refuses_like_a_backend(eng):
                                   L.distance_field(src, backend="numpy"))
 
 
+def test_an_option_added_after_the_plugin_was_written_is_refused_with_its_name(eng):
+    """distance_field grew ``spacing`` and ``return_parents``; this plugin's
+    implementation takes neither: calls without them still go to it, calls with them
+    are refused there with the option's name, and forcing it is an error."""
+    L = cat.Lattice(shape=(6, 6), engine=eng)
+    assert eng.explain("distance_field", L, 0, backend="igraph").backend == "igraph"
+    d = eng.explain("distance_field", L, 0, spacing=(1, 2))
+    assert "takes no spacing" in d.rejected["igraph"] and d.backend != "igraph"
+    d = eng.explain("distance_field", L, 0, return_parents=True)
+    assert "takes no parents" in d.rejected["igraph"]
+    np.testing.assert_array_equal(L.distance_field(0, spacing=(1, 2)),
+                                  L.distance_field(0, spacing=(1, 2), backend="numpy"))
+    with pytest.raises(cat.errors.NoBackendError, match="takes no spacing"):
+        L.distance_field(0, spacing=(1, 2), backend="igraph")
+
+
 def test_one_graph_per_living_lattice(eng):
     L = cat.Lattice(shape=(5, 5), engine=eng)
     L.connected_components(backend="igraph")
