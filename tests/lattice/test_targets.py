@@ -51,11 +51,13 @@ def test_each_path_is_the_single_search_s_and_the_first_is_the_nearest(case):
                for e in ends]
     far = np.inf if L.geometry.weighted or spacing is not None else -1
     reached = [p.distance != far for p in singles]
-    for backend in BACKENDS:
-        every = L.find_shortest_paths(s, ends, spacing=spacing, backend=backend)
+    for backend, few in (("numpy", 16), ("numba-cpu", 16), ("numba-cpu", 0)):
+        with pytest.MonkeyPatch.context() as m:  # few = 0: the stops marked per cell
+            m.setattr(dijkstra, "_FEW_STOPS", few)
+            every = L.find_shortest_paths(s, ends, spacing=spacing, backend=backend)
+            first = L.find_shortest_path(s, ends, spacing=spacing, backend=backend)
         for got, want in zip(every, singles):
             assert np.array_equal(got.path, want.path) and got.distance == want.distance
-        first = L.find_shortest_path(s, ends, spacing=spacing, backend=backend)
         if not any(reached):
             assert first.path.size == 0 and first.distance == far
             continue
@@ -98,6 +100,9 @@ def test_the_cpu_searches_stop_once_the_first_or_every_end_is_reached():
     assert pd[far] == 399.0
     pd = dijkstra._length_search(g, [ps], [near, far], 1, _padded.NO_BONDS, np.ones(2))
     assert pd[near] == 3.0 and not np.isfinite(pd[far])
+    many = np.concatenate([[far], _padded._to_padded(np.arange(300, 330), g)])
+    pd, _ = dijkstra._weighted_search(g, np.ones(400), [ps], stops=many, need=1)
+    assert pd[many[1]] == 300.0 and not np.isfinite(pd[far])  # marked, not compared
 
 
 @pytest.mark.parametrize("ends, error, match", [

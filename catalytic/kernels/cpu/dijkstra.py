@@ -93,8 +93,8 @@ def _heap_pop(hkey, hidx, size):
 
 @njit(cache=True, nogil=True)
 def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, inv, budget,
-                  foff, offs, r, shape, pstrides, periodic, mode, marks, need, bits, nw, bw,
-                  slot, fwd, ln):
+                  foff, offs, r, shape, pstrides, periodic, mode, stops, marks, need, bits,
+                  nw, bw, slot, fwd, ln):
     """Dijkstra in padded space with a bucketed queue, resumable.
 
     ``pd`` holds tentative costs (inf = not reached), ``pw`` the cost of entering each
@@ -109,10 +109,10 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
 
     ``st = [cur, heap size, ring entries, free-list head, entries ever used, overflow
     size, limit cell + 1 (0: none yet), marked cells settled]``; all arrays of entries
-    have one length. With ``marks`` (uint8 per cell, 1 at a cell to stop at; length 0:
-    none) it stops once ``need`` marked cells are settled and then every cell with cost
-    <= the cost of the last of them (the limit cell), so those costs equal a full
-    run's. Returns after about ``budget`` units: 0 (call again), 1 (done) or 2
+    have one length. With cells to stop at (:func:`_is_stop`: ``stops``, and ``marks``
+    for many of them) it stops once ``need`` of them are settled and then every cell
+    with cost <= the cost of the last of them (the limit cell), so those costs equal a
+    full run's. Returns after about ``budget`` units: 0 (call again), 1 (done) or 2
     (call again with all entry arrays longer, their first entries kept).
 
     Entries leave the heap in order of cost, and a bucket only after all earlier ones
@@ -134,7 +134,6 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
     nb = ring.shape[0]
     mask = nb - 1
     cap = ekey.shape[0]
-    hm = marks.shape[0] != 0
     limit = pd[st[6] - 1] if st[6] != 0 else np.inf
     cost = K + _HEAP_COST
     used = 0
@@ -188,7 +187,7 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
             st[1] = hs
             return 1
         used += cost
-        if hm and marks[p] != 0 and st[6] == 0:
+        if st[6] == 0 and _is_stop(p, stops, marks):
             st[7] += 1
             if st[7] >= need:
                 limit = dp
@@ -231,7 +230,7 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
 
 @njit(cache=True, nogil=True)
 def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, shape,
-                pstrides, periodic, mode, marks, need, bits, nw):
+                pstrides, periodic, mode, stops, marks, need, bits, nw):
     """Dijkstra when every step costs one of a few lengths (step lengths, no weight of
     either kind): one FIFO queue per distinct length instead of a priority queue,
     resumable.
@@ -250,8 +249,8 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
     ``pd`` holds the cell classes as well as the costs: inf on open cells not reached,
     -inf on walls (no cost is below it, so no step enters one) and NaN on portals (no
     comparison with it holds; mode 2 resolves them). ``st = [limit cell + 1, marked
-    cells settled]``; ``marks``, ``need`` as in :func:`_dijkstra_run`; ``bits, nw``:
-    open bonds as there. Returns after about
+    cells settled]``; ``stops``, ``marks``, ``need`` as in :func:`_dijkstra_run`;
+    ``bits, nw``: open bonds as there. Returns after about
     ``budget`` units: 0 (call again), 1 (done) or 2 (call again with longer queues,
     :func:`_longer_queues`). O(1) per queued entry, O(k) per settled cell.
     """
@@ -259,7 +258,6 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
     cap = qs.shape[1]
     mask = cap - 1
     hb = bits.shape[0] != 0
-    hm = marks.shape[0] != 0
     limit = pd[st[0] - 1] if st[0] != 0 else np.inf
     used = 0
     while used < budget:
@@ -287,7 +285,7 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
         if dp > limit:
             return 1
         used += K
-        if hm and marks[p] != 0 and st[0] == 0:
+        if st[0] == 0 and _is_stop(p, stops, marks):
             st[1] += 1
             if st[1] >= need:
                 limit = dp
@@ -350,6 +348,18 @@ def _prefetch_around(pd, pw, p, foff):
     for k in range(foff.shape[0]):
         _prefetch(pd, p + foff[k])
         _prefetch(pw, p + foff[k])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_stop(p, stops, marks):
+    """Whether cell ``p`` is one to stop at: marked in ``marks`` when it is not empty,
+    else one of the few ``stops``."""
+    if marks.shape[0] != 0:
+        return marks[p] != 0
+    for s in stops:
+        if s == p:
+            return True
+    return False
 
 
 #: How many pops ahead :func:`_length_run` prefetches the neighbours of a queued cell.
@@ -488,13 +498,22 @@ def _length_cap(g: Plan, m: int) -> int:
     return 1 << max(12, int(max(wave, 2 * (m + g.offs.shape[0]))).bit_length())
 
 
+#: Up to this many cells to stop at are compared one by one as each cell is settled;
+#: more are marked in an array of a byte per cell (a read per settled cell, most often
+#: a cache miss: it doubled the time of a search with one stop).
+_FEW_STOPS = 16
+
+
 def _marks(g: Plan, stops):
-    """uint8 per padded cell, 1 at the cells of ``stops`` (length 0 for None)."""
-    if stops is None:
-        return np.zeros(0, dtype=np.uint8)
+    """The cells to stop at as the searches take them: ``(stops, marks)``, the sorted
+    padded cells and, for more than ``_FEW_STOPS`` of them, a uint8 per padded cell,
+    1 at each (else length 0)."""
+    stops = np.unique(np.asarray([] if stops is None else stops, dtype=np.int64))
+    if stops.shape[0] <= _FEW_STOPS:
+        return stops, np.zeros(0, dtype=np.uint8)
     marks = np.zeros(g.psize, dtype=np.uint8)
-    marks[np.asarray(stops, dtype=np.int64)] = 1
-    return marks
+    marks[stops] = 1
+    return stops, marks
 
 
 def _length_search(g: Plan, psrc, stops, need, cells: BondCells, ln):
@@ -518,11 +537,12 @@ def _length_search(g: Plan, psrc, stops, need, cells: BondCells, ln):
     qs[0, :m] = psrc
     size[0] = m
     st = np.zeros(2, dtype=np.int64)
-    marks = _marks(g, stops)
+    stops, marks = _marks(g, stops)
     budget = _budget._BUDGET
     while True:
         rc = _length_run(pd, qk, qs, head, size, ln, kcls, np.int64(C), st, budget,
-                         *_geo(g), marks, np.int64(need), cells.bits, np.int64(cells.nw))
+                         *_geo(g), stops, marks, np.int64(need), cells.bits,
+                         np.int64(cells.nw))
         if rc == 1:
             return pd
         if rc == 2:
@@ -576,11 +596,11 @@ def _weighted_search(g: Plan, weights, psrc, stops=None, need=1,
     ent[1][:m] = psrc
     st = np.array([0, m, 0, -1, 0, 0, 0, 0], dtype=np.int64)
     geo = _geo(g)
-    marks = _marks(g, stops)
+    stops, marks = _marks(g, stops)
     budget = _budget._BUDGET
     while True:
-        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, marks, np.int64(need),
-                           *_cell_args(cells), ln)
+        rc = _dijkstra_run(pd, pw, *ent, ring, st, inv, budget, *geo, stops, marks,
+                           np.int64(need), *_cell_args(cells), ln)
         if rc == 1:
             return pd, pw
         if rc == 2:

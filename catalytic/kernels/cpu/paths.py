@@ -10,11 +10,13 @@ neighbour set. Everything runs in kernel calls of about ``_budget._BUDGET`` unit
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from numba import njit
 
 from catalytic.kernels.cpu import _budget
-from catalytic.kernels.cpu._budget import _LEVEL_COST, _filled
+from catalytic.kernels.cpu._budget import _LEVEL_COST, _filled, _frozen
 from catalytic.kernels.cpu._padded import (
     NO_BONDS,
     PORTAL,
@@ -33,6 +35,7 @@ from catalytic.kernels.cpu._padded import (
 )
 from catalytic.kernels.cpu.bfs import _hop_search
 from catalytic.kernels.cpu.dijkstra import _cell_args, _weighted_search, plan_lengths
+from catalytic.kernels.cpu.neighbors import c_strides, neighbor
 
 __all__ = ["shortest_path", "shortest_paths", "count_shortest_paths"]
 
@@ -349,6 +352,113 @@ def _plateau_part(pd, pw, depth, members, queue, st, budget, start, foff, offs, 
     return 0
 
 
+@njit(cache=True, nogil=True)
+def _free_hops(u, sc, shape, strides, periodic, chebyshev):
+    """Hops from the site of coordinates ``sc`` to site ``u`` on a lattice without
+    blocked sites or bonds: per axis the distance (the short way round a periodic
+    axis), summed (von Neumann) or the largest (Moore)."""
+    total = 0
+    rem = u
+    for a in range(shape.shape[0]):
+        c = rem // strides[a]
+        rem -= c * strides[a]
+        x = abs(c - sc[a])
+        if periodic[a] != 0:
+            x = min(x, shape[a] - x)
+        total = max(total, x) if chebyshev else total + x
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _walk_free(path, sc, shape, strides, periodic, noffsets, chebyshev):
+    """:func:`_walk_back_hops` with the distances in closed form (:func:`_free_hops`):
+    ``path[0]`` is the end, ``path`` has its hops + 1 entries; each next entry is the
+    in-neighbour of smallest flat index one hop nearer. O(len(path) k d)."""
+    none = np.zeros(0, dtype=np.uint8)
+    K = noffsets.shape[0]
+    v = path[0]
+    for h in range(1, path.shape[0]):
+        want = path.shape[0] - 1 - h
+        best = -1
+        for k in range(K):
+            u = neighbor(v, k, shape, strides, periodic, noffsets, none)
+            if (u >= 0 and u != v and (best < 0 or u < best)
+                    and _free_hops(u, sc, shape, strides, periodic, chebyshev) == want):
+                best = u
+        path[h] = best
+        v = best
+
+
+@njit(cache=True, nogil=True)
+def _monotone_sweep(reach, open_, strides, sc, sign, ext, lstr, r0, r1):
+    """Mark the sites of the box from the start (coordinates ``sc``) towards the end
+    (``sign`` per axis, ``ext`` sites per axis, local C strides ``lstr``) that a path
+    stepping only towards the end reaches: ``reach[i] = 1`` when the site is open and
+    is the start or follows a marked site on some axis. Box rows (all axes but the
+    last) ``[r0, r1)``, the rows before them done. O(box d)."""
+    d = ext.shape[0]
+    L = ext[d - 1]
+    s_last = sign[d - 1] * strides[d - 1]
+    idx = np.zeros(d, dtype=np.int64)
+    rem = r0
+    for a in range(d - 2, -1, -1):
+        idx[a] = rem % ext[a]
+        rem //= ext[a]
+    has_mask = open_.shape[0] != 0
+    pb = np.empty(max(d - 1, 1), dtype=np.int64)
+    for row in range(r0, r1):
+        vb = sc[d - 1] * strides[d - 1]
+        ib = row * L
+        m = 0  # the rows before this one along each axis where there is one
+        for a in range(d - 1):
+            vb += (sc[a] + sign[a] * idx[a]) * strides[a]
+            if idx[a] > 0:
+                pb[m] = ib - lstr[a]
+                m += 1
+        prev = np.uint8(1) if row == 0 else np.uint8(0)  # the start is reached
+        for x in range(L):
+            acc = prev
+            for j in range(m):
+                acc |= reach[pb[j] + x]
+            if has_mask:
+                acc &= open_[vb + x * s_last]
+            reach[ib + x] = acc
+            prev = acc
+        a = d - 2  # the odometer over the rows
+        while a >= 0:
+            idx[a] += 1
+            if idx[a] < ext[a]:
+                break
+            idx[a] = 0
+            a -= 1
+
+
+@njit(cache=True, nogil=True)
+def _monotone_walk(reach, path, strides, sign, ext, lstr):
+    """Walk back over :func:`_monotone_sweep`'s marks from the box's far corner (the
+    end, ``path[0]``): each next site is, of the marked ones a step nearer the start,
+    the one of smallest flat index. ``path`` has the box's L1 extent + 1 entries."""
+    d = ext.shape[0]
+    idx = ext - 1
+    i = 0
+    for a in range(d):
+        i += idx[a] * lstr[a]
+    v = path[0]
+    for h in range(1, path.shape[0]):
+        best = -1
+        bestv = 0
+        for a in range(d):
+            if idx[a] > 0 and reach[i - lstr[a]] != 0:
+                u = v - sign[a] * strides[a]
+                if best < 0 or u < bestv:
+                    best = a
+                    bestv = u
+        idx[best] -= 1
+        i -= lstr[best]
+        v = bestv
+        path[h] = v
+
+
 # ---------------------------------------------------------------------------------------
 # Host functions
 # ---------------------------------------------------------------------------------------
@@ -489,6 +599,13 @@ def shortest_paths(shape, periodic, offsets, open_, dedupe, start, ends, weights
     The search ends after the BFS level, or once the Dijkstra has settled every cost up
     to the one, at which the first (or last) end is reached: every cost a walk back from
     those ends reads is then final, so each path is the one :func:`shortest_path` gives.
+    Hops on a lattice without blocked sites or bonds under the von Neumann or Moore
+    stencil have a closed form (per axis the distance, the short way round a periodic
+    axis; summed, or the largest): there the walk reads it and nothing is searched,
+    O(path k d) a path (:func:`_free_paths`). With blocked sites, one end, the von
+    Neumann stencil and open axes, a path that steps only towards the end is shortest
+    when there is one: one sweep over the box between the two sites finds it
+    (:func:`_monotone_path`), and the search runs only when there is none.
 
     Examples
     --------
@@ -498,9 +615,17 @@ def shortest_paths(shape, periodic, offsets, open_, dedupe, start, ends, weights
     >>> shortest_paths((3, 3), p, off, np.zeros(0, np.uint8), False, 0, [8, 4], first=True)
     (1, array([0, 1, 4]), 2)
     """
+    ends = np.asarray(ends, dtype=np.int64).reshape(-1)
+    if weights is None and spacing is None:
+        chebyshev = _free_metric(offsets, open_, bonds)
+        if chebyshev is not None:  # hops in closed form: no search
+            return _free_paths(shape, periodic, offsets, start, ends, first, chebyshev)
+        if bonds is None and ends.shape[0] == 1:  # a monotone path: no search either
+            path = _monotone_path(shape, periodic, offsets, open_, start, int(ends[0]))
+            if path is not None:
+                return (0, path, len(path) - 1) if first else [(path, len(path) - 1)]
     g = make_plan(shape, periodic, offsets, open_)
     ps = int(_to_padded([start], g)[0])
-    ends = np.asarray(ends, dtype=np.int64).reshape(-1)
     pe = _to_padded(ends, g)
     stops = np.unique(pe)
     need = 1 if first else stops.shape[0]
@@ -535,6 +660,88 @@ def shortest_paths(shape, periodic, offsets, open_, dedupe, start, ends, weights
     j = int(np.lexsort((np.arange(ends.shape[0]), ends, np.where(reached, dist, 0),
                         ~reached))[0])
     return (j,) + one(j)
+
+
+def _free_metric(offsets, open_, bonds):
+    """Whether hops have a closed form here, and which: None when not (a blocked site,
+    bonds, or another stencil), False for the von Neumann stencil (hops sum over the
+    axes), True for the Moore stencil (the largest axis counts)."""
+    if np.asarray(open_).reshape(-1).shape[0] != 0 or bonds is not None:
+        return None
+    offsets = np.asarray(offsets, dtype=np.int64)
+    d = offsets.shape[1]
+    rows = {tuple(r) for r in offsets.tolist()}
+    if len(rows) != offsets.shape[0]:
+        return None
+    axes = {tuple(s * (i == a) for i in range(d)) for a in range(d) for s in (1, -1)}
+    if rows == axes:
+        return False
+    if rows == set(itertools.product((-1, 0, 1), repeat=d)) - {(0,) * d}:
+        return True
+    return None
+
+
+def _free_paths(shape, periodic, offsets, start, ends, first, chebyshev):
+    """:func:`shortest_paths` on a lattice without blocked sites, bonds or weights under
+    the von Neumann or Moore stencil: the hops in closed form, each path walked back
+    from them (:func:`_walk_free`), no search. O(path k d) a path."""
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    periodic = np.ascontiguousarray(periodic, dtype=np.uint8).reshape(-1)
+    strides = c_strides(shape)
+    sc = np.array(np.unravel_index(int(start), tuple(shape)), dtype=np.int64)
+    ec = np.array(np.unravel_index(ends, tuple(shape)), dtype=np.int64).reshape(
+        shape.shape[0], -1)
+    x = np.abs(ec - sc[:, None])
+    x = np.where(periodic[:, None] != 0, np.minimum(x, shape[:, None] - x), x)
+    dist = x.max(axis=0, initial=0) if chebyshev else x.sum(axis=0)
+    noffsets = np.ascontiguousarray(-np.asarray(offsets, dtype=np.int64))
+
+    def one(j):
+        path = np.empty(int(dist[j]) + 1, dtype=np.int64)
+        path[0] = ends[j]
+        _walk_free(path, sc, shape, strides, periodic, noffsets, np.bool_(chebyshev))
+        return path[::-1].copy(), int(dist[j])
+
+    if not first:
+        return [one(j) for j in range(ends.shape[0])]
+    j = int(np.lexsort((np.arange(ends.shape[0]), ends, dist))[0])
+    return (j,) + one(j)
+
+
+def _monotone_path(shape, periodic, offsets, open_, start, end):
+    """The shortest hop path ``start .. end`` when it is a monotone one, else None.
+
+    Under the von Neumann stencil, along open axes, no path is shorter than the L1
+    distance, and the paths of that length are the ones that step only towards the
+    end. When one exists (:func:`_monotone_sweep` over the box between the two sites),
+    the hops are the L1 distance and the sites one hop nearer the start are exactly the
+    marked box neighbours nearer it, so the walk back (:func:`_monotone_walk`) is the
+    search's (the smallest flat index one hop nearer). None (search instead) for
+    another stencil or a periodic axis. O(box d), no queue; in calls of about
+    ``_BUDGET`` units."""
+    shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
+    d = shape.shape[0]
+    if np.asarray(periodic).any() or _free_metric(offsets, np.zeros(0), None) is not False:
+        return None
+    strides = c_strides(shape)
+    sc = np.array(np.unravel_index(int(start), tuple(shape)), dtype=np.int64)
+    ec = np.array(np.unravel_index(int(end), tuple(shape)), dtype=np.int64)
+    sign = np.where(ec >= sc, 1, -1).astype(np.int64)
+    ext = np.abs(ec - sc) + 1
+    lstr = c_strides(ext)
+    reach = np.empty(int(np.prod(ext)), dtype=np.uint8)
+    open_ = _frozen(np.ascontiguousarray(open_, dtype=np.uint8).reshape(-1))
+    rows = reach.shape[0] // int(ext[-1])
+    step = max(1, _budget._BUDGET // max(1, int(ext[-1]) * d))
+    for r0 in range(0, rows, step):
+        _monotone_sweep(reach, open_, strides, sc, sign, ext, lstr, np.int64(r0),
+                        np.int64(min(rows, r0 + step)))
+    if reach[-1] == 0:
+        return None
+    path = np.empty(int((ext - 1).sum()) + 1, dtype=np.int64)
+    path[0] = end
+    _monotone_walk(reach, path, strides, sign, ext, lstr)
+    return path[::-1].copy()
 
 
 def _hop_walk(g: Plan, work, pe: int, cells: BondCells) -> np.ndarray:

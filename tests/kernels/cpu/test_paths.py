@@ -9,6 +9,8 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from catalytic.kernels.cpu import catalytic_path, paths
 from tests.support.graph_cases import CASES, draw_pairs, ids, walk_oracle
@@ -113,3 +115,73 @@ def test_count_shortest_paths_overflow_flag():
     assert count(34) == (math.comb(66, 33), False)  # 7.2e18 < 2**63
     assert count(35)[1] is True  # C(68, 34) = 2.8e19
     assert count(120)[1] is True
+
+
+# -- lattices without blocked sites: hops in closed form ------------------------------------
+@settings(max_examples=80, deadline=None)
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=3),
+       data=st.data(), stencil=st.sampled_from(["von_neumann", "moore"]))
+def test_free_lattices_walk_the_closed_form_to_the_search_s_paths(shape, data, stencil):
+    """No mask, no bonds, no weights, von Neumann or Moore: the paths read from the
+    closed-form hops (no search) are the reference's (a BFS and the tie rule), periodic
+    axes of 1 and 2 sites included, for one end, the nearest of several, and each."""
+    import catalytic as cat
+
+    periodic = tuple(data.draw(st.lists(st.booleans(), min_size=len(shape),
+                                        max_size=len(shape))))
+    L = cat.Lattice(shape=tuple(shape), periodic=periodic, stencil=stencil)
+    g = L.geometry
+    metric = paths._free_metric(g.offsets, g.open_flat, None)
+    # (in 1-D the two stencils are one: the sum and the largest agree)
+    assert metric is not None and (len(shape) == 1 or metric is (stencil == "moore"))
+    n = g.n_points
+    start = data.draw(st.integers(0, n - 1))
+    ends = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=4)))
+    want = [L.find_shortest_path(start, int(e), backend="numpy") for e in ends]
+    got = paths.shortest_paths(*g.kernel_args(), start, ends)
+    for (path, hops), w in zip(got, want):
+        assert np.array_equal(path, w.path) and hops == w.distance
+    j, path, hops = paths.shortest_paths(*g.kernel_args(), start, ends, first=True)
+    best = min((w.distance, int(e)) for w, e in zip(want, ends))
+    assert (hops, int(ends[j])) == best and np.array_equal(path, want[j].path)
+
+
+def test_a_mask_bonds_or_another_stencil_search_as_before():
+    import catalytic as cat
+
+    g = cat.Lattice(shape=(4, 4)).geometry
+    assert paths._free_metric(g.offsets, np.ones(16, np.uint8), None) is None
+    assert paths._free_metric(g.offsets, g.open_flat, g.bond_args()) is None
+    knight = np.array([[1, 2], [-1, -2], [1, 0], [-1, 0], [0, 1], [0, -1]])
+    assert paths._free_metric(knight, g.open_flat, None) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=st.lists(st.integers(1, 8), min_size=1, max_size=3), data=st.data(),
+       blocked=st.sampled_from([0.05, 0.2, 0.4]))
+def test_monotone_paths_are_the_search_s_paths_and_their_absence_searches(shape, data,
+                                                                          blocked):
+    """Von Neumann, open axes, blocked sites, one end: a path stepping only towards the
+    end is read from one sweep and is the reference's; where none exists the sweep says
+    so and the search gives the reference's (a detour, or none)."""
+    import catalytic as cat
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    mask = rng.random(tuple(shape)) >= blocked
+    L = cat.Lattice(shape=tuple(shape), mask=mask)
+    g = L.geometry
+    open_ = g.open_sites()
+    if open_.size == 0:
+        return
+    s = int(data.draw(st.sampled_from(open_.tolist())))
+    e = int(data.draw(st.sampled_from(open_.tolist())))
+    want = L.find_shortest_path(s, e, backend="numpy")
+    mono = paths._monotone_path(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, s, e)
+    l1 = int(np.abs(np.subtract(np.unravel_index(s, g.shape),
+                                np.unravel_index(e, g.shape))).sum())
+    if mono is not None:
+        assert want.distance == l1 and np.array_equal(mono, want.path)
+    else:
+        assert want.distance != l1
+    got = paths.shortest_path(*g.kernel_args(), s, e, with_cost=True)
+    assert np.array_equal(got[0], want.path) and got[1] == want.distance
