@@ -53,6 +53,17 @@ def _distances():
     W = cat.Lattice(shape=(96, 96, 96), weights=np.random.default_rng(0).random((96,) * 3))
     W.distance_field(0, backend=BACKEND)
     W.find_shortest_path(0, W.geometry.n_points - 1, backend=BACKEND)
+    # blocked sites: the monotone sweep (open axes) and the searches (periodic ones), the
+    # parental field and nearest sources, Euclidean steps (their FIFO queues)
+    mask = np.random.default_rng(1).random((96,) * 3) >= 0.1
+    mask[0, 0, 0] = mask[-1, -1, -1] = True
+    for periodic in (False, True):
+        M = cat.Lattice(shape=(96, 96, 96), mask=mask, periodic=periodic)
+        M.find_shortest_path(0, M.geometry.n_points - 1, backend=BACKEND)
+    M.distance_field([0, M.geometry.n_points - 1], return_parents=True, return_sources=True,
+                     backend=BACKEND)
+    E = cat.Lattice(shape=(96, 96, 96), mask=mask, stencil="moore")
+    E.distance_field(0, spacing=(1.0, 1.0, 2.0), backend=BACKEND)
 
 
 def _centrality():
