@@ -797,7 +797,12 @@ class UnifiedCatalyticLattice:
         (``1e16 + 1 == 1e16``) or weights are 0: see
         ``catalytic.backends._common.plateau_depths``. A BFS (Dijkstra when weighted),
         as :meth:`distance_field`, that stops once every distance the walk back reads is
-        final (the cuda backend searches the whole lattice for several ends).
+        final (the cuda backend searches the whole lattice for several ends). Where the
+        hops are known the numba-cpu backend searches nothing: without blocked sites,
+        bonds or weights under the von Neumann or Moore stencil they are in closed form;
+        with blocked sites (von Neumann, open axes, one end) a path that steps only
+        towards the end, found by one sweep over the box between the two sites, is a
+        shortest one when there is one. The path is the search's either way.
 
         Examples
         --------
