@@ -233,6 +233,8 @@ def sites_in_order(g, sites, what: str) -> np.ndarray:
 def v_shortest_paths(lat, start, ends, spacing=None, first=False):
     """``shortest_paths``: the start, the ends (:func:`sites_in_order`), ``spacing`` and
     whether the search stops at the first end reached."""
+    if not isinstance(first, (bool, np.bool_)):
+        raise TypeError(f"first must be True or False, got {first!r}")
     g = lat.geometry
     s = g.site(start, "start")
     return (lat, s, sites_in_order(g, ends, "ends")), _given(
