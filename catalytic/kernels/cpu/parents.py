@@ -18,6 +18,7 @@ from numba import njit, prange
 
 from catalytic.kernels.cpu import _budget
 from catalytic.kernels.cpu._budget import _frozen
+from catalytic.kernels.cpu._rows import _row_coords
 from catalytic.kernels.cpu.neighbors import bond_at, bond_open, c_strides
 
 __all__ = ["parents", "roots"]
@@ -67,11 +68,9 @@ def _parents_rows(dist, src, depth, parent, r0, r1, hops, shape, strides, period
     unit = 1.0 if hl and not hbw and not hw else 0.0
     for row in prange(r0, r1):
         c = np.empty(d, dtype=np.int64)
-        rem = row
+        _row_coords(row, shape, c[:d - 1])
         inner = True
-        for a in range(d - 2, -1, -1):
-            c[a] = rem % shape[a]
-            rem //= shape[a]
+        for a in range(d - 1):
             inner = inner and reach[a] <= c[a] < shape[a] - reach[a]
         for x in range(L):
             c[d - 1] = x

@@ -35,6 +35,7 @@ from catalytic.kernels.cpu._padded import (
 )
 from catalytic.kernels.cpu.bfs import _hop_search
 from catalytic.kernels.cpu.dijkstra import _cell_args, _weighted_search, plan_lengths
+from catalytic.kernels.cpu._rows import _next_row, _row_coords
 from catalytic.kernels.cpu.neighbors import c_strides, neighbor
 
 __all__ = ["shortest_path", "shortest_paths", "count_shortest_paths"]
@@ -399,11 +400,8 @@ def _monotone_sweep(reach, open_, strides, sc, sign, ext, lstr, r0, r1):
     d = ext.shape[0]
     L = ext[d - 1]
     s_last = sign[d - 1] * strides[d - 1]
-    idx = np.zeros(d, dtype=np.int64)
-    rem = r0
-    for a in range(d - 2, -1, -1):
-        idx[a] = rem % ext[a]
-        rem //= ext[a]
+    idx = np.zeros(d - 1, dtype=np.int64)  # the row's box coordinates
+    _row_coords(r0, ext, idx)
     has_mask = open_.shape[0] != 0
     pb = np.empty(max(d - 1, 1), dtype=np.int64)
     for row in range(r0, r1):
@@ -424,13 +422,7 @@ def _monotone_sweep(reach, open_, strides, sc, sign, ext, lstr, r0, r1):
                 acc &= open_[vb + x * s_last]
             reach[ib + x] = acc
             prev = acc
-        a = d - 2  # the odometer over the rows
-        while a >= 0:
-            idx[a] += 1
-            if idx[a] < ext[a]:
-                break
-            idx[a] = 0
-            a -= 1
+        _next_row(idx, ext)
 
 
 @njit(cache=True, nogil=True)
