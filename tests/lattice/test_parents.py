@@ -16,25 +16,9 @@ from hypothesis import strategies as st
 
 import catalytic as cat
 from catalytic.kernels.cpu import _budget
-from tests.support.strategies import lattice_specs, make
+from tests.support.strategies import make, path_cases as cases
 
 BACKENDS = ["numpy", "numba-cpu"]
-
-
-@st.composite
-def cases(draw, max_sites=400):
-    spec = draw(lattice_specs(max_dim=3, weights=draw(st.booleans()), bonds=True,
-                              max_sites=max_sites))
-    d = len(spec["shape"])
-    spacing = draw(st.one_of(st.none(), st.lists(st.sampled_from([0.5, 1.0, 2.0, 0.3]),
-                                                 min_size=d, max_size=d)))
-    if spec.get("weights") is not None and draw(st.booleans()):
-        w = spec["weights"].copy()
-        w.reshape(-1)[::2] = 0.0  # cost plateaus
-        spec = dict(spec, weights=w)
-    k = draw(st.integers(1, 4))
-    seed = draw(st.integers(0, 2**16))
-    return spec, spacing, k, seed
 
 
 def _sources(L, k, seed):

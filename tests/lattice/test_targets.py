@@ -11,25 +11,17 @@ import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import catalytic as cat
 from catalytic.kernels.cpu import _padded, bfs, dijkstra
-from tests.support.strategies import lattice_specs, make
+from tests.support.strategies import make, path_cases
 
 BACKENDS = ["numpy", "numba-cpu"]
 
 
-@st.composite
-def cases(draw, max_sites=300):
-    spec = draw(lattice_specs(max_dim=3, weights=draw(st.booleans()), bonds=True,
-                              max_sites=max_sites))
-    d = len(spec["shape"])
-    spacing = draw(st.one_of(st.none(), st.lists(st.sampled_from([0.5, 1.0, 2.0]),
-                                                 min_size=d, max_size=d)))
-    k = draw(st.integers(1, 5))
-    seed = draw(st.integers(0, 2**16))
-    return spec, spacing, k, seed
+def cases(max_sites=300):
+    """:func:`tests.support.strategies.path_cases`, up to five ends (repeats allowed)."""
+    return path_cases(max_sites=max_sites, max_sites_picked=5)
 
 
 def _pick(L, k, seed):

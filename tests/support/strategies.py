@@ -174,3 +174,23 @@ def large_lattice_specs(draw, *, weights=False, bonds=False):
     if bonds:
         _draw_bonds(draw, spec)
     return spec
+
+
+@st.composite
+def path_cases(draw, max_sites=400, max_sites_picked=4):
+    """A lattice for the path searches (up to 3-D, masks, bonds, site weights half the
+    time, zeros among them half of those: cost plateaus), a spacing or None, how many
+    sites to pick (1 to ``max_sites_picked``) and a seed to pick them with:
+    ``(spec, spacing, k, seed)``."""
+    spec = draw(lattice_specs(max_dim=3, weights=draw(st.booleans()), bonds=True,
+                              max_sites=max_sites))
+    d = len(spec["shape"])
+    spacing = draw(st.one_of(st.none(), st.lists(st.sampled_from([0.5, 1.0, 2.0, 0.3]),
+                                                 min_size=d, max_size=d)))
+    if spec.get("weights") is not None and draw(st.booleans()):
+        w = spec["weights"].copy()
+        w.reshape(-1)[::2] = 0.0  # cost plateaus
+        spec = dict(spec, weights=w)
+    k = draw(st.integers(1, max_sites_picked))
+    seed = draw(st.integers(0, 2**16))
+    return spec, spacing, k, seed
