@@ -608,12 +608,13 @@ def shortest_paths(shape, periodic, offsets, open_, dedupe, start, ends, weights
     (1, array([0, 1, 4]), 2)
     """
     ends = np.asarray(ends, dtype=np.int64).reshape(-1)
-    if weights is None and spacing is None:
-        chebyshev = _free_metric(offsets, open_, bonds)
-        if chebyshev is not None:  # hops in closed form: no search
+    if weights is None and spacing is None and bonds is None:
+        chebyshev = _free_metric(offsets, np.zeros(0), None)  # the stencil's, if any
+        if chebyshev is not None and np.asarray(open_).reshape(-1).shape[0] == 0:
+            # hops in closed form: no search
             return _free_paths(shape, periodic, offsets, start, ends, first, chebyshev)
-        if bonds is None and ends.shape[0] == 1:  # a monotone path: no search either
-            path = _monotone_path(shape, periodic, offsets, open_, start, int(ends[0]))
+        if chebyshev is False and ends.shape[0] == 1:  # a monotone path: no search either
+            path = _monotone_path(shape, periodic, open_, start, int(ends[0]))
             if path is not None:
                 return (0, path, len(path) - 1) if first else [(path, len(path) - 1)]
     g = make_plan(shape, periodic, offsets, open_)
@@ -700,7 +701,7 @@ def _free_paths(shape, periodic, offsets, start, ends, first, chebyshev):
     return (j,) + one(j)
 
 
-def _monotone_path(shape, periodic, offsets, open_, start, end):
+def _monotone_path(shape, periodic, open_, start, end):
     """The shortest hop path ``start .. end`` when it is a monotone one, else None.
 
     Under the von Neumann stencil, along open axes, no path is shorter than the L1
@@ -708,12 +709,12 @@ def _monotone_path(shape, periodic, offsets, open_, start, end):
     end. When one exists (:func:`_monotone_sweep` over the box between the two sites),
     the hops are the L1 distance and the sites one hop nearer the start are exactly the
     marked box neighbours nearer it, so the walk back (:func:`_monotone_walk`) is the
-    search's (the smallest flat index one hop nearer). None (search instead) for
-    another stencil or a periodic axis. O(box d), no queue; in calls of about
+    search's (the smallest flat index one hop nearer). The caller has checked that the
+    stencil is von Neumann's; None (search instead) with a periodic axis. O(box d), no queue; in calls of about
     ``_BUDGET`` units."""
     shape = np.ascontiguousarray(shape, dtype=np.int64).reshape(-1)
     d = shape.shape[0]
-    if np.asarray(periodic).any() or _free_metric(offsets, np.zeros(0), None) is not False:
+    if np.asarray(periodic).any():
         return None
     strides = c_strides(shape)
     sc = np.array(np.unravel_index(int(start), tuple(shape)), dtype=np.int64)

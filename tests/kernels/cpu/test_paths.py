@@ -176,7 +176,7 @@ def test_monotone_paths_are_the_search_s_paths_and_their_absence_searches(shape,
     s = int(data.draw(st.sampled_from(open_.tolist())))
     e = int(data.draw(st.sampled_from(open_.tolist())))
     want = L.find_shortest_path(s, e, backend="numpy")
-    mono = paths._monotone_path(g.shape_arr, g.periodic_arr, g.offsets, g.open_flat, s, e)
+    mono = paths._monotone_path(g.shape_arr, g.periodic_arr, g.open_flat, s, e)
     l1 = int(np.abs(np.subtract(np.unravel_index(s, g.shape),
                                 np.unravel_index(e, g.shape))).sum())
     if mono is not None:
