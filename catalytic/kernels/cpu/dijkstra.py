@@ -187,11 +187,7 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
             st[1] = hs
             return 1
         used += cost
-        if st[6] == 0 and _is_stop(p, stops, marks):
-            st[7] += 1
-            if st[7] >= need:
-                limit = dp
-                st[6] = p + 1
+        limit = _count_stop(p, dp, limit, st, 6, stops, marks, need)
         for k in range(K):
             if mode != 0:
                 q = p + foff[k]
@@ -285,11 +281,7 @@ def _length_run(pd, qk, qs, head, size, lk, kcls, C, st, budget, foff, offs, r, 
         if dp > limit:
             return 1
         used += K
-        if st[0] == 0 and _is_stop(p, stops, marks):
-            st[1] += 1
-            if st[1] >= need:
-                limit = dp
-                st[0] = p + 1
+        limit = _count_stop(p, dp, limit, st, 0, stops, marks, need)
         for k in range(K):
             if mode != 0:
                 q = p + foff[k]
@@ -360,6 +352,20 @@ def _is_stop(p, stops, marks):
         if s == p:
             return True
     return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _count_stop(p, dp, limit, st, at, stops, marks, need):
+    """The limit after settling cell ``p`` at cost ``dp``: until ``need`` cells to stop
+    at are settled (counted in ``st[at + 1]``), each one counts, and the one that makes
+    ``need`` sets the limit to its cost (``st[at]``: that cell + 1, for a resumed
+    call)."""
+    if st[at] == 0 and _is_stop(p, stops, marks):
+        st[at + 1] += 1
+        if st[at + 1] >= need:
+            st[at] = p + 1
+            return dp
+    return limit
 
 
 #: How many pops ahead :func:`_length_run` prefetches the neighbours of a queued cell.
