@@ -370,6 +370,23 @@ def on_dag(dist, cost, depth, u, v):
     return (du + cost == dv) & ((du < dv) | (depth[u] == depth[v] - 1))
 
 
+def _least_step_into(geometry):
+    """A lower bound of the cost of every step into each site (float64, (n,) or a
+    scalar): :meth:`Geometry.step_cost` with the least bond weight and the shortest
+    step (rounded sums and products do not fall when a term grows). O(n + bonds)."""
+    g = geometry
+    if len(g.offsets) == 0:
+        return np.inf  # no step at all
+    base = 0.0 if g.bond_weights is None else float(g.bond_weights.min(initial=np.inf))
+    if g.weights is not None:
+        base = base + g.weights.reshape(-1)
+    elif g.bond_weights is None:  # step lengths alone
+        base = 1.0
+    if g.step_lengths is None:
+        return base
+    return float(g.step_lengths.min()) * base
+
+
 def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
     """Depth of every site on its cost plateau, which makes the shortest paths of a
     weighted lattice a DAG whatever the float sums do (int64, -1 where unreached).
@@ -398,8 +415,9 @@ def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
     path's; :func:`walk_back` picks one, ``count_shortest_paths`` counts them. Without
     plateau steps (positive costs whose sums all change) the DAG is every tight step
     and every depth is 0. O(n k) time and memory, only when some reached site ``v``
-    has a step in with ``fl(D[v] + c) == D[v]`` (O(n) to check without bond weights,
-    O(n k) with them).
+    has a step in with ``fl(D[v] + c) == D[v]`` (O(n) to check without bond weights
+    or step lengths; with them O(n) first against :func:`_least_step_into`, then O(n k)
+    only when that bound allows a plateau).
     """
     from scipy.sparse import csr_array
     from scipy.sparse.csgraph import dijkstra
@@ -407,6 +425,13 @@ def plateau_depths(geometry, dist: np.ndarray, start: int) -> np.ndarray:
     d = np.asarray(dist, dtype=np.float64).reshape(-1)
     reached = np.isfinite(d)
     depth = np.where(reached, 0, -1).astype(np.int64)
+    if geometry.bond_weights is not None or geometry.step_lengths is not None:
+        # no step into v costs less than the bound, and fl(D + c) does not fall with c:
+        # where D + bound changes D, no step into v is a plateau step
+        maybe = reached & (d + _least_step_into(geometry) == d)
+        maybe[start] = False
+        if not maybe.any():
+            return depth
     if geometry.bond_weights is None and geometry.step_lengths is None:
         w = geometry.weights.reshape(-1)
         flat = reached & (d + w == d)
