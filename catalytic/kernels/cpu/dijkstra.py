@@ -117,7 +117,12 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
 
     Entries leave the heap in order of cost, and a bucket only after all earlier ones
     (:func:`_bucket` is monotone, and no relaxation gives a cost below the one being
-    settled), so cells are settled in non-decreasing cost as by any Dijkstra.
+    settled), so cells are settled in non-decreasing cost as by any Dijkstra. The ring
+    slides with ``cur``, so an entry sent to the overflow can come due while the ring
+    still holds later buckets: before each cell is settled, the overflow's entries of
+    bucket ``<= cur`` join the heap (and a cost they give of a bucket below ``cur``
+    goes to the heap too). Without that, a search that stops at a cell could settle it
+    before its cost was final.
     O((n + e) log n) over all calls if every cost falls in one bucket; with the bucket
     width the host picks, the heap holds a few entries at a time.
 
@@ -174,6 +179,19 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
             continue
         if hs + K > cap or st[2] + K > cap or st[5] + K > cap:
             break  # no room for K more entries
+        # the ring slides with cur, so an overflow entry's bucket can come due while the
+        # ring still holds later ones: it joins the heap before anything is settled
+        while st[5] > 0 and _bucket(okey[0], inv) <= cur and hs + K < cap:
+            q = oidx[0]
+            key = okey[0]
+            _heap_pop(okey, oidx, st[5])
+            st[5] -= 1
+            used += 1
+            if key == pd[q]:  # else stale
+                _heap_push(hkey, hidx, hs, key, q)
+                hs += 1
+        if st[5] > 0 and _bucket(okey[0], inv) <= cur:
+            break  # no room in the heap for the entries due
         p = hidx[0]
         dp = hkey[0]
         _heap_pop(hkey, hidx, hs)
@@ -212,7 +230,7 @@ def _dijkstra_run(pd, pw, hkey, hidx, okey, oidx, ekey, eidx, enext, ring, st, i
             if nd < pd[q]:
                 pd[q] = nd
                 b = _bucket(nd, inv)
-                if b == cur:
+                if b <= cur:  # below cur from an entry the overflow gave the heap
                     _heap_push(hkey, hidx, hs, nd, q)
                     hs += 1
                 elif b - cur < nb:

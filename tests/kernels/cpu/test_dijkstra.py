@@ -218,6 +218,32 @@ def test_dijkstra_queue_settings_do_not_change_bits(monkeypatch, inv, ring):
             np.testing.assert_array_equal(paths.shortest_path(*args, s, e, weights=w), path)
 
 
+@pytest.mark.parametrize("inv, ring", [(1.0, 4), (0.5, 8), (3.0, 2)])
+def test_a_search_stopped_at_any_cell_gives_it_the_full_field_s_cost(monkeypatch, inv, ring):
+    """Steps wider than the ring send entries to the overflow while the ring slides on
+    (the ring once overtook them, and a search stopped at a cell settled it early, too
+    high: CI found it through bond weights). Every open cell as the one stop, small
+    entry arrays and budgets included."""
+    rng = np.random.default_rng(17)
+    shape = (6, 7, 8)
+    n = math.prod(shape)
+    mask = rng.random(n) < 0.9
+    w = rng.uniform(0.1, 10.0, n)
+    args = _args(shape, mask)
+    sites = np.flatnonzero(mask)
+    s = int(sites[0])
+    field = _relax_oracle(shape, mask, w, [s])
+    monkeypatch.setattr(dijkstra, "_bucket_scale", lambda g, weights: (inv, ring))
+    for e in sites:
+        if e % 5 == 0:  # and a few with everything small
+            monkeypatch.setattr(dijkstra, "_QUEUE_CAP0", 1)
+            monkeypatch.setattr(_budget, "_BUDGET", 3)
+        _, cost = paths.shortest_path(*args, s, int(e), weights=w, with_cost=True)
+        assert cost == field[e]
+        monkeypatch.undo()
+        monkeypatch.setattr(dijkstra, "_bucket_scale", lambda g, weights: (inv, ring))
+
+
 def test_dijkstra_resumes_bit_for_bit_on_a_large_lattice(monkeypatch):
     """Above 2**16 sites, a small budget (hundreds of kernel calls) gives the one-call
     field and path bit for bit."""
