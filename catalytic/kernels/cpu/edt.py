@@ -23,9 +23,12 @@ line without one (every site of one value, none marked) is an envelope over its 
 repeated at ``p - n`` and ``p + n``, read on ``[0, n)``.
 
 Dense features: the first pass (along rows) is in closed form (the nearer end of each
-segment), and a later line without values whose f is on average at most :data:`NEAR`
-spacings squared is done without an envelope, each site looking outward a step each way
-until the step passes its best (:func:`_around`, the cuda twin's way).
+segment; on an open axis without values two sweeps a row, :func:`_open_rows`), and a
+later line without values whose f is on average at most :data:`NEAR` spacings squared
+is done without an envelope, each site looking outward a step each way until the step
+passes its best (:func:`_around`, the cuda twin's way). A tile of such lines whose f is
+nowhere above :data:`REACH` squared spacings squared does the same a row of the tile at
+a time (:func:`_tile_rows`): contiguous loops over the tile's lines, and no transpose.
 
 Ties: a query keeps the parabola it holds unless the next one is strictly lower, so of
 two features at the same distance along a line the one at the lower (unwrapped)
@@ -222,6 +225,34 @@ def _line(lf, li, lk, lz, n, periodic, by_value, track, w, base, stride, v, vf, 
         t = e
 
 
+#: "no feature on this side" in :func:`_open_rows`: farther than any row is long
+_NONE = 1 << 40
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _open_rows(f, fi, zero, L, w, track, a0, a1):
+    """Rows [a0, a1) of an open axis without values, in two sweeps a row: the last
+    feature at or before each site, then the next one at or after it, the nearer taken
+    (the left one on a tie, as the segment rule of :func:`_rows` takes it)."""
+    for row in range(a0, a1):
+        base = row * L
+        last = -_NONE
+        for p in range(L):  # f holds the steps back to the last feature for now
+            last = p if zero[base + p] != 0 else last
+            f[base + p] = p - last  # exact below 2**24 (float32); else past _NONE / 2
+        nxt = _NONE
+        for p in range(L - 1, -1, -1):
+            nxt = p if zero[base + p] != 0 else nxt
+            a = f[base + p]
+            b = np.float64(nxt - p)
+            # selects, not branches: which end is nearer is a coin toss on noisy images
+            m = a if a <= b else b
+            f[base + p] = w * m * m if m < _NONE // 2 else np.inf
+            if track:
+                j = p - np.int64(a) if a <= b else nxt
+                fi[base + p] = base + j if m < _NONE // 2 else -1
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _rows(f, fi, keys, zero, L, periodic, w, by_value, track, r0, r1, T):
     """The first pass, along the last axis (rows of ``L`` sites), rows [r0, r1) in ``T``
@@ -230,6 +261,9 @@ def _rows(f, fi, keys, zero, L, periodic, w, by_value, track, r0, r1, T):
     for t in prange(T):
         a0 = r0 + (r1 - r0) * t // T
         a1 = r0 + (r1 - r0) * (t + 1) // T
+        if not periodic and not by_value:
+            _open_rows(f, fi, zero, L, w, track, a0, a1)
+            continue
         for row in range(a0, a1):
             base = row * L
             # read from p0: 0, or round a ring from a segment's start
@@ -286,26 +320,101 @@ def _rows(f, fi, keys, zero, L, periodic, w, by_value, track, r0, r1, T):
                 t0 = e
 
 
-#: columns gathered at once in a pass along an axis other than the last: one cache line
-#: of float32 each time the pass reads or writes a line position
-TILE = 16
+#: columns gathered at once in a pass along an axis other than the last, with values
+#: and without: a cache line of float32 (of float64 too without values) each time a
+#: tile reads or writes a line position; more with values slowed the 4-label
+#: benchmark, whose tiles are transposed into lines (keys and marks too)
+TILE_VALUES = 16
+TILE = 32
+#: a tile of lines without values, each line dense (see :data:`NEAR`), whose largest f
+#: is at most REACH**2 spacings squared, is done row by row (:func:`_tile_rows`): no
+#: site then looks more than REACH steps each way
+REACH = 32
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tile_rows(f, fi, sf, si, track, n, stride, B, first, periodic, w, root, best, at, out):
+    """The lines of a tile (``B`` neighbouring lines, gathered row by row in ``sf``,
+    ``si``: position p of line c at ``[p, c]``) done as :func:`_around` does each, but a
+    row of the tile at a time, every line of it in step (contiguous, so the loops
+    vectorise), written straight into ``f`` and ``fi`` (square roots with ``root``, of
+    the value rounded to f's type, as the per-line pass takes them). A row looks out
+    until the step passes the largest best of the row: a line that stopped earlier in
+    :func:`_around` meets only candidates above its best then, and keeps it."""
+    down = n // 2 if periodic else n - 1
+    up = n - n // 2 - 1 if periodic else n - 1
+    for q in range(n):
+        hi = 0.0
+        for c in range(B):
+            best[c] = sf[q, c]
+            hi = max(hi, best[c])
+        if track:
+            for c in range(B):
+                at[c] = si[q, c]
+        lo_lim = down if periodic else q
+        up_lim = up if periodic else n - 1 - q
+        r = 1
+        while w * r * r <= hi and (r <= lo_lim or r <= up_lim):
+            step = w * r * r
+            nhi = 0.0
+            if r <= lo_lim:  # below: an equal candidate wins (the lower displacement)
+                p = _wrap(q - r, n)
+                for c in range(B):
+                    x = sf[p, c] + step
+                    take = x <= best[c]
+                    best[c] = x if take else best[c]
+                    if track:
+                        at[c] = si[p, c] if take else at[c]
+            if r <= up_lim:  # above: only a strictly lower one
+                p = _wrap(q + r, n)
+                for c in range(B):
+                    x = sf[p, c] + step
+                    take = x < best[c]
+                    best[c] = x if take else best[c]
+                    if track:
+                        at[c] = si[p, c] if take else at[c]
+            for c in range(B):
+                nhi = max(nhi, best[c])
+            hi = nhi
+            r += 1
+        s = first + q * stride
+        for c in range(B):
+            out[c] = best[c]  # rounded to f's type
+        if root:
+            for c in range(B):
+                f[s + c] = np.sqrt(out[c])
+        else:
+            for c in range(B):
+                f[s + c] = out[c]
+        if track:
+            for c in range(B):
+                fi[s + c] = at[c]
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l0, l1, T):
+def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l0, l1, T,
+             tw):
     """A pass along an axis of ``n`` sites and stride ``stride`` (> 1): tiles
-    [l0, l1) of :data:`TILE` neighbouring lines (tile ``l``: outer ``l // tiles``, the
-    lines from inner ``(l % tiles) TILE``, ``tiles`` the tiles of one outer index), in
+    [l0, l1) of ``tw`` neighbouring lines (tile ``l``: outer ``l // tiles``, the
+    lines from inner ``(l % tiles) tw``, ``tiles`` the tiles of one outer index), in
     ``T`` chunks, ``f`` and ``fi`` updated in place (with ``root``, the last pass, f's
-    square root: one pass over the result less)."""
-    tiles = (stride + TILE - 1) // TILE
+    square root: one pass over the result less). A tile without values is gathered row
+    by row; if its lines are dense and near (:data:`REACH`) it is done row by row
+    (:func:`_tile_rows`), else each line in turn (:func:`_line`)."""
+    tiles = (stride + tw - 1) // tw
     for t in prange(T):
         a0 = l0 + (l1 - l0) * t // T
         a1 = l0 + (l1 - l0) * (t + 1) // T
-        bf = np.empty((TILE, n), dtype=f.dtype)
-        bi = np.empty((TILE, n if track else 0), dtype=np.int64)
-        bk = np.empty((TILE, n if by_value else 0), dtype=keys.dtype)
-        bz = np.empty((TILE, n if by_value else 0), dtype=np.uint8)
+        bf = np.empty((tw, n), dtype=f.dtype)
+        bi = np.empty((tw, n if track else 0), dtype=np.int64)
+        bk = np.empty((tw, n if by_value else 0), dtype=keys.dtype)
+        bz = np.empty((tw, n if by_value else 0), dtype=np.uint8)
+        sf = np.empty((0 if by_value else n, tw), dtype=f.dtype)
+        si = np.empty((n if track and not by_value else 0, tw), dtype=np.int64)
+        sums = np.empty(tw, dtype=np.float64)
+        best = np.empty(tw, dtype=np.float64)
+        at = np.empty(tw, dtype=np.int64)
+        out = np.empty(tw, dtype=f.dtype)
         of = np.empty(n, dtype=f.dtype)
         oi = np.empty(n if track else 0, dtype=np.int64)
         m = 2 * n + 2
@@ -314,19 +423,45 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l
         vi = np.empty(m, dtype=np.int64)
         z = np.empty(m, dtype=np.float64)
         for tile in range(a0, a1):
-            first = (tile // tiles) * n * stride + (tile % tiles) * TILE
-            B = min(TILE, stride - (tile % tiles) * TILE)
-            for p in range(n):
-                s = first + p * stride
-                for c in range(B):
-                    bf[c, p] = f[s + c]
-                if track:
+            first = (tile // tiles) * n * stride + (tile % tiles) * tw
+            B = min(tw, stride - (tile % tiles) * tw)
+            if by_value:
+                for p in range(n):
+                    s = first + p * stride
                     for c in range(B):
-                        bi[c, p] = fi[s + c]
-                if by_value:
+                        bf[c, p] = f[s + c]
+                    if track:
+                        for c in range(B):
+                            bi[c, p] = fi[s + c]
                     for c in range(B):
                         bk[c, p] = keys[s + c]
                         bz[c, p] = zero[s + c]
+            else:
+                for c in range(B):
+                    sums[c] = 0.0
+                hi = 0.0
+                for p in range(n):
+                    s = first + p * stride
+                    for c in range(B):
+                        sf[p, c] = f[s + c]
+                        sums[c] += sf[p, c]  # inf where a site has no feature yet
+                        hi = max(hi, sf[p, c])
+                    if track:
+                        for c in range(B):
+                            si[p, c] = fi[s + c]
+                near = hi <= REACH * REACH * w
+                for c in range(B):
+                    near = near and sums[c] <= NEAR * w * n
+                if near:
+                    _tile_rows(f, fi, sf, si, track, n, stride, B, first, periodic, w, root,
+                               best, at, out)
+                    continue
+                for p in range(n):
+                    for c in range(B):
+                        bf[c, p] = sf[p, c]
+                    if track:
+                        for c in range(B):
+                            bi[c, p] = si[p, c]
             for c in range(B):
                 _line(bf[c], bi[c], bk[c], bz[c], n, periodic, by_value, track, w,
                       first + c, stride, v, vf, vi, z, of, oi)
@@ -425,14 +560,15 @@ def transform(shape, periodic, spacing, zero, keys=None, dtype=np.float64, squar
                       np.bool_(indices), np.int64(r0), np.int64(r1),
                       np.int64(max(1, min(threads, r1 - r0))))
         else:
-            tiles = n // (L * stride) * -(-stride // TILE)
-            step = max(1, _budget._BUDGET // (L * TILE))
+            tw = TILE_VALUES if by_value else TILE
+            tiles = n // (L * stride) * -(-stride // tw)
+            step = max(1, _budget._BUDGET // (L * tw))
             for l0 in range(0, tiles, step):
                 l1 = min(tiles, l0 + step)
                 _columns(f, fi, keys, zero, np.int64(L), np.int64(stride), per, w,
                          np.bool_(by_value), np.bool_(indices),
                          np.bool_(axis == 0 and not squared), np.int64(l0), np.int64(l1),
-                         np.int64(max(1, min(threads, l1 - l0))))
+                         np.int64(max(1, min(threads, l1 - l0))), np.int64(tw))
         stride *= L
     if d == 1 and not squared:  # otherwise the last pass took the roots
         np.sqrt(f, out=f)
