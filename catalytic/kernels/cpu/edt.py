@@ -344,39 +344,49 @@ def _tile_rows(f, fi, sf, si, track, n, stride, B, first, periodic, w, root, bes
     down = n // 2 if periodic else n - 1
     up = n - n // 2 - 1 if periodic else n - 1
     for q in range(n):
-        hi = 0.0
+        more = 0  # whether some line's best is at least the next step (an OR: it vectorises)
         for c in range(B):
             best[c] = sf[q, c]
-            hi = max(hi, best[c])
+            more |= best[c] >= w
         if track:
             for c in range(B):
                 at[c] = si[q, c]
         lo_lim = down if periodic else q
         up_lim = up if periodic else n - 1 - q
         r = 1
-        while w * r * r <= hi and (r <= lo_lim or r <= up_lim):
+        while more and (r <= lo_lim or r <= up_lim):
             step = w * r * r
-            nhi = 0.0
-            if r <= lo_lim:  # below: an equal candidate wins (the lower displacement)
+            # below, an equal candidate wins (the lower displacement); above, only a
+            # strictly lower one. Loops without a branch in them, so that they vectorise
+            if r <= lo_lim and track:
                 p = _wrap(q - r, n)
                 for c in range(B):
                     x = sf[p, c] + step
                     take = x <= best[c]
                     best[c] = x if take else best[c]
-                    if track:
-                        at[c] = si[p, c] if take else at[c]
-            if r <= up_lim:  # above: only a strictly lower one
+                    at[c] = si[p, c] if take else at[c]
+            elif r <= lo_lim:
+                p = _wrap(q - r, n)
+                for c in range(B):
+                    x = sf[p, c] + step
+                    best[c] = x if x <= best[c] else best[c]
+            if r <= up_lim and track:
                 p = _wrap(q + r, n)
                 for c in range(B):
                     x = sf[p, c] + step
                     take = x < best[c]
                     best[c] = x if take else best[c]
-                    if track:
-                        at[c] = si[p, c] if take else at[c]
-            for c in range(B):
-                nhi = max(nhi, best[c])
-            hi = nhi
+                    at[c] = si[p, c] if take else at[c]
+            elif r <= up_lim:
+                p = _wrap(q + r, n)
+                for c in range(B):
+                    x = sf[p, c] + step
+                    best[c] = x if x < best[c] else best[c]
             r += 1
+            more = 0
+            reach = w * r * r
+            for c in range(B):
+                more |= best[c] >= reach
         s = first + q * stride
         for c in range(B):
             out[c] = best[c]  # rounded to f's type
@@ -412,6 +422,7 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l
         sf = np.empty((0 if by_value else n, tw), dtype=f.dtype)
         si = np.empty((n if track and not by_value else 0, tw), dtype=np.int64)
         sums = np.empty(tw, dtype=np.float64)
+        his = np.empty(tw, dtype=np.float64)
         best = np.empty(tw, dtype=np.float64)
         at = np.empty(tw, dtype=np.int64)
         out = np.empty(tw, dtype=f.dtype)
@@ -439,19 +450,19 @@ def _columns(f, fi, keys, zero, n, stride, periodic, w, by_value, track, root, l
             else:
                 for c in range(B):
                     sums[c] = 0.0
-                hi = 0.0
+                    his[c] = 0.0
                 for p in range(n):
                     s = first + p * stride
                     for c in range(B):
                         sf[p, c] = f[s + c]
                         sums[c] += sf[p, c]  # inf where a site has no feature yet
-                        hi = max(hi, sf[p, c])
+                        his[c] = max(his[c], sf[p, c])
                     if track:
                         for c in range(B):
                             si[p, c] = fi[s + c]
-                near = hi <= REACH * REACH * w
+                near = True
                 for c in range(B):
-                    near = near and sums[c] <= NEAR * w * n
+                    near = near and sums[c] <= NEAR * w * n and his[c] <= REACH * REACH * w
                 if near:
                     _tile_rows(f, fi, sf, si, track, n, stride, B, first, periodic, w, root,
                                best, at, out)
