@@ -15,6 +15,7 @@ from catalytic.errors import (
     CalibrationError,
     CatalyticError,
     CatalyticViolation,
+    ConvergenceError,
     InsufficientMemoryError,
     NoBackendError,
     PluginError,
@@ -27,6 +28,7 @@ from catalytic.results import (
     Components,
     PathResult,
     SpanningClusters,
+    Transport,
 )
 from catalytic.profiler import get_profiler, profile
 from catalytic.router import Decision
@@ -43,6 +45,7 @@ __all__ = [
     "ClusterStatistics",
     "Communities",
     "Components",
+    "ConvergenceError",
     "Decision",
     "Engine",
     "InsufficientMemoryError",
@@ -52,6 +55,7 @@ __all__ = [
     "PathResult",
     "PluginError",
     "SpanningClusters",
+    "Transport",
     "UnifiedCatalyticLattice",
     "get_engine",
     "get_monitor",

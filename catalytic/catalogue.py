@@ -636,6 +636,75 @@ def v_distance_transform(lat, features=None, *, values=None, background=0, spaci
             out, bool(return_indices)), {}
 
 
+#: the rules ``transport`` reads conductances by (``backends._transport.bond_conductances``)
+CONDUCTANCE_RULES = ("bonds", "sites", "unit")
+
+
+def _electrode(g, sites, what: str) -> np.ndarray:
+    """An electrode's open sites (sorted flat int64): a boolean array of the lattice's
+    shape (or flat) marks them, its blocked sites left out (a face of a porous image);
+    any other form is :meth:`Geometry.sites`' (a blocked site is an error)."""
+    arr = np.asarray(sites) if not isinstance(sites, tuple) else None
+    if arr is not None and arr.dtype == np.bool_:
+        if arr.shape not in (g.shape, (g.n_points,)):
+            raise ValueError(f"{what} has shape {arr.shape}; expected the lattice shape "
+                             f"{g.shape}")
+        marked = arr.reshape(-1)
+        if g.mask is not None:
+            marked = marked & g.mask.reshape(-1)
+        flat = np.flatnonzero(marked)
+    else:
+        flat = g.sites(sites, what)
+    if flat.shape[0] == 0:
+        raise ValueError(f"the {what} electrode has no open site")
+    return flat.astype(np.int64)
+
+
+def v_transport(lat, high, low, *, conductance=None, tol=1e-10, maxiter=None):
+    """``transport``: the electrodes (:func:`_electrode`: not empty, not overlapping),
+    the conductance rule (None: ``"bonds"`` with bond weights, else ``"sites"`` with
+    site weights, else ``"unit"``), ``tol`` (a relative residual in (0, 1)) and
+    ``maxiter`` (None: the backend's own limit; else >= 1). Gives the backends the
+    electrodes, the rule resolved, ``tol`` and ``maxiter``."""
+    g = lat.geometry
+    if conductance is None:
+        conductance = ("bonds" if g.bond_weights is not None
+                       else "sites" if g.weights is not None else "unit")
+    if conductance not in CONDUCTANCE_RULES:
+        raise ValueError(f"conductance must be one of {CONDUCTANCE_RULES} or None, got "
+                         f"{conductance!r}")
+    if conductance == "bonds" and g.bond_weights is None:
+        raise ValueError('conductance="bonds" needs a lattice with bond_weights')
+    if conductance == "sites" and g.weights is None:
+        raise ValueError('conductance="sites" needs a lattice with weights')
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real):
+        raise TypeError(f"tol must be a real number, got {tol!r}")
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must be in (0, 1), got {tol!r}")
+    if maxiter is not None:
+        if isinstance(maxiter, (bool, np.bool_)) or not isinstance(maxiter, numbers.Integral):
+            raise TypeError(f"maxiter must be an int or None, got {maxiter!r}")
+        if maxiter < 1:
+            raise ValueError(f"maxiter must be at least 1, got {maxiter!r}")
+        maxiter = int(maxiter)
+    hi = _electrode(g, high, "high")
+    lo = _electrode(g, low, "low")
+    both = np.intersect1d(hi, lo)
+    if both.shape[0]:
+        raise ValueError(f"the electrodes overlap at {both.shape[0]} site(s), the first "
+                         f"{g._describe(int(both[0]))}")
+    return (lat, hi, lo), {"conductance": conductance, "tol": float(tol),
+                           "maxiter": maxiter}
+
+
+def mem_transport(lat, *_, **__):
+    """Bytes on the host: the conductances and currents (8 bytes a bond each), the
+    bonds' far ends (8) and the solver's vectors and levels (about 12 vectors of 8
+    bytes a site)."""
+    g = lat.geometry
+    return g.n_points * (24 * max(1, len(g.bond_offsets)) + 96)
+
+
 def _edt_work(lat, *_, **__) -> float:
     g = lat.geometry
     return float(g.n_points * g.dimensions)
@@ -1188,6 +1257,8 @@ CATALOGUE = (
      "Sizes, boxes, centroids, gyration, faces, wrapping and field reductions of clusters."),
     ("distance_transform", v_distance_transform, _edt_work, mem_sites(17), DATA,
      "Exact Euclidean distances to the nearest feature (or site of another value)."),
+    ("transport", v_transport, sites_work, mem_transport, {},
+     "Potentials, currents and the conductance of the lattice as a resistor network."),
     ("region_graph", v_region_graph, sites_work, mem_sites(120), {},
      "The regions that touch, with the number of bonds joining each pair."),
     ("percolates", v_percolates, sites_work, _mem_percolates, {},

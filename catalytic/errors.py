@@ -62,6 +62,23 @@ class NoBackendError(CatalyticError, RuntimeError):
     """No registered backend can run an operation; the message says how to fix it."""
 
 
+class ConvergenceError(CatalyticError, RuntimeError):
+    """An iterative solve stopped at its iteration limit (or a direct one lost its
+    accuracy to rounding) with the residual above the tolerance asked for. No field is
+    returned; ``residual`` (relative, ``|b - A x| / |b|``), ``iterations`` and ``tol``
+    say how far it got."""
+
+    def __init__(self, residual: float, iterations: int, tol: float):
+        self.residual = float(residual)
+        self.iterations = int(iterations)
+        self.tol = float(tol)
+        how = (f"after {self.iterations} iterations" if self.iterations
+               else "in a direct solve")
+        super().__init__(
+            f"the solve reached a relative residual of {self.residual:.3g} {how}, above "
+            f"the tolerance {self.tol:.3g}: raise maxiter or tol")
+
+
 class CalibrationError(CatalyticError, ValueError):
     """A calibration file is not valid JSON or does not follow the schema.
 

@@ -23,6 +23,7 @@ from catalytic.results import (
     Components,
     PathResult,
     SpanningClusters,
+    Transport,
 )
 
 __all__ = ["UnifiedCatalyticLattice", "Lattice", "LatticeMetrics"]
@@ -753,6 +754,96 @@ class UnifiedCatalyticLattice:
         return self._run("distance_transform", features, values=values,
                          background=background, spacing=spacing, squared=squared,
                          dtype=dtype, return_indices=return_indices, backend=backend)
+
+    def face(self, axis: int, side: str = "low") -> np.ndarray:
+        """The sites of one face of the lattice, as a boolean array of its shape (an
+        electrode for :meth:`transport`, say): coordinate 0 along ``axis`` for
+        ``side="low"``, the last for ``"high"``. Blocked sites are marked too (a call
+        that takes the array reads its open sites).
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> cat.Lattice(shape=(2, 3)).face(1, "high").astype(int).tolist()
+        [[0, 0, 1], [0, 0, 1]]
+        """
+        d = self.geometry.dimensions
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
+            raise TypeError(f"axis must be an int, got {axis!r}")
+        if not -d <= axis < d:
+            raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
+        if side not in ("low", "high"):
+            raise ValueError(f'side must be "low" or "high", got {side!r}')
+        out = np.zeros(self.geometry.shape, dtype=bool)
+        where = [slice(None)] * d
+        where[axis] = 0 if side == "low" else -1
+        out[tuple(where)] = True
+        return out
+
+    def transport(self, high, low, *, conductance=None, tol=1e-10, maxiter=None,
+                  backend=None) -> Transport:
+        """The steady state of the lattice as a resistor network: potential 1 on the
+        ``high`` electrode, 0 on ``low``, current conserved at every other site.
+
+        Each bond is a resistor (the lattice's bond layout: forward offset
+        ``bond_offsets[s]`` from each site), and the lattice's faces insulate: the
+        potential solves ``div(sigma grad phi) = 0``, the lattice Laplace equation.
+        Components of the network that touch one electrode or none are left out of the
+        solve (at that electrode's potential, or without one), so they never make it
+        singular or slow; dead ends stay in it and carry no current.
+
+        Parameters
+        ----------
+        high, low : array_like
+            The electrodes: a boolean array of the lattice's shape (its open sites are
+            the electrode; see :meth:`face`), or sites as :meth:`distance_field` takes
+            sources (each open). Neither may be empty, and they may not overlap.
+        conductance : {None, "bonds", "sites", "unit"}
+            Where the conductances come from: ``"bonds"`` the bond weights;
+            ``"sites"`` the site weights read as each site's conductivity, a bond
+            conducting as two half-sites in series, ``2 w_i w_j / (w_i + w_j)``
+            (0 when either is 0); ``"unit"`` 1 per bond. Closed bonds and bonds to
+            blocked sites conduct nothing. None: ``"bonds"`` on a lattice with bond
+            weights, else ``"sites"`` with site weights, else ``"unit"``.
+        tol : float, default 1e-10
+            The relative residual ``|b - A x| / |b|`` of the reduced system to reach.
+        maxiter : int, optional
+            Iteration limit of an iterative solve (default: the backend's, which grows
+            with the lattice). The numpy backend solves directly (SciPy's ``spsolve``).
+        backend : str, optional
+            Run on this backend instead of the one the router picks.
+
+        Returns
+        -------
+        Transport
+            ``potential`` (the lattice's shape; NaN on blocked sites and on sites joined
+            to no electrode), ``currents`` (one per bond, in the layout of the bonds:
+            ``(len(bond_offsets),) + shape``), ``conductance`` (the current between the
+            electrodes at unit potential difference: exactly 0 without a conducting
+            path), the solver's ``iterations`` and ``residual``, and the sites left
+            out (``isolated``, ``one_sided``).
+
+        Raises
+        ------
+        ConvergenceError
+            The iteration limit was reached above ``tol``; the error gives the
+            residual reached. No unconverged field is returned.
+
+        Examples
+        --------
+        A 3 x 4 grid of unit resistors between its left and right columns: three
+        parallel chains of three resistors, conductance 3 * 1/3.
+
+        >>> import catalytic as cat
+        >>> L = cat.Lattice(shape=(3, 4))
+        >>> t = L.transport(L.face(1, "low"), L.face(1, "high"), backend="numpy")
+        >>> round(t.conductance, 12)
+        1.0
+        >>> t.potential[0].round(6).tolist()
+        [1.0, 0.666667, 0.333333, 0.0]
+        """
+        return self._run("transport", high, low, conductance=conductance, tol=tol,
+                         maxiter=maxiter, backend=backend)
 
     def find_shortest_path(self, start, end, *, spacing=None, backend=None) -> PathResult:
         """A shortest path from ``start`` to ``end`` and its length.

@@ -58,6 +58,33 @@ class Communities(NamedTuple):
     modularity: float
 
 
+class Transport(NamedTuple):
+    """A steady state of the lattice as a resistor network (see
+    :meth:`~catalytic.UnifiedCatalyticLattice.transport`), the electrodes at potentials
+    1 (high) and 0 (low).
+
+    ``potential`` has the lattice's shape: NaN on blocked sites and on sites no bond of
+    conductance > 0 joins to an electrode. ``currents[s]`` is the current along each
+    site's forward bond ``s`` (``bond_offsets[s]``), from the site to its neighbour, of
+    shape ``(len(bond_offsets),) + shape``, 0 where the bond has no conductance or no
+    potential difference. ``conductance`` is the net current out of the high electrode,
+    which is the effective conductance between the electrodes (exactly 0 when no
+    conducting path joins them). ``iterations`` and ``residual`` are the solver's: the
+    iterations taken (0 for a direct solve) and the relative residual ``|b - A x| / |b|``
+    of the reduced system reached. ``isolated``: open sites joined to no electrode;
+    ``one_sided``: open sites joined to one electrode only (at its potential, carrying
+    no current), both left out of the solve.
+    """
+
+    potential: np.ndarray
+    currents: np.ndarray
+    conductance: float
+    iterations: int
+    residual: float
+    isolated: int
+    one_sided: int
+
+
 class ClusterStatistics(NamedTuple):
     """Per-cluster statistics of a labelling, as arrays indexed by ``label - 1``
     (:meth:`~catalytic.UnifiedCatalyticLattice.cluster_statistics`).

@@ -435,6 +435,33 @@ def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
                                      indices)
 
 
+def transport(lat, high, low, *, conductance, tol, maxiter=None):
+    """The components of the conducting bonds by the bond-aware labelling
+    (``kernels.cpu.winding``), then conjugate gradients preconditioned by the lattice
+    multigrid (``kernels.cpu.transport``) on the sites that join both electrodes."""
+    from catalytic.backends import _transport as T
+    from catalytic.errors import ConvergenceError
+    from catalytic.kernels.cpu import transport as K
+
+    g = lat.geometry
+    sigma = T.bond_conductances(g, conductance)
+    kf = len(g.bond_offsets)
+    gc = g.with_bonds((sigma > 0).reshape((kf,) + g.shape))
+    labels = _winding().label_windings(*gc.kernel_args()[:4], *_bonds(gc))[0]
+    red = T.reduce(g, labels.reshape(-1).astype(np.int64), high, low)
+    phi = red.phi.copy()
+    iterations, residual = 0, 0.0
+    if red.free.any():
+        offs, c, ground, b = T.operator(g, sigma, red)
+        h = K.hierarchy(g.shape_arr, g.periodic_arr, offs, c, ground)
+        limit = T.default_maxiter(g) if maxiter is None else maxiter
+        x, iterations, residual = K.solve(h, b, tol, limit)
+        if not residual <= tol:
+            raise ConvergenceError(residual, iterations, tol)
+        phi[red.free] = x[red.free]
+    return T.finish(g, sigma, red, phi, high, iterations, residual)
+
+
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
     """Every row in the same kernel calls (``kernels.cpu.edt.transform`` with ``rows``)."""
     return C.batched_distance_transform_with(_edt(), lat, rows, keys, spacing, squared,
@@ -728,6 +755,7 @@ IMPLEMENTATIONS = {
     "batched.label": (batched_label, None),
     "region_graph": (region_graph, None),
     "distance_transform": (distance_transform, None),
+    "transport": (transport, None),
     "batched.distance_transform": (batched_distance_transform, None),
     "percolates": (percolates, None),
     "spanning_clusters": (spanning_clusters, None),
@@ -788,6 +816,7 @@ for _op in ("connected_components", "label", "percolates", "spanning_clusters"):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
+    "transport",  # the conductances are read from the bonds (backends._transport)
     "distance_field", "shortest_path", "shortest_paths", "count_shortest_paths", "path_catalytic", "centrality",
     "batched.distance_field", "connected_components", "label", "batched.label",
     "cluster_statistics", "region_graph", "percolates",

@@ -252,6 +252,18 @@ def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
     return transform(lat.geometry, marked, keys, spacing, squared, dtype, indices)
 
 
+def transport(lat, high, low, *, conductance, tol, maxiter=None):
+    """The reference: the reduced system assembled and solved by SciPy's ``spsolve``
+    (``maxiter`` unused: the solve is direct)."""
+    from catalytic.backends import _transport as T
+
+    g = lat.geometry
+    sigma = T.bond_conductances(g, conductance)
+    red = T.reduce(g, T.conducting_labels(g, sigma), high, low)
+    phi, residual = T.reference_solve(g, sigma, red, tol)
+    return T.finish(g, sigma, red, phi, high, 0, residual)
+
+
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):
     from catalytic.backends._distance import distance_transform_stack
 
@@ -780,6 +792,7 @@ IMPLEMENTATIONS = {
     "batched.label": batched_label,
     "region_graph": region_graph,
     "distance_transform": distance_transform,
+    "transport": transport,
     "batched.distance_transform": batched_distance_transform,
     "percolates": percolates,
     "spanning_clusters": spanning_clusters,
@@ -835,6 +848,7 @@ def _graph_fits(lat, *args, **kwargs):
 #: the operations whose implementation here honours bonds and bond weights (the router
 #: refuses the others a lattice that has them)
 BONDS: set[str] = {
+    "transport",  # the conductances are read from the bonds (backends._transport)
     "distance_field", "shortest_path", "shortest_paths", "count_shortest_paths", "all_paths", "path_catalytic",
     "connected_components", "label", "batched.label", "cluster_statistics", "region_graph",
     "percolates",
