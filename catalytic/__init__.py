@@ -28,6 +28,7 @@ from catalytic.results import (
     Components,
     PathResult,
     SpanningClusters,
+    Tortuosity,
     Transport,
 )
 from catalytic.profiler import get_profiler, profile
@@ -55,6 +56,7 @@ __all__ = [
     "PathResult",
     "PluginError",
     "SpanningClusters",
+    "Tortuosity",
     "Transport",
     "UnifiedCatalyticLattice",
     "get_engine",

@@ -23,6 +23,7 @@ from catalytic.results import (
     Components,
     PathResult,
     SpanningClusters,
+    Tortuosity,
     Transport,
 )
 
@@ -844,6 +845,128 @@ class UnifiedCatalyticLattice:
         """
         return self._run("transport", high, low, conductance=conductance, tol=tol,
                          maxiter=maxiter, backend=backend)
+
+    def _transport_axis(self, axis):
+        """``axis`` normalised, checked to be open (its two faces are the electrodes)."""
+        d = self.geometry.dimensions
+        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
+            raise TypeError(f"axis must be an int, got {axis!r}")
+        if not -d <= axis < d:
+            raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
+        axis = int(axis) % d
+        if self.geometry.periodic[axis]:
+            raise ValueError(f"axis {axis} is periodic: its faces touch, so they cannot be "
+                             "the electrodes")
+        return axis
+
+    def effective_conductivity(self, axis: int = 0, *, conductance=None, tol=1e-10,
+                               maxiter=None, backend=None) -> float:
+        """The conductivity of the lattice along an open ``axis`` as a resistor network:
+        the conductance between its two faces (:meth:`transport`, the low face at
+        potential 1) times the ``n - 1`` bond layers between them, over the
+        ``n_points / n`` sites of a cross-section (``n`` the sites along ``axis``). 1 for
+        a lattice of unit bonds without blocked sites; the quantity whose scaling at the
+        percolation threshold gives the conductivity exponent. Blocked sites on the
+        faces are not part of the electrodes. Other parameters as in
+        :meth:`transport`.
+
+        Examples
+        --------
+        >>> import catalytic as cat
+        >>> L = cat.Lattice(shape=(4, 5), bond_weights=np.full((2, 4, 5), 2.0))
+        >>> round(L.effective_conductivity(1, backend="numpy"), 12)
+        2.0
+        """
+        axis = self._transport_axis(axis)
+        t = self.transport(self.face(axis, "low"), self.face(axis, "high"),
+                           conductance=conductance, tol=tol, maxiter=maxiter, backend=backend)
+        n = self.geometry.shape[axis]
+        return t.conductance * (n - 1) / (self.geometry.n_points / n)
+
+    def tortuosity(self, axis: int = 0, *, tol=1e-10, maxiter=None,
+                   backend=None) -> Tortuosity:
+        """The tortuosity of the open sites (the pore space of a voxel image) along an
+        open ``axis``, as PoreSpy's ``tortuosity_fd`` defines it.
+
+        Diffusion with unit bond conductances between the two faces of ``axis``
+        (:meth:`transport`); the effective diffusivity ``D_eff = G (n - 1) / A``
+        (``G`` the conductance, ``n`` the sites along ``axis``, ``A = n_points / n``);
+        the effective porosity ``eps`` the fraction of all sites in clusters that touch
+        both faces (PoreSpy's ``trim_nonpercolating_paths``); then the tortuosity
+        ``eps / D_eff`` and the formation factor ``1 / D_eff``. The lattice's bonds
+        are honoured; its weights are not read.
+
+        Returns
+        -------
+        Tortuosity
+            ``tortuosity``, ``formation_factor``, ``effective_diffusivity``,
+            ``effective_porosity``, ``porosity`` (open sites over all) and the
+            ``transport`` solved.
+
+        Raises
+        ------
+        ValueError
+            No cluster joins the two faces (the tortuosity is then infinite; PoreSpy
+            raises too), or ``axis`` is periodic or out of range.
+
+        Examples
+        --------
+        Straight channels along the axis: a tortuosity of 1, and a formation factor of
+        one over the porosity.
+
+        >>> import catalytic as cat
+        >>> m = np.zeros((6, 8), bool)
+        >>> m[::2] = True
+        >>> r = cat.Lattice(shape=(6, 8), mask=m).tortuosity(1, backend="numpy")
+        >>> round(r.tortuosity, 12), round(r.formation_factor, 12), r.porosity
+        (1.0, 2.0, 0.5)
+        """
+        axis = self._transport_axis(axis)
+        g = self.geometry
+        low, high = self.face(axis, "low"), self.face(axis, "high")
+        for side, face in (("low", low), ("high", high)):
+            if g.mask is not None and not (face & g.mask).any():
+                raise ValueError(f"the {side} face of axis {axis} has no open site: the "
+                                 "tortuosity is infinite")
+        t = self.transport(low, high, conductance="unit", tol=tol, maxiter=maxiter,
+                           backend=backend)
+        if t.conductance == 0.0:
+            raise ValueError(f"no cluster joins the two faces of axis {axis}: the "
+                             "tortuosity is infinite")
+        labels = self.connected_components(backend=backend).labels
+        joined = np.intersect1d(labels[low], labels[high])
+        joined = joined[joined > 0]
+        eps = float(np.isin(labels, joined).sum()) / g.n_points
+        n = g.shape[axis]
+        d_eff = t.conductance * (n - 1) / (g.n_points / n)
+        open_ = g.n_points if g.mask is None else int(g.mask.sum())
+        return Tortuosity(eps / d_eff, 1.0 / d_eff, d_eff, eps, open_ / g.n_points, t)
+
+    def hitting_probability(self, a, b, *, conductance=None, tol=1e-10, maxiter=None,
+                            backend=None) -> np.ndarray:
+        """The probability that a random walk from each site reaches the sites ``a``
+        before the sites ``b``, stepping to each neighbour in proportion to the
+        conductance of the bond to it (``conductance`` as in :meth:`transport`; 1 per
+        bond by default on a lattice without weights: the simple random walk).
+
+        It is the potential of :meth:`transport` with ``a`` at 1 and ``b`` at 0
+        (harmonic: each site's value is the conductance-weighted mean of its
+        neighbours'). 1 on sites whose cluster holds ``a`` but not ``b`` (the walk
+        reaches ``a`` surely), 0 the other way round, NaN on blocked sites and on
+        clusters that hold neither.
+
+        Examples
+        --------
+        Gambler's ruin: on a path of 5 sites the walk from site ``x`` reaches 0 before
+        4 with probability ``(4 - x) / 4``.
+
+        >>> import catalytic as cat
+        >>> h = cat.Lattice(shape=(5,)).hitting_probability(0, 4, backend="numpy")
+        >>> h.round(12).tolist()
+        [1.0, 0.75, 0.5, 0.25, 0.0]
+        """
+        return self.transport(a, b, conductance=conductance, tol=tol, maxiter=maxiter,
+                              backend=backend).potential
 
     def find_shortest_path(self, start, end, *, spacing=None, backend=None) -> PathResult:
         """A shortest path from ``start`` to ``end`` and its length.

@@ -85,6 +85,21 @@ class Transport(NamedTuple):
     one_sided: int
 
 
+class Tortuosity(NamedTuple):
+    """The tortuosity of a pore space along an axis, as PoreSpy's ``tortuosity_fd``
+    defines it (see :meth:`~catalytic.UnifiedCatalyticLattice.tortuosity`):
+    ``tortuosity = effective_porosity / effective_diffusivity``, ``formation_factor =
+    1 / effective_diffusivity``; ``porosity`` the open sites over all, and the
+    ``transport`` solved."""
+
+    tortuosity: float
+    formation_factor: float
+    effective_diffusivity: float
+    effective_porosity: float
+    porosity: float
+    transport: Transport
+
+
 class ClusterStatistics(NamedTuple):
     """Per-cluster statistics of a labelling, as arrays indexed by ``label - 1``
     (:meth:`~catalytic.UnifiedCatalyticLattice.cluster_statistics`).

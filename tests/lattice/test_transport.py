@@ -383,3 +383,77 @@ def test_a_blocked_site_on_a_face_is_left_out_of_the_electrode():
     a = L.transport(*_faces(L), backend="numpy")
     b = L.transport(np.array([0, 8]), L.face(1, "high"), backend="numpy")
     assert a.conductance == b.conductance
+
+
+# -- built on it: conductivity, tortuosity, hitting probabilities --------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_effective_conductivity_of_uniform_and_layered_lattices(backend):
+    for shape, axis in (((6, 7), 0), ((4, 5, 6), 2), ((3, 4, 5), -2)):
+        L = cat.Lattice(shape=shape, periodic=tuple(a != axis % len(shape) for a in
+                                                    range(len(shape))))
+        assert _close(L.effective_conductivity(axis, backend=backend, tol=TOL), 1.0)
+    # layers across axis 1: series, the harmonic mean of the layer conductances
+    rng = np.random.default_rng(8)
+    layer = rng.uniform(0.5, 4.0, 9)
+    bw = np.ones((2, 5, 9))
+    bw[1] = layer[None, :]
+    L = cat.Lattice(shape=(5, 9), bond_weights=bw)
+    want = 8 / np.sum(1.0 / layer[:-1])
+    assert _close(L.effective_conductivity(1, backend=backend, tol=TOL), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tortuosity_by_poresspy_s_definition(backend):
+    """Straight channels: tortuosity 1 and formation factor 1 / porosity; a channel that
+    bends: longer paths, tortuosity above 1, and the effective porosity leaves out the
+    dead pores and the islands."""
+    m = np.zeros((9, 12), bool)
+    m[::2] = True
+    r = cat.Lattice(shape=(9, 12), mask=m).tortuosity(1, backend=backend, tol=TOL)
+    assert _close(r.tortuosity, 1.0) and _close(r.formation_factor, 9 / 5)
+    assert r.porosity == r.effective_porosity == 5 / 9
+    # an S-bend from the left face to the right one, a dead end and an island
+    m = np.zeros((7, 7), bool)
+    m[1, :4] = m[1:6, 3] = m[5, 3:] = True
+    m[3, 4:6] = True  # a dead end off the bend
+    m[0, 6] = True  # an island on the right face
+    r = cat.Lattice(shape=(7, 7), mask=m).tortuosity(1, backend=backend, tol=TOL)
+    path = 4 + 4 + 3  # the sites of the S: 11 sites, 10 bonds in series
+    d_eff = (1.0 / 10) * 6 / 7  # G (n - 1) / A, A = 49 / 7
+    assert _close(r.effective_diffusivity, d_eff)
+    assert r.effective_porosity == (path + 2) / 49  # the bend and its dead end
+    assert _close(r.tortuosity, r.effective_porosity / d_eff)
+    assert r.porosity == int(m.sum()) / 49
+    with pytest.raises(ValueError, match="no open site.*infinite"):
+        cat.Lattice(shape=(7, 7), mask=m).tortuosity(0, backend=backend)
+    m[6, 0] = True  # now both faces of axis 0 have sites, but no cluster joins them
+    with pytest.raises(ValueError, match="no cluster joins.*infinite"):
+        cat.Lattice(shape=(7, 7), mask=m).tortuosity(0, backend=backend)
+    with pytest.raises(ValueError, match="periodic"):
+        cat.Lattice(shape=(7, 7), periodic=True).tortuosity(0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hitting_probabilities_are_harmonic_and_the_gambler_s_ruin(backend):
+    h = cat.Lattice(shape=(11,)).hitting_probability(2, 9, backend=backend, tol=TOL)
+    want = np.clip((9 - np.arange(11)) / 7, 0, 1)
+    np.testing.assert_allclose(h, want, atol=1e-9)
+    rng = np.random.default_rng(5)
+    mask = rng.random((12, 13)) < 0.8
+    bw = rng.uniform(0.2, 3.0, (2, 12, 13))
+    L = cat.Lattice(shape=(12, 13), periodic=(True, False), mask=mask, bond_weights=bw)
+    a, b = L.face(1, "low"), L.face(1, "high")
+    h = L.hitting_probability(a, b, backend=backend, tol=TOL)
+    t = L.transport(a, b, backend=backend, tol=TOL)
+    # each site off a and b: the walk's next step averaged (the flows in and out agree)
+    g = L.geometry
+    inside = ~np.isnan(h) & ~a & ~b
+    for i in np.flatnonzero(inside.reshape(-1)):
+        src, nbr, e = g.displace(np.array([i]), bond_index=True)
+        w = g.bond_weights[e]
+        assert math.isclose(h.reshape(-1)[i], float(w @ h.reshape(-1)[nbr]) / w.sum(),
+                            rel_tol=1e-8, abs_tol=1e-9)
+    assert ((h >= -1e-12) | np.isnan(h)).all() and ((h <= 1 + 1e-12) | np.isnan(h)).all()
+    np.testing.assert_array_equal(np.isnan(h), np.isnan(t.potential))
