@@ -23,8 +23,7 @@ from catalytic.errors import ConvergenceError
 from catalytic.results import Transport
 
 __all__ = ["bond_conductances", "Reduced", "reduce", "bond_ends", "assemble",
-           "conducting_labels", "operator", "default_maxiter", "reference_solve",
-           "finish"]
+           "conducting_labels", "default_maxiter", "reference_solve", "finish"]
 
 
 def bond_ends(g):
@@ -177,37 +176,6 @@ def conducting_labels(g, sigma: np.ndarray) -> np.ndarray:
     if g.mask is not None:
         labels[~g.mask.reshape(-1)] = 0
     return labels
-
-
-def operator(g, sigma: np.ndarray, red: Reduced):
-    """The reduced system in the matrix-free form the solvers take, on every site (the
-    sites outside it have no coupling): ``(offs, c, ground, b)``, ``offs`` the
-    stencil's forward offsets then their negations, ``c[k, i]`` the conductance of the
-    bond from free site ``i`` along ``offs[k]`` to another free site (0 otherwise, and
-    on self-loops), ``ground[i]`` a free site's conductance to the electrodes and
-    ``b[i]`` the current they drive into it."""
-    n = g.n_points
-    kf = len(g.bond_offsets)
-    far, _ = bond_ends(g)
-    free = red.free
-    i = np.broadcast_to(np.arange(n), (kf, n))
-    conducts = (sigma > 0) & (far != i)
-    fi, fj = free[None, :], free[far]
-    inner = np.where(conducts & fi & fj, sigma, 0.0)
-    c = np.zeros((2 * kf, n))
-    c[:kf] = inner
-    for s in range(kf):
-        on = inner[s] > 0
-        c[kf + s, far[s][on]] = inner[s][on]
-    # bonds from a free site to an electrode (the only fixed sites its component has)
-    out_ = conducts & fi & ~fj
-    in_ = conducts & fj & ~fi
-    ground = (np.bincount(i[out_], sigma[out_], minlength=n)
-              + np.bincount(far[in_], sigma[in_], minlength=n))
-    b = (np.bincount(i[out_], sigma[out_] * red.phi[far[out_]], minlength=n)
-         + np.bincount(far[in_], sigma[in_] * red.phi[i[in_]], minlength=n))
-    offs = np.concatenate([np.asarray(g.bond_offsets), -np.asarray(g.bond_offsets)])
-    return offs.astype(np.int64), c, ground, b
 
 
 def default_maxiter(g) -> int:

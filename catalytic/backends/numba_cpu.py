@@ -437,7 +437,7 @@ def distance_transform(lat, marked, keys, spacing, squared, dtype, indices):
 
 def transport(lat, high, low, *, conductance, tol, maxiter=None):
     """The components of the conducting bonds by the bond-aware labelling
-    (``kernels.cpu.winding``), then conjugate gradients preconditioned by the lattice
+    (``kernels.cpu.winding``), then conjugate gradients preconditioned by aggregation
     multigrid (``kernels.cpu.transport``) on the sites that join both electrodes."""
     from catalytic.backends import _transport as T
     from catalytic.errors import ConvergenceError
@@ -452,13 +452,13 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     phi = red.phi.copy()
     iterations, residual = 0, 0.0
     if red.free.any():
-        offs, c, ground, b = T.operator(g, sigma, red)
-        h = K.hierarchy(g.shape_arr, g.periodic_arr, offs, c, ground)
+        A, b, where = T.assemble(g, sigma, red)
+        h = K.hierarchy(A)
         limit = T.default_maxiter(g) if maxiter is None else maxiter
         x, iterations, residual = K.solve(h, b, tol, limit)
         if not residual <= tol:
             raise ConvergenceError(residual, iterations, tol)
-        phi[red.free] = x[red.free]
+        phi[where] = x
     return T.finish(g, sigma, red, phi, high, iterations, residual)
 
 
