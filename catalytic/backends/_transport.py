@@ -28,28 +28,36 @@ __all__ = ["bond_conductances", "Reduced", "reduce", "bond_ends", "assemble",
 
 def bond_ends(g):
     """Per forward bond plane ``s``: the far end ``j[s, i]`` of the bond from each site
-    ``i`` (wrapped on periodic axes) and whether it exists (both ends in the lattice),
-    as ``(j, inside)``, int64 and bool arrays of shape ``(len(bond_offsets), n)``."""
+    ``i`` (wrapped on periodic axes; the site itself where the bond leaves an open
+    axis) and whether it exists, as ``(j, inside)``, int64 and bool arrays of shape
+    ``(len(bond_offsets), n)``. Every function below takes ``j`` from one call."""
     n, d = g.n_points, g.dimensions
     kf = len(g.bond_offsets)
-    coords = np.stack(np.unravel_index(np.arange(n), g.shape), axis=0).astype(np.int64)
+    site = np.arange(n, dtype=np.int64)
+    coord = {}
     far = np.empty((kf, n), dtype=np.int64)
     inside = np.ones((kf, n), dtype=bool)
     for s, off in enumerate(np.asarray(g.bond_offsets)):
-        flat = np.zeros(n, dtype=np.int64)
+        j = site.copy()
         for a in range(d):
-            t = coords[a] + off[a]
+            o = int(off[a])
+            if o == 0:
+                continue
+            if a not in coord:
+                coord[a] = (site // g.strides[a]) % g.shape[a]
+            t = coord[a] + o
             if g.periodic[a]:
-                t %= g.shape[a]
+                wrapped = t % g.shape[a]
+                j += (wrapped - coord[a]) * g.strides[a]
             else:
-                inside[s] &= (t >= 0) & (t < g.shape[a])
-                t = np.clip(t, 0, g.shape[a] - 1)
-            flat += t * g.strides[a]
-        far[s] = flat
+                ok = (t >= 0) & (t < g.shape[a])
+                inside[s] &= ok
+                j += np.where(ok, o, 0) * g.strides[a]
+        far[s] = np.where(inside[s], j, site)
     return far, inside
 
 
-def bond_conductances(g, rule: str) -> np.ndarray:
+def bond_conductances(g, rule: str, ends) -> np.ndarray:
     """The conductance of every bond, ``(len(bond_offsets), n)`` float64, 0 where the
     bond is closed or leaves the lattice or either end is blocked.
 
@@ -59,7 +67,7 @@ def bond_conductances(g, rule: str) -> np.ndarray:
     """
     n = g.n_points
     kf = len(g.bond_offsets)
-    far, inside = bond_ends(g)
+    far, inside = ends
     open_ = g.bond_mask().reshape(kf, n) & inside
     if g.mask is not None:
         m = g.mask.reshape(-1)
@@ -124,7 +132,7 @@ def reduce(g, labels: np.ndarray, high: np.ndarray, low: np.ndarray) -> Reduced:
     return Reduced(free, phi, isolated, one_sided, bool(both.any()))
 
 
-def assemble(g, sigma: np.ndarray, red: Reduced):
+def assemble(g, sigma: np.ndarray, red: Reduced, far: np.ndarray):
     """The reduced system ``A x = b`` over the free sites as a SciPy CSR matrix: ``A``
     the weighted Laplacian of the bonds between free sites plus, on its diagonal, each
     free site's conductance to the electrodes; ``b`` the current the electrodes drive
@@ -135,7 +143,6 @@ def assemble(g, sigma: np.ndarray, red: Reduced):
     m = where.shape[0]
     pos = np.full(g.n_points, -1, dtype=np.int64)
     pos[where] = np.arange(m)
-    far, _ = bond_ends(g)
     kf = len(g.bond_offsets)
     i = np.broadcast_to(np.arange(g.n_points), (kf, g.n_points)).reshape(-1)
     j = far.reshape(-1)
@@ -159,7 +166,7 @@ def assemble(g, sigma: np.ndarray, red: Reduced):
     return A, b, where
 
 
-def conducting_labels(g, sigma: np.ndarray) -> np.ndarray:
+def conducting_labels(g, sigma: np.ndarray, far: np.ndarray) -> np.ndarray:
     """The components of the open sites joined by bonds of conductance > 0, by SciPy's
     ``connected_components`` (the reference's): int64 (n,), 0 on blocked sites, 1.. on
     open ones (numbered in no particular order)."""
@@ -167,7 +174,6 @@ def conducting_labels(g, sigma: np.ndarray) -> np.ndarray:
     from scipy.sparse.csgraph import connected_components
 
     n = g.n_points
-    far, _ = bond_ends(g)
     keep = sigma > 0
     i = np.broadcast_to(np.arange(n), sigma.shape)[keep]
     graph = sp.csr_array((np.ones(i.shape[0], dtype=np.int8), (i, far[keep])), shape=(n, n))
@@ -191,7 +197,7 @@ def relative_residual(A, x, b) -> float:
     return r / nb if nb > 0 else r
 
 
-def reference_solve(g, sigma: np.ndarray, red: Reduced, tol: float):
+def reference_solve(g, sigma: np.ndarray, red: Reduced, tol: float, far: np.ndarray):
     """The potential by SciPy's direct ``spsolve`` on the assembled system; returns
     ``(phi, residual)``. Raises :class:`ConvergenceError` when the residual is above
     ``tol`` (rounding on a system too ill-conditioned for it)."""
@@ -200,7 +206,7 @@ def reference_solve(g, sigma: np.ndarray, red: Reduced, tol: float):
     phi = red.phi.copy()
     if not red.free.any():
         return phi, 0.0
-    A, b, where = assemble(g, sigma, red)
+    A, b, where = assemble(g, sigma, red, far)
     x = np.atleast_1d(spsolve(A.tocsc(), b))
     res = relative_residual(A, x, b)
     if not res <= tol:
@@ -210,17 +216,18 @@ def reference_solve(g, sigma: np.ndarray, red: Reduced, tol: float):
 
 
 def finish(g, sigma: np.ndarray, red: Reduced, phi: np.ndarray, high: np.ndarray,
-           iterations: int, residual: float) -> Transport:
+           iterations: int, residual: float, far: np.ndarray) -> Transport:
     """The result from the potential: each bond's current ``sigma (phi_i - phi_j)``
     (0 on bonds of conductance 0, and on those of a component at one potential), and the
     conductance, the net current out of the high electrode (exactly 0 when no component
     joins the electrodes)."""
     kf = len(g.bond_offsets)
-    far, _ = bond_ends(g)
-    drop = phi[None, :] - phi[far]
-    # isolated components have no potential, and no current
-    carries = (sigma > 0) & ~np.isnan(drop)
-    currents = np.where(carries, sigma * np.where(carries, drop, 0.0), 0.0)
+    currents = phi[far]
+    np.subtract(phi[None, :], currents, out=currents)
+    currents *= sigma
+    # no current where there is no conductance, nor on isolated components (no
+    # potential: NaN)
+    currents[(sigma == 0) | np.isnan(currents)] = 0.0
     if red.joined:
         on = np.zeros(g.n_points, dtype=bool)
         on[high] = True

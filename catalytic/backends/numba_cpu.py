@@ -444,7 +444,8 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     from catalytic.kernels.cpu import transport as K
 
     g = lat.geometry
-    sigma = T.bond_conductances(g, conductance)
+    far, inside = T.bond_ends(g)
+    sigma = T.bond_conductances(g, conductance, (far, inside))
     kf = len(g.bond_offsets)
     gc = g.with_bonds((sigma > 0).reshape((kf,) + g.shape))
     labels = _winding().label_windings(*gc.kernel_args()[:4], *_bonds(gc))[0]
@@ -452,14 +453,14 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     phi = red.phi.copy()
     iterations, residual = 0, 0.0
     if red.free.any():
-        A, b, where = T.assemble(g, sigma, red)
+        A, b, where = T.assemble(g, sigma, red, far)
         h = K.hierarchy(A)
         limit = T.default_maxiter(g) if maxiter is None else maxiter
         x, iterations, residual = K.solve(h, b, tol, limit)
         if not residual <= tol:
             raise ConvergenceError(residual, iterations, tol)
         phi[where] = x
-    return T.finish(g, sigma, red, phi, high, iterations, residual)
+    return T.finish(g, sigma, red, phi, high, iterations, residual, far)
 
 
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):

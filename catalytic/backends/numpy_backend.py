@@ -258,10 +258,11 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     from catalytic.backends import _transport as T
 
     g = lat.geometry
-    sigma = T.bond_conductances(g, conductance)
-    red = T.reduce(g, T.conducting_labels(g, sigma), high, low)
-    phi, residual = T.reference_solve(g, sigma, red, tol)
-    return T.finish(g, sigma, red, phi, high, 0, residual)
+    far, inside = T.bond_ends(g)
+    sigma = T.bond_conductances(g, conductance, (far, inside))
+    red = T.reduce(g, T.conducting_labels(g, sigma, far), high, low)
+    phi, residual = T.reference_solve(g, sigma, red, tol, far)
+    return T.finish(g, sigma, red, phi, high, 0, residual, far)
 
 
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):

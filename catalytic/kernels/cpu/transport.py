@@ -131,7 +131,9 @@ class Level:
     def __init__(self, A, agg=None, m=0):
         self.A = A
         self.indptr = A.indptr.astype(np.int64)
-        self.indices = A.indices.astype(np.int64)
+        # int32 columns where they fit: the passes read them every sweep, and they
+        # are half the bytes the sweep moves
+        self.indices = A.indices.astype(np.int32 if A.shape[0] < 2**31 else np.int64)
         self.data = np.ascontiguousarray(A.data, dtype=np.float64)
         self.dinv = 1.0 / A.diagonal()
         self.agg = agg
