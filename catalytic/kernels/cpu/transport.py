@@ -10,8 +10,8 @@ its strongest neighbour), two passes a level (Notay's double pairwise aggregatio
 aggregates of about 4), and the coarse operator is the Galerkin product ``P^T A P`` of
 the piecewise-constant prolongation ``P``: again a resistor network, the couplings
 between two aggregates summed. Aggregating blocks of the lattice instead joins sites
-across gaps of the network: at the percolation threshold that took 175-578
-iterations where this takes 30-45 (``reports/transport.md``).
+across gaps of the network, and at the percolation threshold took many times the
+iterations (``reports/transport.md``).
 
 The preconditioner is a W-cycle (two coarse corrections a level): damped Jacobi sweeps
 before and after (as many of each, so it is symmetric), each coarse correction scaled
