@@ -96,6 +96,17 @@ def _arrays():
     ops.normalize(x, backend=BACKEND)
 
 
+def _transport():
+    import catalytic as cat
+
+    # 192^2: more solved sites than the solve's sweeps take on one thread
+    L = cat.Lattice(shape=(192, 192))
+    L.transport(L.face(1, "low"), L.face(1, "high"), backend=BACKEND)
+    mask = np.random.default_rng(2).random((24, 24, 24)) < 0.5
+    M = cat.Lattice(shape=(24, 24, 24), mask=mask)
+    M.transport(M.face(0, "low"), M.face(0, "high"), backend=BACKEND)
+
+
 #: name -> what it compiles, in the order :func:`warmup` runs them
 TASKS: dict[str, Callable[[], None]] = {
     "components": _components,
@@ -103,6 +114,7 @@ TASKS: dict[str, Callable[[], None]] = {
     "centrality": _centrality,
     "fields": _fields,
     "arrays": _arrays,
+    "transport": _transport,
 }
 
 
