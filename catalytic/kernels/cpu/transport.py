@@ -3,7 +3,7 @@ conjugate gradients preconditioned by aggregation multigrid.
 
 The operator is the weighted Laplacian of the network's solved sites (symmetric
 positive definite: every component holds a site coupled to an electrode), a sparse
-matrix in CSR form with int64 indices. Its coarse levels aggregate sites that the
+matrix in CSR form (int32 column indices where they fit). Its coarse levels aggregate sites that the
 network joins, never sites it does not: each pass pairs every site with its
 neighbour of strongest coupling not yet taken (a site left alone joins the aggregate of
 its strongest neighbour), two passes a level (Notay's double pairwise aggregation, so
@@ -40,32 +40,43 @@ COARSEST = 256
 PASSES = 2
 
 
-def _sweep_rows(indptr, indices, data, x, b, out, dinv, omega, mode):
-    """One pass over the rows: ``mode`` 0 writes ``out = A x``; 1 the residual
+@njit(cache=True, nogil=True, inline="always")
+def _row(indptr, indices, data, x, b, out, dinv, omega, mode, i):
+    """Row ``i`` of a pass: ``mode`` 0 writes ``out = A x``; 1 the residual
     ``out = b - A x``; 2 a Jacobi sweep ``out = x + omega dinv (b - A x)``."""
-    n = indptr.shape[0] - 1
-    for i in prange(n):
-        acc = 0.0
-        for e in range(indptr[i], indptr[i + 1]):
-            acc += data[e] * x[indices[e]]
-        if mode == 0:
-            out[i] = acc
-        elif mode == 1:
-            out[i] = b[i] - acc
-        else:
-            out[i] = x[i] + omega * dinv[i] * (b[i] - acc)
+    acc = 0.0
+    for e in range(indptr[i], indptr[i + 1]):
+        acc += data[e] * x[indices[e]]
+    if mode == 0:
+        out[i] = acc
+    elif mode == 1:
+        out[i] = b[i] - acc
+    else:
+        out[i] = x[i] + omega * dinv[i] * (b[i] - acc)
 
 
-#: the pass on many threads, and on one: a level below :data:`PARALLEL_ROWS` rows takes
-#: the second (a parallel region costs more than its rows, and its threads spin on,
-#: slowing the host code between the cycle's many small passes)
-_sweep_par = njit(cache=True, nogil=True, parallel=True)(_sweep_rows)
-_sweep_one = njit(cache=True, nogil=True)(_sweep_rows)
+@njit(cache=True, nogil=True, parallel=True)
+def _sweep_par(indptr, indices, data, x, b, out, dinv, omega, mode):
+    """A pass over every row (:func:`_row`) on Numba's threads."""
+    for i in prange(indptr.shape[0] - 1):
+        _row(indptr, indices, data, x, b, out, dinv, omega, mode, i)
+
+
+@njit(cache=True, nogil=True)
+def _sweep_one(indptr, indices, data, x, b, out, dinv, omega, mode):
+    """The same pass on this thread."""
+    for i in range(indptr.shape[0] - 1):
+        _row(indptr, indices, data, x, b, out, dinv, omega, mode, i)
+
+
+#: a level of fewer rows takes :func:`_sweep_one`: a parallel region then costs more than
+#: its rows, and its threads spin on, slowing the host code between the cycle's many
+#: small passes
 PARALLEL_ROWS = 1 << 15
 
 
 def _sweep(indptr, indices, data, x, b, out, dinv, omega, mode):
-    """:func:`_sweep_rows` on the threads its size pays for."""
+    """A pass over the rows on the threads its size pays for."""
     f = _sweep_par if indptr.shape[0] > PARALLEL_ROWS else _sweep_one
     f(indptr, indices, data, x, b, out, dinv, omega, mode)
 
