@@ -698,11 +698,14 @@ def v_transport(lat, high, low, *, conductance=None, tol=1e-10, maxiter=None):
 
 
 def mem_transport(lat, *_, **__):
-    """Bytes on the host: the conductances and currents (8 bytes a bond each), the
-    bonds' far ends (8) and the solver's vectors and levels (about 12 vectors of 8
-    bytes a site)."""
+    """Bytes on the host, per bond: the conductances, the currents and the far ends
+    (8 each), the assembly's bond lists and masks, the matrix with its coarse levels
+    and SciPy's temporaries while it is assembled (128 in all); per site, the solver's
+    vectors (160)."""
     g = lat.geometry
-    return g.n_points * (24 * max(1, len(g.bond_offsets)) + 96)
+    # set from the peaks tracemalloc saw with every site solved (no blocked site): 106 MB
+    # at 512^2, where this gives 109, and 136 MB at 64^3, where it gives 142
+    return g.n_points * (128 * max(1, len(g.bond_offsets)) + 160)
 
 
 def _edt_work(lat, *_, **__) -> float:
