@@ -161,6 +161,7 @@ class Hierarchy:
 
     @property
     def sizes(self):
+        """The number of sites of each level, finest first."""
         return [lv.A.shape[0] for lv in self.levels]
 
 
