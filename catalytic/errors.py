@@ -78,6 +78,10 @@ class ConvergenceError(CatalyticError, RuntimeError):
             f"the solve reached a relative residual of {self.residual:.3g} {how}, above "
             f"the tolerance {self.tol:.3g}: raise maxiter or tol")
 
+    def __reduce__(self):
+        # rebuilt from its figures, not its message (a batch's worker process sends it)
+        return type(self), (self.residual, self.iterations, self.tol)
+
 
 class CalibrationError(CatalyticError, ValueError):
     """A calibration file is not valid JSON or does not follow the schema.

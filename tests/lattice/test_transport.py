@@ -328,6 +328,11 @@ def test_the_solve_that_stops_early_says_how_far_it_got():
     with pytest.raises(cat.ConvergenceError, match="relative residual") as err:
         L.transport(*_faces(L), maxiter=1, tol=1e-14, backend="numba-cpu")
     assert err.value.iterations == 1 and err.value.residual > 1e-14
+    import pickle
+
+    back = pickle.loads(pickle.dumps(err.value))  # as a worker process sends it
+    assert (back.residual, back.iterations, back.tol, str(back)) == (
+        err.value.residual, 1, 1e-14, str(err.value))
 
 
 # -- bad input ----------------------------------------------------------------------------
