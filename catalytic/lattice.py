@@ -768,15 +768,11 @@ class UnifiedCatalyticLattice:
         >>> cat.Lattice(shape=(2, 3)).face(1, "high").astype(int).tolist()
         [[0, 0, 1], [0, 0, 1]]
         """
-        d = self.geometry.dimensions
-        if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
-            raise TypeError(f"axis must be an int, got {axis!r}")
-        if not -d <= axis < d:
-            raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
+        axis = self._axis(axis)
         if side not in ("low", "high"):
             raise ValueError(f'side must be "low" or "high", got {side!r}')
         out = np.zeros(self.geometry.shape, dtype=bool)
-        where = [slice(None)] * d
+        where = [slice(None)] * self.geometry.dimensions
         where[axis] = 0 if side == "low" else -1
         out[tuple(where)] = True
         return out
@@ -846,14 +842,18 @@ class UnifiedCatalyticLattice:
         return self._run("transport", high, low, conductance=conductance, tol=tol,
                          maxiter=maxiter, backend=backend)
 
-    def _transport_axis(self, axis):
-        """``axis`` normalised, checked to be open (its two faces are the electrodes)."""
+    def _axis(self, axis) -> int:
+        """``axis`` checked (an int, in range) and made non-negative."""
         d = self.geometry.dimensions
         if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
             raise TypeError(f"axis must be an int, got {axis!r}")
         if not -d <= axis < d:
             raise ValueError(f"axis {axis} out of range for a {d}-D lattice")
-        axis = int(axis) % d
+        return int(axis) % d
+
+    def _transport_axis(self, axis):
+        """``axis`` normalised, checked to be open (its two faces are the electrodes)."""
+        axis = self._axis(axis)
         if self.geometry.periodic[axis]:
             raise ValueError(f"axis {axis} is periodic: its faces touch, so they cannot be "
                              "the electrodes")
@@ -933,14 +933,12 @@ class UnifiedCatalyticLattice:
         if t.conductance == 0.0:
             raise ValueError(f"no cluster joins the two faces of axis {axis}: the "
                              "tortuosity is infinite")
-        labels = self.connected_components(backend=backend).labels
-        joined = np.intersect1d(labels[low], labels[high])
-        joined = joined[joined > 0]
-        eps = float(np.isin(labels, joined).sum()) / g.n_points
+        # the sites of the clusters joining both faces: transport's reduction counted
+        # the others (no second labelling)
+        eps = (g.n_open - t.isolated - t.one_sided) / g.n_points
         n = g.shape[axis]
         d_eff = t.conductance * (n - 1) / (g.n_points / n)
-        open_ = g.n_points if g.mask is None else int(g.mask.sum())
-        return Tortuosity(eps / d_eff, 1.0 / d_eff, d_eff, eps, open_ / g.n_points, t)
+        return Tortuosity(eps / d_eff, 1.0 / d_eff, d_eff, eps, g.n_open / g.n_points, t)
 
     def hitting_probability(self, a, b, *, conductance=None, tol=1e-10, maxiter=None,
                             backend=None) -> np.ndarray:

@@ -22,15 +22,17 @@ import numpy as np
 from catalytic.errors import ConvergenceError
 from catalytic.results import Transport
 
-__all__ = ["bond_conductances", "Reduced", "reduce", "bond_ends", "assemble",
+__all__ = ["bond_conductances", "Reduced", "reduce", "far_ends", "assemble",
            "conducting_labels", "default_maxiter", "reference_solve", "finish"]
 
 
-def bond_ends(g):
+def far_ends(g):
     """Per forward bond plane ``s``: the far end ``j[s, i]`` of the bond from each site
     ``i`` (wrapped on periodic axes; the site itself where the bond leaves an open
     axis) and whether it exists, as ``(j, inside)``, int64 and bool arrays of shape
-    ``(len(bond_offsets), n)``. Every function below takes ``j`` from one call."""
+    ``(len(bond_offsets), n)``: the layout of the bonds and of the currents, where
+    :meth:`Geometry.bond_ends` lists the usable bonds. Every function below takes ``j``
+    from one call."""
     n, d = g.n_points, g.dimensions
     kf = len(g.bond_offsets)
     site = np.arange(n, dtype=np.int64)

@@ -444,7 +444,7 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     from catalytic.kernels.cpu import transport as K
 
     g = lat.geometry
-    far, inside = T.bond_ends(g)
+    far, inside = T.far_ends(g)
     sigma = T.bond_conductances(g, conductance, (far, inside))
     kf = len(g.bond_offsets)
     gc = g.with_bonds((sigma > 0).reshape((kf,) + g.shape))

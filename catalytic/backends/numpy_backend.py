@@ -258,7 +258,7 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     from catalytic.backends import _transport as T
 
     g = lat.geometry
-    far, inside = T.bond_ends(g)
+    far, inside = T.far_ends(g)
     sigma = T.bond_conductances(g, conductance, (far, inside))
     red = T.reduce(g, T.conducting_labels(g, sigma, far), high, low)
     phi, residual = T.reference_solve(g, sigma, red, tol, far)
