@@ -5,7 +5,7 @@
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/bench_gpu.py --smoke   # wiring check only
 
 ``benchmarks/gpu_proof.sh`` runs it with those figures (and the CUDA tests, calibration
-and memory benchmark). ``--parts`` runs some of the five parts below; ``--append`` adds
+and memory benchmark). ``--parts`` runs some of the six parts below; ``--append`` adds
 their table to an existing report as a section. The report is rewritten after each part
 (and each size of the sweep), so a run stopped early leaves what it measured, marked
 incomplete.
@@ -25,7 +25,10 @@ Measured in one run on the device:
 4. host-device copies of 256 MiB from pageable memory (what a NumPy array is) and from
    pinned memory, each way: whether staging large copies through pinned buffers could
    pay (it adds a host memcpy of its own);
-5. a size sweep (distance field, components, Laplacian, XOR) where every call runs on
+5. the resistor-network solve (``L.transport``) on 512^2 and 128^3 lattices at and
+   above the percolation threshold (``bench_transport.py``'s cases), cuda against
+   numba-cpu on this machine, the whole call and the iteration alone;
+6. a size sweep (distance field, components, Laplacian, XOR) where every call runs on
    every backend and the router's unforced choice is compared with the measured fastest
    (run ``catalytic calibrate`` on the machine first: uncalibrated GPU costs are guesses).
 ``--smoke`` shrinks every size so the script can run under the simulator: its figures
@@ -159,6 +162,59 @@ def components(shapes, repeat, cc3d_given, rows, facts):
         out.append(fact)
 
 
+def transport(cases, repeat, rows, facts):
+    """``L.transport`` on cuda (labelling on the device, the hierarchy on the host, the
+    iteration on the device) against numba-cpu on this machine, from the mask, at the
+    same tolerance (1e-8), the conductances compared first; then the iteration alone
+    (the hierarchy built and copied once) on each."""
+    import math
+
+    from catalytic.backends import _transport as T
+    from catalytic.kernels.cpu import transport as CPU
+    from catalytic.kernels.cuda import transport as GPU
+
+    out = facts.setdefault("transport", [])
+    for shape, p in cases:
+        size = "x".join(map(str, shape))
+        for seed in range(20):  # the first lattice with a cluster joining the faces
+            mask = np.random.default_rng(seed).random(shape) < p
+            L = cat.Lattice(shape=shape, mask=mask)
+            if L.percolates(mask.ndim - 1):
+                break
+        hi, lo = L.face(-1, "low"), L.face(-1, "high")
+        gpu = L.transport(hi, lo, tol=1e-8, backend="cuda")
+        cpu = L.transport(hi, lo, tol=1e-8, backend="numba-cpu")
+        ok = math.isclose(gpu.conductance, cpu.conductance, rel_tol=1e-6, abs_tol=1e-12)
+        t_gpu = _best(lambda: L.transport(hi, lo, tol=1e-8, backend="cuda"), repeat)
+        t_cpu = _best(lambda: L.transport(hi, lo, tol=1e-8, backend="numba-cpu"),
+                      min(repeat, 3))
+        rows.append((f"transport {size}, p = {p}, cuda, the whole call from the mask",
+                     f"{t_gpu * 1e3:.0f} ms", f"{gpu.iterations} iterations; conductance "
+                     f"{'= numba-cpu (1e-6)' if ok else 'DIFFERS'}"))
+        rows.append(("same, numba-cpu on this machine", f"{t_cpu * 1e3:.0f} ms",
+                     f"{t_cpu / t_gpu:.1f}x; {cpu.iterations} iterations"))
+        # the iteration alone, on the system the call assembles
+        g = L.geometry
+        far, inside = T.far_ends(g)
+        sigma = T.bond_conductances(g, "unit", (far, inside))
+        red = T.reduce(g, T.conducting_labels(g, sigma, far),
+                       np.flatnonzero(hi.reshape(-1) & mask.reshape(-1)),
+                       np.flatnonzero(lo.reshape(-1) & mask.reshape(-1)))
+        A, b, _ = T.assemble(g, sigma, red, far)
+        h = CPU.hierarchy(A)
+        dv = GPU.upload(h)
+        t_it_gpu = _best(lambda: GPU.solve(dv, b, 1e-8, 1000), repeat)
+        t_it_cpu = _best(lambda: CPU.solve(h, b, 1e-8, 1000), min(repeat, 3))
+        rows.append((f"same, the iteration alone ({A.shape[0]:,} sites, {len(h.levels)} "
+                     "levels), cuda", f"{t_it_gpu * 1e3:.1f} ms",
+                     f"numba-cpu {t_it_cpu * 1e3:.1f} ms: {t_it_cpu / t_it_gpu:.1f}x"))
+        out.append({"shape": shape, "p": p, "seed": seed, "gpu_s": t_gpu, "cpu_here_s": t_cpu,
+                    "iterations_gpu": gpu.iterations, "iterations_cpu": cpu.iterations,
+                    "iteration_gpu_s": t_it_gpu, "iteration_cpu_s": t_it_cpu,
+                    "solved_sites": int(A.shape[0]), "levels": len(h.levels),
+                    "conductance": gpu.conductance, "correct": ok})
+
+
 def transfers(n_bytes, repeat, rows, facts):
     """Copies of ``n_bytes`` each way, from pageable and from pinned host memory."""
     from numba import cuda
@@ -219,7 +275,7 @@ def sweep(sizes, repeat, rows, facts, progress=None):
 
 
 #: the parts of a run, in the order they run
-PARTS = ("bandwidth", "bfs", "components", "transfers", "sweep")
+PARTS = ("bandwidth", "bfs", "components", "transfers", "transport", "sweep")
 
 
 def _write(path: Path, text: str) -> None:
@@ -298,6 +354,10 @@ def main(argv=None):
             [((8, 8), 0.6), ((4, 4, 4), 0.35)] if args.smoke else
             [((2048, 2048), 0.6), ((512, 512, 512), 0.35)], rep, cc3d_given, rows, facts),
         "transfers": lambda: transfers(4096 if args.smoke else 2**28, rep, rows, facts),
+        "transport": lambda: transport(
+            [((6, 6), 0.8)] if args.smoke else
+            [((512, 512), 0.60), ((512, 512), 0.65), ((128, 128, 128), 0.32),
+             ((128, 128, 128), 0.4)], rep, rows, facts),
     }
     for i, part in enumerate(parts):
         done, pending = parts[:i], parts[i + 1:]

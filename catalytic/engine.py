@@ -31,7 +31,7 @@ import pluggy
 from catalytic import hookspecs
 from catalytic.catalysis import lend
 from catalytic.config import Settings, load_settings
-from catalytic.errors import CatalyticViolation, PluginError
+from catalytic.errors import CatalyticViolation, ConvergenceError, PluginError
 from catalytic.memory import check_host_memory
 from catalytic.profiler import active as profiler_active
 from catalytic.registry import Registry
@@ -50,7 +50,10 @@ BUILTIN_PLUGINS = (
     ("cuda", "catalytic.backends.cuda_backend", True),
 )
 
-_USER_ERRORS = (ValueError, TypeError, IndexError, KeyError, MemoryError)
+#: errors that are the call's answer, not a fault of the backend: raised as they are, never
+#: retried or sent to another backend (a solve that stopped at the caller's iteration
+#: limit says so, whichever backend ran it)
+_USER_ERRORS = (ValueError, TypeError, IndexError, KeyError, MemoryError, ConvergenceError)
 #: consecutive calls that fail twice (call + retry) with the same exception type before
 #: the engine disables a non-CPU backend for the process (see ``Engine._recover``)
 BACKEND_FAILURE_LIMIT = 3

@@ -156,6 +156,7 @@ BONDS: set[str] = {
     "batched.connected_components", "batched.percolates", "batched.spanning_clusters",
     "batched.distance_field", "batched.laplacian",
     "newman_ziff",  # its kernel reads the bonds (kernels.cuda.newman_ziff)
+    "transport",  # the conductances are read from the bonds (backends._transport)
 }
 
 

@@ -301,6 +301,48 @@ def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices
                                              dtype, indices)
 
 
+def transport(lat, high, low, *, conductance, tol, maxiter=None):
+    """The components of the conducting bonds labelled on the device, the multigrid
+    hierarchy built on the host (``kernels.cpu.transport.hierarchy``, as numba-cpu's),
+    and the conjugate gradients on the device (``kernels.cuda.transport``)."""
+    from catalytic.backends import _transport as T
+    from catalytic.errors import ConvergenceError
+    from catalytic.kernels.cuda import transport
+
+    g = lat.geometry
+    far, inside = T.far_ends(g)
+    sigma = T.bond_conductances(g, conductance, (far, inside))
+    kf = len(g.bond_offsets)
+    conducting = g.with_bonds((sigma > 0).reshape((kf,) + g.shape))
+    labels, _ = _graph().connected_components(*_args(lat), bonds=conducting.bond_args())
+    red = T.reduce(g, to_host(labels).astype(np.int64, copy=False), high, low)
+    phi = red.phi.copy()
+    iterations, residual = 0, 0.0
+    if red.free.any():
+        A, b, where = T.assemble(g, sigma, red, far)
+        K = _OnStream(transport, call_stream())
+        limit = T.default_maxiter(g) if maxiter is None else maxiter
+        x, iterations, residual = K.solve(K.upload(transport.hierarchy(A)), b, tol, limit)
+        if not residual <= tol:
+            raise ConvergenceError(residual, iterations, tol)
+        phi[where] = x
+    return T.finish(g, sigma, red, phi, high, iterations, residual, far)
+
+
+def _transport_need(lat, *args, **kwargs):
+    """Device bytes of ``transport``: the labelling's 24 a site and the solve's. A level
+    of the hierarchy holds a CSR row (8 bytes of row start, 12 a coupling: at most
+    ``2 kf + 1`` on the finest, ``kf`` forward bonds a site), ``dinv``, three vectors
+    of the cycle and two of the aggregates (8 bytes each); each pairing level has about a
+    quarter of the sites of the one above, so all the coarse levels about a third of the
+    finest (half is counted); and five vectors of the iteration."""
+    g = lat.geometry
+    kf = len(g.bond_offsets)
+    finest = 8 + 12 * (2 * kf + 1) + 48
+    per_site = 24 + 3 * finest // 2 + 40
+    return g.n_points * per_site + _bond_bytes(g, True)
+
+
 def _winding():
     """The wrapping kernels' host functions (``kernels.cuda.winding``), on this thread's
     stream."""
@@ -595,6 +637,7 @@ IMPLEMENTATIONS = {
                                            * lat.geometry.bond_words), None),
     # two buffers of distances and of indices, the marked sites and the keys
     "distance_transform": (distance_transform, _sites(41), None),
+    "transport": (transport, _transport_need, None),
     "percolates": (percolates, _spanning(24), None),
     "spanning_clusters": (spanning_clusters, _spanning(24), None),
     "degree": (degree, _sites(16), None),

@@ -40,10 +40,10 @@ COARSEST = 256
 PASSES = 2
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _row(indptr, indices, data, x, b, out, dinv, omega, mode, i):
+def row(indptr, indices, data, x, b, out, dinv, omega, mode, i):
     """Row ``i`` of a pass: ``mode`` 0 writes ``out = A x``; 1 the residual
-    ``out = b - A x``; 2 a Jacobi sweep ``out = x + omega dinv (b - A x)``."""
+    ``out = b - A x``; 2 a Jacobi sweep ``out = x + omega dinv (b - A x)``. Plain
+    Python: compiled here by ``njit`` and by the CUDA twin as a device function."""
     acc = 0.0
     for e in range(indptr[i], indptr[i + 1]):
         acc += data[e] * x[indices[e]]
@@ -53,6 +53,9 @@ def _row(indptr, indices, data, x, b, out, dinv, omega, mode, i):
         out[i] = b[i] - acc
     else:
         out[i] = x[i] + omega * dinv[i] * (b[i] - acc)
+
+
+_row = njit(cache=True, nogil=True, inline="always")(row)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -434,6 +434,7 @@ def test_gpu_benchmark_script_runs_end_to_end_in_the_simulator(capsys, tmp_path)
     assert bench.main(["--smoke", "--output", str(tmp_path / "gpu.md")]) == 0
     out = capsys.readouterr().out
     assert "closed form ok" in out and "router agreement" in out
+    assert "conductance = numba-cpu" in out
     assert "not GPU measurements" in out
     assert not list(tmp_path.iterdir())
 

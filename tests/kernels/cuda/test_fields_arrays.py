@@ -36,6 +36,7 @@ from catalytic.kernels.cuda import clusters as CL
 from catalytic.kernels.cuda import values as VB
 from catalytic.kernels.cuda import winding as WD
 from catalytic.kernels.cuda import edt as EDT
+from catalytic.kernels.cuda import transport as TR
 
 # The simulator runs device code on NumPy scalars, which warn about the intended
 # wrap-around of uint64 arithmetic and about IEEE inf/NaN results.
@@ -946,6 +947,22 @@ def _kernels():
                         (farr, I64, farr, I64, key[::1], U8, nt.int64, nt.int64, nt.boolean,
                          nt.float64, nt.boolean, nt.boolean, nt.boolean, nt.int64),
                         "sqrt.rn.f"))
+    # transport: the CSR pass with int32 columns (int64 past 2**31 rows): indptr,
+    # indices, data, x, b, out, dinv, omega, mode
+    for key, idx in (("i32", nt.int32[::1]), ("i64", I64)):
+        out.append((f"transport_csr_pass<{key}>", TR._csr_pass,
+                    (I64, idx, F64, F64, F64, F64, F64, nt.float64, nt.int64), "ld.global"))
+    out.append(("transport_jacobi_start", TR._jacobi_start, (F64, F64, F64, nt.float64),
+                "mul.f64"))
+    out.append(("transport_restrict", TR._restrict, (I64, I64, F64, F64), "add.f64"))
+    out.append(("transport_prolong", TR._prolong, (I64, F64, F64, nt.float64), "f64"))
+    out.append(("transport_coarsest", TR._coarsest_solve, (F64_2D, F64, F64), "f64"))
+    out.append(("transport_cg_step", TR._cg_step, (F64, F64, F64, F64, nt.float64), "f64"))
+    out.append(("transport_cg_direction", TR._cg_direction,
+                (F64, F64, nt.float64, nt.boolean), "f64"))
+    out.append(("transport_cg_zero", TR._cg_zero, (F64,), "st.global"))
+    out.append(("transport_cg_dots", TR._cg_dots, (F64, F64, F64, F64, F64_2D),
+                "bar.sync"))
     rargs = (nt.uint64,) * 5
     for name, arr in [
         ("f64", F64),
@@ -970,19 +987,22 @@ def test_ptx_compiles_for_sm90(compile_ptx, name, kernel, argtypes, needle):
     assert needle in ptx, f"{name}: expected {needle!r} in the PTX"
 
 
-#: the grid-stride kernels of ``arrays`` (every array kernel but ``matmul``)
+#: the grid-stride kernels of ``arrays`` (every array kernel but ``matmul``) and of
+#: ``transport`` (all of them)
 STRIDED = [k for k in KERNELS if k[1] in (
     gpu_arrays._xor_bytes_kernel, gpu_arrays._xor_words_kernel, gpu_arrays._sum_f64_kernel,
     gpu_arrays._sum_i64_kernel, gpu_arrays._sum_split_kernel, gpu_arrays._minmax_f64_kernel,
     gpu_arrays._minmax_i64_kernel, gpu_arrays._minmax_u64_kernel, gpu_arrays._binary_kernel,
-    gpu_arrays._unary_kernel, gpu_arrays._affine_kernel, gpu_arrays._fill_kernel)]
+    gpu_arrays._unary_kernel, gpu_arrays._affine_kernel, gpu_arrays._fill_kernel)
+    or k[0].startswith("transport_")]
 
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("name, kernel, argtypes, needle", STRIDED, ids=[k[0] for k in STRIDED])
 def test_ptx_array_kernels_stride_and_use_no_atomics(compile_ptx, name, kernel, argtypes, needle):
     """The stride is the grid's size (``%nctaid``), and no kernel uses atomics: the
-    reductions combine their partials in a fixed order."""
+    reductions (the solver's dot products and restriction too) combine their partials
+    in a fixed order."""
     ptx = compile_ptx(kernel, argtypes)
     assert "%nctaid.x" in ptx, f"{name}: no grid stride"
     assert not re.search(r"\s(atom|red)\.", ptx), f"{name}: atomics"

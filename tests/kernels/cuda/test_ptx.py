@@ -279,7 +279,11 @@ _LOOSE = re.compile(r"^\s*(?:@!?%\w+\s+)?(mul|add|sub)\.(f32|f64)\s+(%\w+),\s*([
 _FMA = re.compile(r"\bfma\.\w+\.f(?:32|64)\b")
 
 #: kernels whose documented agreement with the CPU allows a fused multiply-add, and why
+_SOLVER = ("a solver's step, promising no CPU bits: its sums run in another order than "
+           "the CPU twin's, and the answer is held to the tolerance")
 MAY_FUSE = {
+    **{k: _SOLVER for k in ("_csr_pass", "_jacobi_start", "_prolong", "_coarsest_solve",
+                            "_cg_step", "_cg_direction", "_cg_dots")},
     "_matmul_kernel": "sums the products in FMAs: within k eps (|a| @ |b|) of the CPU",
     "_unary_kernel": "exp, log, sin and cos are libdevice's, built on FMAs: within 4 ulp",
     "_binary_kernel": "pow is libdevice's, built on FMAs: within 4 ulp (+ - * / max min "
