@@ -9,6 +9,7 @@
 from catalytic import clusters, memory, ops, percolation, profiler
 from catalytic.device import devices
 from catalytic.batch import BatchError, BatchProcessor, BatchResult
+from catalytic.chunked import ChunkedComponents, ChunkedLattice
 from catalytic.engine import Engine, get_engine, reset_engine
 from catalytic.hookspecs import hookimpl
 from catalytic.errors import (
@@ -43,6 +44,8 @@ __all__ = [
     "CalibrationError",
     "CatalyticError",
     "CatalyticViolation",
+    "ChunkedComponents",
+    "ChunkedLattice",
     "ClusterStatistics",
     "Communities",
     "Components",

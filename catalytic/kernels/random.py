@@ -64,6 +64,7 @@ __all__ = [
     "stream_key",
     "random_numpy",
     "random_numba",
+    "uniform_at",
 ]
 
 DISTRIBUTIONS = ("uniform", "normal", "integers")
@@ -411,6 +412,20 @@ def random_numpy(shape, seed, distribution="uniform", dtype=None, *, low=None, h
             res = res.view(np.int64)
         view[lo:hi] = res  # int64 -> narrower ints truncates, float64 -> float32 rounds
     return out.reshape(shape)
+
+
+def uniform_at(seed, counters):
+    """The float64 uniforms of stream ``seed`` at the given counters (any integer array,
+    taken as uint64): element ``c`` of ``random_numpy(shape, seed)`` is
+    ``uniform_at(seed, c)``, so a piece of a large array can be made on its own.
+
+    Examples
+    --------
+    >>> bool((uniform_at(5, np.array([[2, 0]])) == random_numpy(3, 5)[[[2, 0]]]).all())
+    True
+    """
+    ctr = np.asarray(counters).astype(np.uint64)
+    return _numpy_block(_UNIFORM53, stream_key(seed), ctr, None, None)
 
 
 def _numpy_block(kind, key, ctr, low_u, span_u):
