@@ -1,5 +1,6 @@
 """One lattice larger than one machine: ``cat.ChunkedLattice``, connected components,
-spanning and wrapping of a lattice whose mask and bonds are Dask arrays.
+clusters of values, spanning and wrapping of a lattice whose mask, bonds and values are
+Dask arrays.
 
 How it works
 ------------
@@ -67,16 +68,23 @@ class ChunkedComponents(NamedTuple):
 
 
 # -- on the workers ---------------------------------------------------------------------------
-def _label_chunk(mask, bonds, offsets):
-    """The clusters of one chunk, every axis open: int32 labels (int64 past 2**31 sites),
-    numbered by lowest chunk-local flat index."""
+def _label_chunk(mask, bonds, offsets, values=None, background=0, delta=0):
+    """The clusters of one chunk, every axis open (of its open sites, or with ``values``
+    of its close values, as :meth:`catalytic.Lattice.label`): int32 labels (int64 past
+    2**31 sites), numbered by lowest chunk-local flat index."""
     from catalytic.lattice import Lattice
 
     _check_block("mask", mask)
     if bonds is not None:
         _check_block("bonds", bonds)
     lat = Lattice(shape=mask.shape, stencil=offsets, mask=mask, bonds=bonds)
-    labels = lat.connected_components().labels
+    if values is None:
+        labels = lat.connected_components().labels
+    else:
+        if not isinstance(values, np.ndarray) or values.shape != mask.shape:
+            raise TypeError(f"a chunk of values has shape {getattr(values, 'shape', None)}, "
+                            f"not its chunk's {mask.shape}")
+        labels = lat.label(values, background=background, delta=delta).labels
     want = np.int32 if mask.size < 2**31 else np.int64
     return labels.astype(want, copy=False)
 
@@ -88,10 +96,13 @@ def _check_block(name, block):
                         f"chunked lattice's {name} must be bool")
 
 
-def _faces(labels, bonds, bond_offsets):
+def _faces(labels, bonds, bond_offsets, values=None):
     """What the client needs of one labelled chunk: its count; per axis, the labels of
-    its first and last layer and the bonds there that cross to the next chunk; and the
-    sizes of the clusters on those layers."""
+    its first and last layer and the bonds there that cross to the next chunk (and with
+    ``values`` their keys, ``catalogue.value_keys``); and the sizes of the clusters on
+    those layers."""
+    from catalytic.catalogue import value_keys
+
     d = labels.ndim
     count = int(labels.max(initial=0))
     faces = {}
@@ -106,6 +117,9 @@ def _faces(labels, bonds, bond_offsets):
             lob = np.array(np.take(bonds, 0, axis=a + 1))
             hib = np.array(np.take(bonds, labels.shape[a] - 1, axis=a + 1))
         faces[a] = (lo, hi, lob, hib)
+        if values is not None:
+            faces[a] += tuple(value_keys(np.array(np.take(values, i, axis=a))).reshape(lo.shape)
+                              for i in (0, labels.shape[a] - 1))
         on_face += [lo.reshape(-1), hi.reshape(-1)]
     touching = np.unique(np.concatenate(on_face)) if on_face else np.zeros(0, np.int64)
     touching = touching[touching > 0].astype(np.int64)
@@ -363,6 +377,81 @@ class ChunkedLattice:
         """
         return self._merge().components
 
+    def label(self, values, *, background=0, delta=0) -> ChunkedComponents:
+        """Clusters of equal (or close) values over the chunks, as
+        :meth:`catalytic.Lattice.label` gives them for the same lattice in memory.
+
+        Parameters
+        ----------
+        values : dask.array.Array or ndarray of bool, int or float
+            One value per site, chunked as the mask (a NumPy array is cut so).
+        background : number or None, default 0
+            Sites holding it are never labelled; None labels every open site.
+        delta : float, default 0
+            The largest difference that joins two neighbours (integers compared
+            exactly, by the floor of ``delta``).
+
+        Returns
+        -------
+        ChunkedComponents
+            Numbered as :mod:`catalytic.chunked` says.
+
+        Raises
+        ------
+        TypeError
+            ``values`` is not bool, integer or float; ``delta`` or ``background`` is
+            not a number.
+        ValueError
+            ``values`` has another shape, or chunks other than the mask's; ``delta`` is
+            negative or NaN, ``background`` NaN. NaN at an open site is refused when its
+            chunk is labelled.
+
+        Examples
+        --------
+        >>> import numpy as np, catalytic as cat
+        >>> from distributed import Client, LocalCluster
+        >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as c, \\
+        ...         Client(c) as client:
+        ...     C = cat.ChunkedLattice(np.ones((1, 6), bool), chunks=2, client=client)
+        ...     C.label(np.array([[1, 1, 2, 2, 0, 2]])).labels.compute().tolist()
+        [[1, 1, 2, 2, 0, 3]]
+        """
+        import dask.array as da
+
+        from catalytic.catalogue import _KEY_MAX
+
+        if not isinstance(values, da.Array):
+            values = np.asarray(values)
+            if values.shape != self.shape:
+                raise ValueError(f"values has shape {values.shape}; expected the lattice "
+                                 f"shape {self.shape}")
+            values = da.from_array(values, chunks=self.mask.chunks)
+        if np.dtype(values.dtype).kind not in "biuf":
+            raise TypeError(f"values must be a boolean, integer or float array, got dtype "
+                            f"{values.dtype}")
+        if values.shape != self.shape:
+            raise ValueError(f"values has shape {values.shape}; expected the lattice shape "
+                             f"{self.shape}")
+        if values.chunks != self.mask.chunks:
+            raise ValueError("the chunks of values must tile the lattice as the mask's do: "
+                             f"want {self.mask.chunks}, got {values.chunks}")
+        if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+            raise TypeError(f"delta must be a real number, got {delta!r}")
+        if math.isnan(delta) or delta < 0:
+            raise ValueError(f"delta must be >= 0, got {delta!r}")
+        if background is not None:
+            if not isinstance(background, (numbers.Real, np.bool_)):
+                raise TypeError(f"background must be a real number or None, got "
+                                f"{background!r}")
+            if math.isnan(background):
+                raise ValueError("background must not be NaN (no value equals NaN)")
+        if np.dtype(values.dtype).kind == "f":
+            key_delta = float(delta)
+        else:
+            key_delta = (int(min(math.floor(delta), _KEY_MAX)) if math.isfinite(delta)
+                         else _KEY_MAX)
+        return _Merge(self, values, background, delta, key_delta).components
+
     def spanning_clusters(self, axes=None) -> SpanningClusters:
         """The clusters spanning each axis, as :meth:`catalytic.Lattice.spanning_clusters`
         answers for the same lattice in memory: on an open axis those touching both
@@ -430,11 +519,13 @@ class _Merge:
     """One labelling of a chunked lattice: the chunks labelled on the workers (kept
     there), their faces on the client, the pieces joined, and the results."""
 
-    def __init__(self, lat: ChunkedLattice):
+    def __init__(self, lat: ChunkedLattice, values=None, background=0, delta=0,
+                 key_delta=None):
         import dask
         import dask.array as da
 
         self.lat = lat
+        self.key_delta = key_delta
         client = lat.client
         shape, d = lat.shape, len(lat.shape)
         self.d = d
@@ -449,12 +540,14 @@ class _Merge:
         # the labels are not kept: the faces and the pieces' sizes are taken from them,
         # and the relabelling labels each chunk again (a worker holds no labels between
         # the calls; a chunk's labelling costs less than keeping it)
+        vals = values.to_delayed() if values is not None else None
         self.labelled, summary, sizes = {}, [], []
         for idx in self.blocks:
             b = bonds[(0,) + idx] if bonds is not None else None
-            lab = label(masks[idx], b, offsets)
+            x = vals[idx] if vals is not None else None
+            lab = label(masks[idx], b, offsets, x, background, delta)
             self.labelled[idx] = lab
-            summary.append(face(lab, b, lat.bond_offsets))
+            summary.append(face(lab, b, lat.bond_offsets, x))
             sizes.append(piece_sizes(lab))
         t0 = time.perf_counter()
         futures = client.compute(sizes + summary)
@@ -475,17 +568,19 @@ class _Merge:
         us, vs, ws = [], [], []
         for a in range(d):
             for c in range(nb[a] - 1 + (1 if lat.periodic[a] else 0)):
-                lo_layer, lo_bonds = self._layer(a, c, "hi")
-                hi_layer, hi_bonds = self._layer(a, (c + 1) % nb[a], "lo")
+                lo_layer, lo_bonds, lo_keys = self._layer(a, c, "hi")
+                hi_layer, hi_bonds, hi_keys = self._layer(a, (c + 1) % nb[a], "lo")
                 seam = c == nb[a] - 1
                 u, v, w = _crossing(lo_layer, hi_layer, lo_bonds, hi_bonds, lat.bond_offsets,
-                                    a, shape, lat.periodic, seam)
+                                    a, shape, lat.periodic, seam,
+                                    keys=None if lo_keys is None else (lo_keys, hi_keys),
+                                    key_delta=key_delta)
                 us.append(u)
                 vs.append(v)
                 ws.append(w)
         u = np.concatenate(us) if us else np.zeros(0, np.int64)
         v = np.concatenate(vs) if vs else np.zeros(0, np.int64)
-        w = np.concatenate(ws) if ws else np.zeros((0, d), np.int64)
+        w = np.concatenate(ws) if ws else np.zeros((0, d), np.int8)
         # the pieces that touch a face, with their sizes
         touch = [self.face[idx][2] + self.base[idx] for idx in self.blocks]
         sizes = [self.face[idx][3] for idx in self.blocks]
@@ -549,18 +644,24 @@ class _Merge:
         out = np.zeros(cross, dtype=np.int64)
         kf = len(lat.bond_offsets)
         bonds = np.zeros((kf,) + cross, dtype=bool) if lat.bonds is not None else None
+        keys = None
         k = 0 if side == "lo" else 1
         for idx in self.blocks:
             if idx[a] != c:
                 continue
-            lo, hi, lob, hib = self.face[idx][1][a]
+            layers = self.face[idx][1][a]
+            lo, hi, lob, hib = layers[:4]
             layer = lo if k == 0 else hi
             where = tuple(slice(self.starts[b][idx[b]], self.starts[b][idx[b] + 1])
                           for b in range(self.d) if b != a)
             out[where] = np.where(layer > 0, layer.astype(np.int64) + self.base[idx], 0)
             if bonds is not None:
                 bonds[(slice(None),) + where] = lob if k == 0 else hib
-        return out, bonds
+            if len(layers) > 4:  # the values' keys
+                if keys is None:
+                    keys = np.zeros(cross, dtype=layers[4].dtype)
+                keys[where] = layers[4 + k]
+        return out, bonds, keys
 
     def _final(self, g):
         """The global labels of provisional labels ``g`` (> 0)."""
@@ -580,19 +681,32 @@ class _Merge:
         if lat.periodic[axis]:
             return np.unique(self._final(self.nodes[self.wraps[:, axis]
                                                     & (self.root == np.arange(len(self.root)))]))
-        lo, _ = self._layer(axis, 0, "lo")
-        hi, _ = self._layer(axis, nb[axis] - 1, "hi")
+        lo = self._layer(axis, 0, "lo")[0]
+        hi = self._layer(axis, nb[axis] - 1, "hi")[0]
         a = np.unique(self._final(lo[lo > 0]))
         b = np.unique(self._final(hi[hi > 0]))
         return np.intersect1d(a, b).astype(np.int64)
 
 
-def _crossing(low, high, low_bonds, high_bonds, bond_offsets, a, shape, periodic, seam):
+def _close(a, b, delta):
+    """Keys ``a`` and ``b`` at most ``delta`` apart, as the labelling kernels decide
+    (``kernels.cpu.values._close``): equal ones always (equal infinities too); unsigned
+    keys by the larger minus the smaller, which never wraps."""
+    if a.dtype == np.float64:
+        with np.errstate(invalid="ignore"):
+            return (a == b) | (np.abs(a - b) <= delta)
+    return (np.maximum(a, b) - np.minimum(a, b)) <= np.uint64(delta)
+
+
+def _crossing(low, high, low_bonds, high_bonds, bond_offsets, a, shape, periodic, seam,
+              keys=None, key_delta=None):
     """The bonds across one boundary along axis ``a``: ``low`` and ``high`` the
     provisional labels of the layers before and after it (cross-sections of the lattice),
     the bonds of each layer (or None: all open). Returns ``(u, v, w)``: the pieces each
     open bond between open sites joins, from its start to its end, and how many times it
-    crosses each periodic seam forward (int64 (E, d))."""
+    crosses each periodic seam forward (int8 (E, d)). With ``keys`` (the values' keys of
+    the two layers), only bonds between close keys (``key_delta``, as the chunks'
+    labelling: ``catalogue.label_keys``)."""
     d = len(shape)
     cross_axes = [b for b in range(d) if b != a]
     cs = low.shape
@@ -609,7 +723,7 @@ def _crossing(low, high, low_bonds, high_bonds, bond_offsets, a, shape, periodic
             bits = (low_bonds if o > 0 else high_bonds)[s].reshape(-1)
         keep = np.ones(S, dtype=bool)
         target = np.zeros(S, dtype=np.int64)
-        w = np.zeros((S, d), dtype=np.int64)
+        w = np.zeros((S, d), dtype=np.int8)
         if seam:
             w[:, a] = 1 if o > 0 else -1
         stride = 1
@@ -627,11 +741,14 @@ def _crossing(low, high, low_bonds, high_bonds, bond_offsets, a, shape, periodic
         u = src.reshape(-1)
         v = dst.reshape(-1)[target]
         keep &= (u > 0) & (v > 0)
+        if keys is not None:
+            ks, kd = (keys[0], keys[1]) if o > 0 else (keys[1], keys[0])
+            keep &= _close(ks.reshape(-1), kd.reshape(-1)[target], key_delta)
         if bits is not None:
             keep &= bits
         us.append(u[keep])
         vs.append(v[keep])
         ws.append(w[keep])
     if not us:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, d), np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, d), np.int8)
     return np.concatenate(us), np.concatenate(vs), np.concatenate(ws)

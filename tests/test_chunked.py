@@ -14,10 +14,11 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import catalytic as cat
+from tests.lattice.test_label import valued_specs
 from tests.support.strategies import lattice_specs, make
 
 distributed = pytest.importorskip("distributed", reason='needs pip install "catalytic[dask]"')
@@ -39,30 +40,45 @@ def _chunkings(shape):
     return st.tuples(*[st.integers(1, s) for s in shape])
 
 
-def _same(C, L, chunks):
-    """The chunked answers equal the in-memory ones: the same clusters (a bijection of
-    labels on the open sites), sizes, count, spanning and wrapping on every axis, and
-    the labels numbered as documented."""
-    comp = C.connected_components()
+def _same_components(comp, ref, client, chunks):
+    """The chunked components equal the in-memory ones: the same clusters (a bijection
+    of labels on the labelled sites), sizes and count, numbered as documented. Returns
+    the map from chunked labels to in-memory ones."""
     # (a client that is not the default one: the arrays are computed on its cluster)
-    labels = comp.labels.compute(scheduler=C.client)
-    sizes = comp.sizes.compute(scheduler=C.client)
-    ref = L.connected_components()
-    assert labels.shape == L.shape and comp.count == ref.count
+    labels = comp.labels.compute(scheduler=client)
+    sizes = comp.sizes.compute(scheduler=client)
+    assert labels.shape == ref.labels.shape and comp.count == ref.count
     assert sizes.shape == (ref.count,)
-    open_ = ref.labels > 0
-    assert ((labels > 0) == open_).all()
-    pairs = set(zip(labels[open_].tolist(), ref.labels[open_].tolist()))
+    on = ref.labels > 0
+    assert ((labels > 0) == on).all()
+    pairs = set(zip(labels[on].tolist(), ref.labels[on].tolist()))
     assert len(pairs) == ref.count == len({a for a, _ in pairs})
-    to_ref = dict(pairs)
     assert all(sizes[a - 1] == ref.sizes[b - 1] for a, b in pairs)
+    _numbering(labels, chunks)
+    return dict(pairs)
+
+
+def _same(C, L, chunks):
+    """The chunked answers equal the in-memory ones: the components
+    (:func:`_same_components`), and spanning and wrapping on every axis."""
+    to_ref = _same_components(C.connected_components(), L.connected_components(), C.client,
+                              chunks)
     span = C.spanning_clusters()
     want = L.spanning_clusters()
     for axis in range(L.dimensions):
         got = sorted(to_ref[a] for a in span.clusters[axis].tolist())
         assert got == want.clusters[axis].tolist(), axis
         assert C.percolates(axis) == L.percolates(axis)
-    _numbering(labels, chunks)
+
+
+def _chunked_like(L, sizes, client):
+    """``L`` as a chunked lattice cut into ``sizes`` (its mask and bonds)."""
+    mask = L.mask if L.mask is not None else np.ones(L.shape, bool)
+    bonds = L.bonds
+    return cat.ChunkedLattice(da.from_array(mask, chunks=sizes), periodic=L.periodic,
+                              stencil=L.offsets, client=client,
+                              bonds=None if bonds is None else
+                              da.from_array(bonds, chunks=(bonds.shape[0],) + sizes))
 
 
 def _numbering(labels, chunks):
@@ -86,14 +102,42 @@ def _numbering(labels, chunks):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_chunked_labels_equal_the_in_memory_ones(client, spec, data):
     L = make(spec)
-    sizes = data.draw(_chunkings(L.shape), label="chunks")
-    mask = L.mask if L.mask is not None else np.ones(L.shape, bool)
-    bonds = L.bonds
-    C = cat.ChunkedLattice(da.from_array(mask, chunks=sizes), periodic=L.periodic,
-                           stencil=L.offsets, client=client,
-                           bonds=None if bonds is None else
-                           da.from_array(bonds, chunks=(bonds.shape[0],) + sizes))
+    C = _chunked_like(L, data.draw(_chunkings(L.shape), label="chunks"), client)
     _same(C, L, C.mask.chunks)
+
+
+@given(case=valued_specs(max_sites=100), data=st.data())
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_chunked_labels_of_values_equal_the_in_memory_ones(client, case, data):
+    """Multi-label and continuous values (ints, floats with delta, bools, uint8; a
+    background or none), as ``Lattice.label`` gives them in memory."""
+    spec, values, background, delta = case
+    L = make(spec)
+    assume(np.abs(L.offsets).max() <= 1)  # the knight's-move stencil reaches two steps
+    C = _chunked_like(L, data.draw(_chunkings(L.shape), label="chunks"), client)
+    comp = C.label(values, background=background, delta=delta)
+    _same_components(comp, L.label(values, background=background, delta=delta), client,
+                     C.mask.chunks)
+
+
+def test_values_are_checked_before_the_graph_is_computed(client):
+    C = cat.ChunkedLattice(np.ones((4, 6), bool), chunks=(2, 3), client=client)
+    with pytest.raises(TypeError, match="boolean, integer or float"):
+        C.label(np.array([["a"] * 6] * 4))
+    with pytest.raises(ValueError, match="shape"):
+        C.label(np.zeros((4, 5)))
+    with pytest.raises(ValueError, match="tile the lattice"):
+        C.label(da.zeros((4, 6), chunks=(4, 3)))
+    for bad, err in ((-1, ValueError), (float("nan"), ValueError), ("1", TypeError)):
+        with pytest.raises(err, match="delta"):
+            C.label(np.zeros((4, 6)), delta=bad)
+    with pytest.raises(ValueError, match="NaN"):
+        C.label(np.zeros((4, 6)), background=float("nan"))
+    values = np.zeros((4, 6))
+    values[3, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN"):  # found when its chunk is labelled
+        C.label(values, background=None)
 
 
 @pytest.mark.parametrize("shape, periodic, stencil, chunks", [
@@ -126,6 +170,24 @@ def test_wrapping_needs_a_loop_not_a_seam(client):
     assert not C.percolates(0)
     m[:, 5] = True
     assert cat.ChunkedLattice(m, chunks=3, periodic=(True, False), client=client).percolates(0)
+
+
+@pytest.mark.parametrize("chunks", [(2, 6), (6, 3), (3, 2), (1, 1)])
+def test_a_diagonal_ring_winds_across_both_seams_at_a_corner(client, chunks):
+    """Sites (i, i) on a 6 x 6 torus with the Moore stencil: one cluster, closed by the
+    diagonal bond from (5, 5) to (0, 0) across both seams at once, so it wraps both
+    axes; the sites (i, 5 - i) close their loop the other way round. That corner bond
+    alone, between (5, 5) and (0, 0), is a bar, wrapping nothing: the bond lies in the
+    seams of both axes, and each must count both crossings."""
+    bar = np.zeros((6, 6), bool)
+    bar[5, 5] = bar[0, 0] = True
+    for m, wraps in ((np.eye(6, dtype=bool), True), (np.fliplr(np.eye(6, dtype=bool)), True),
+                     (bar, False)):
+        L = cat.Lattice(shape=(6, 6), periodic=True, stencil="moore", mask=m)
+        C = cat.ChunkedLattice(m, chunks=chunks, periodic=True, stencil="moore",
+                               client=client)
+        assert C.percolates(0) == C.percolates(1) == wraps
+        _same(C, L, C.mask.chunks)
 
 
 @pytest.mark.parametrize("kind", ["site", "bond"])
@@ -223,6 +285,19 @@ def test_a_lost_worker_is_recomputed_and_the_answer_is_unchanged():
         assert victim not in c.scheduler_info()["workers"]
         _same(C, L, C.mask.chunks)
         assert comp.count == L.connected_components().count
+        # now a worker killed while the labels are computed: the right labels, or an
+        # error that says a worker was lost
+        running = c.compute(comp.labels)
+        victim = next(iter(c.scheduler_info()["workers"]))
+        with contextlib.suppress(Exception):
+            c.run(os._exit, 1, workers=[victim])
+        try:
+            got = running.result(timeout=120)
+        except (distributed.scheduler.KilledWorker, distributed.client.FutureCancelledError):
+            return
+        ref = L.connected_components()
+        on = ref.labels > 0
+        assert len(set(zip(got[on].tolist(), ref.labels[on].tolist()))) == ref.count
 
 
 def test_the_docstring_examples_hold_with_two_process_workers(client):
