@@ -98,7 +98,7 @@ def _numbering(labels, chunks):
 
 
 @given(spec=lattice_specs(max_dim=3, max_sites=120, bonds=True), data=st.data())
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_chunked_labels_equal_the_in_memory_ones(client, spec, data):
     L = make(spec)
@@ -107,7 +107,7 @@ def test_chunked_labels_equal_the_in_memory_ones(client, spec, data):
 
 
 @given(case=valued_specs(max_sites=100), data=st.data())
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_chunked_labels_of_values_equal_the_in_memory_ones(client, case, data):
     """Multi-label and continuous values (ints, floats with delta, bools, uint8; a
