@@ -68,10 +68,12 @@ class ChunkedComponents(NamedTuple):
 
 
 # -- on the workers ---------------------------------------------------------------------------
-def _label_chunk(mask, bonds, offsets, values=None, background=0, delta=0):
+def _label_chunk(mask, bonds, offsets, values=None, background=0, delta=0, dtype=None):
     """The clusters of one chunk, every axis open (of its open sites, or with ``values``
     of its close values, as :meth:`catalytic.Lattice.label`): int32 labels (int64 past
-    2**31 sites), numbered by lowest chunk-local flat index."""
+    2**31 sites), numbered by lowest chunk-local flat index. ``dtype``: the values' dtype
+    as their Dask array declares it (every chunk must hold it: the faces' keys of
+    different dtypes do not compare)."""
     from catalytic.lattice import Lattice
 
     _check_block("mask", mask)
@@ -84,12 +86,16 @@ def _label_chunk(mask, bonds, offsets, values=None, background=0, delta=0):
         if not isinstance(values, np.ndarray) or values.shape != mask.shape:
             raise TypeError(f"a chunk of values has shape {getattr(values, 'shape', None)}, "
                             f"not its chunk's {mask.shape}")
+        if dtype is not None and values.dtype != dtype:
+            raise TypeError(f"a chunk of values has dtype {values.dtype}, not {dtype} as "
+                            "the array declares: every chunk must hold the declared dtype")
         labels = lat.label(values, background=background, delta=delta).labels
     want = np.int32 if mask.size < 2**31 else np.int64
     return labels.astype(want, copy=False)
 
 
 def _check_block(name, block):
+    """A chunk of the mask or the bonds is a bool array, as declared."""
     if not isinstance(block, np.ndarray) or block.dtype != np.bool_:
         got = getattr(block, "dtype", type(block).__name__)
         raise TypeError(f"a chunk of {name} has dtype {got}, not bool: every chunk of a "
@@ -516,8 +522,9 @@ def _client(client):
 
 
 class _Merge:
-    """One labelling of a chunked lattice: the chunks labelled on the workers (kept
-    there), their faces on the client, the pieces joined, and the results."""
+    """One labelling of a chunked lattice: the chunks labelled on the workers (their
+    pieces' sizes kept there), their faces on the client, the pieces joined, and the
+    results."""
 
     def __init__(self, lat: ChunkedLattice, values=None, background=0, delta=0,
                  key_delta=None):
@@ -525,7 +532,6 @@ class _Merge:
         import dask.array as da
 
         self.lat = lat
-        self.key_delta = key_delta
         client = lat.client
         shape, d = lat.shape, len(lat.shape)
         self.d = d
@@ -545,7 +551,8 @@ class _Merge:
         for idx in self.blocks:
             b = bonds[(0,) + idx] if bonds is not None else None
             x = vals[idx] if vals is not None else None
-            lab = label(masks[idx], b, offsets, x, background, delta)
+            lab = label(masks[idx], b, offsets, x, background, delta,
+                        None if values is None else np.dtype(values.dtype))
             self.labelled[idx] = lab
             summary.append(face(lab, b, lat.bond_offsets, x))
             sizes.append(piece_sizes(lab))

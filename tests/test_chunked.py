@@ -29,9 +29,15 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+    """Two single-threaded workers talking TCP on loopback, in this process (worker
+    processes would each import and load the kernels again, on every CI run: the
+    tests that need processes, a killed worker and the pickling of every task, start
+    their own)."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster, \
             distributed.Client(cluster, set_as_default=False) as c:
+        assert all(w.startswith("tcp://127.0.0.1") for w in c.scheduler_info()["workers"])
         yield c
 
 
@@ -98,7 +104,7 @@ def _numbering(labels, chunks):
 
 
 @given(spec=lattice_specs(max_dim=3, max_sites=120, bonds=True), data=st.data())
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_chunked_labels_equal_the_in_memory_ones(client, spec, data):
     L = make(spec)
@@ -107,7 +113,7 @@ def test_chunked_labels_equal_the_in_memory_ones(client, spec, data):
 
 
 @given(case=valued_specs(max_sites=100), data=st.data())
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_chunked_labels_of_values_equal_the_in_memory_ones(client, case, data):
     """Multi-label and continuous values (ints, floats with delta, bools, uint8; a
@@ -151,7 +157,7 @@ def test_values_are_checked_before_the_graph_is_computed(client):
 def test_chunkings_of_one_site_and_short_periodic_axes(client, shape, periodic, stencil,
                                                        chunks):
     rng = np.random.default_rng(len(shape) + sum(chunks))
-    for p in (0.45, 0.7, 1.0):
+    for p in (0.55, 1.0):
         mask = rng.random(shape) < p
         L = cat.Lattice(shape=shape, periodic=periodic, stencil=stencil, mask=mask)
         C = cat.ChunkedLattice(mask, chunks=chunks, periodic=periodic, stencil=stencil,
@@ -172,7 +178,7 @@ def test_wrapping_needs_a_loop_not_a_seam(client):
     assert cat.ChunkedLattice(m, chunks=3, periodic=(True, False), client=client).percolates(0)
 
 
-@pytest.mark.parametrize("chunks", [(2, 6), (6, 3), (3, 2), (1, 1)])
+@pytest.mark.parametrize("chunks", [(2, 6), (3, 2)])
 def test_a_diagonal_ring_winds_across_both_seams_at_a_corner(client, chunks):
     """Sites (i, i) on a 6 x 6 torus with the Moore stencil: one cluster, closed by the
     diagonal bond from (5, 5) to (0, 0) across both seams at once, so it wraps both
@@ -253,8 +259,8 @@ def _has_default_client():
     return True
 
 
-def test_a_chunk_that_is_not_bool_when_computed_is_a_clear_error(client):
-    """A Dask array may declare bool and hold something else: the chunk says so."""
+def test_a_chunk_that_is_not_its_declared_dtype_is_a_clear_error(client):
+    """A Dask array may declare one dtype and hold another: the chunk says so."""
     import dask
 
     good = da.from_delayed(dask.delayed(np.ones)((3, 4), bool), (3, 4), dtype=bool)
@@ -262,6 +268,13 @@ def test_a_chunk_that_is_not_bool_when_computed_is_a_clear_error(client):
     C = cat.ChunkedLattice(da.concatenate([good, bad]), client=client)
     with pytest.raises(TypeError, match="not bool"):
         C.connected_components()
+    # values whose chunks disagree on dtype: their keys would not compare
+    ints = da.from_delayed(dask.delayed(np.ones)((3, 4), np.int64), (3, 4), dtype=np.int64)
+    floats = da.from_delayed(dask.delayed(np.ones)((3, 4), np.float64), (3, 4),
+                             dtype=np.int64)
+    C = cat.ChunkedLattice(da.ones((6, 4), chunks=(3, 4), dtype=bool), client=client)
+    with pytest.raises(TypeError, match="declared dtype"):
+        C.label(da.concatenate([ints, floats]))
 
 
 def test_a_lost_worker_is_recomputed_and_the_answer_is_unchanged():

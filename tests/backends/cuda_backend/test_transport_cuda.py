@@ -26,7 +26,7 @@ TOL = 1e-12
 
 @sim
 @given(case=networks())
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 def test_cuda_solves_the_assembled_network(case):
