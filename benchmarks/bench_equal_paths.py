@@ -13,28 +13,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numba
 import numpy as np
 
 import catalytic as cat
+from _timing import best
 from catalytic import catalogue
 from catalytic.backends.numba_cpu import _background_key
 from catalytic.kernels.cpu import equal, values
 
 SHAPES = ((256, 256, 256), (4096, 4096), (32, 32, 16384))
 NOISE = (0.0, 0.01, 0.1, 0.3)
-
-
-def best(f, repeat):
-    f()
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        out.append(time.perf_counter() - t)
-    return min(out)
 
 
 def main():

@@ -15,21 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 import catalytic as cat
-
-
-def best(f, repeat):
-    f()
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        out.append(time.perf_counter() - t)
-    return min(out)
+from _timing import best
 
 
 def main():

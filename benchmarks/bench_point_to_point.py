@@ -18,21 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 import catalytic as cat
-
-
-def median(f, repeat):
-    f()
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        out.append(time.perf_counter() - t)
-    return float(np.median(out))
+from _timing import median
 
 
 def show(t):

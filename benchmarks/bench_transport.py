@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
 
 import numba
 import numpy as np
@@ -28,18 +27,15 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, cg
 
 import catalytic as cat
+from _timing import times
 
 TOL = 1e-8
 
 
 def best(f, repeat):
-    out = f()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times), out
+    """``(least seconds, the result)`` (:func:`_timing.times`)."""
+    seconds, out = times(f, repeat)
+    return min(seconds), out
 
 
 def peer_system(mask):

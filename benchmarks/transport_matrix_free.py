@@ -23,6 +23,7 @@ from numba import njit, prange
 import catalytic as cat
 from catalytic.backends import _transport as T
 from catalytic.kernels.cpu import transport as K
+from _timing import best
 
 
 @njit(parallel=True)
@@ -46,16 +47,6 @@ def matrix_free(right, down, diag, free, x, out, nx, ny):
             if c > 0:
                 acc -= right[i - 1] * x[i - 1]
             out[i] = acc
-
-
-def best(f, repeat=30):
-    f()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def system(side, p):
@@ -90,7 +81,7 @@ def main(argv=None):
         x = np.random.default_rng(1).random(m)
         out = np.empty(m)
         t_csr = best(lambda: K._sweep(lv.indptr, lv.indices, lv.data, x, x, out, lv.dinv,
-                                      0.0, np.int64(0)))
+                                      0.0, np.int64(0)), 30)
         diag = np.zeros(n)
         diag[where] = A.diagonal()
         # von Neumann forward bonds: s = 0 along axis 0 (down), s = 1 along axis 1
@@ -99,7 +90,7 @@ def main(argv=None):
         X = np.zeros(n)
         X[where] = x
         O = np.empty(n)
-        t_mf = best(lambda: matrix_free(right, down, diag, red.free, X, O, side, side))
+        t_mf = best(lambda: matrix_free(right, down, diag, red.free, X, O, side, side), 30)
         assert np.allclose(O[where], A @ x, rtol=1e-13, atol=1e-13)
         print(f"| {p} | {m} / {n} ({m / n:.0%}) | {t_csr * 1e3:.2f} ms | "
               f"{t_mf * 1e3:.2f} ms | {t_mf / t_csr:.2f}x |", flush=True)
@@ -116,7 +107,7 @@ def main(argv=None):
         x = np.random.default_rng(1).random(A.shape[0])
         out = np.empty_like(x)
         t_pass = best(lambda: K._sweep(lv.indptr, lv.indices, lv.data, x, x, out, lv.dinv,
-                                       0.0, np.int64(0)))
+                                       0.0, np.int64(0)), 30)
         print(f"| {p} | {its} | {per * 1e3:.1f} | {4 * t_pass / per:.0%} |")
 
 
