@@ -230,8 +230,8 @@ class ChunkedLattice:
     Raises
     ------
     ValueError
-        A mask with no sites, bonds of the wrong shape or whose chunks do not tile the
-        lattice as the mask's do, a stencil that reaches further than one step along
+        A mask with no sites or chunks of unknown size, bonds of the wrong shape or whose
+        chunks do not tile the lattice as the mask's do, a stencil that reaches further than one step along
         an axis, ``chunks`` with a Dask mask, or no Dask client.
     TypeError
         A mask or bonds that are not declared bool.
@@ -273,6 +273,9 @@ class ChunkedLattice:
             mask = da.from_array(mask, chunks="auto" if chunks is None else chunks)
         if mask.dtype != np.bool_:
             raise TypeError(f"mask must be a bool array, got dtype {mask.dtype}")
+        if any(math.isnan(c) for axis in mask.chunks for c in axis):
+            raise ValueError("the mask's chunk sizes are unknown (NaN): call "
+                             "mask.compute_chunk_sizes() first")
         if mask.ndim == 0 or mask.size == 0:
             raise ValueError(f"mask must have at least one site, got shape {mask.shape}")
         self._template = Lattice(shape=mask.shape, periodic=periodic, stencil=stencil)

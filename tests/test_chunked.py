@@ -229,6 +229,10 @@ def test_bad_input_is_refused_before_the_graph_is_computed(client):
         cat.ChunkedLattice(m, chunks=3, client=client, bonds=np.ones((2, 6, 5), bool))
     with pytest.raises(ValueError, match="one\\s+step"):
         cat.ChunkedLattice(m, chunks=3, client=client, stencil=[[2, 0], [-2, 0]])
+    unknown = da.from_array(np.arange(12), chunks=4)
+    unknown = unknown[unknown % 2 == 0] >= 0  # chunks of unknown size
+    with pytest.raises(ValueError, match="unknown"):
+        cat.ChunkedLattice(unknown, client=client)
     with pytest.raises(ValueError, match="at least one site"):
         cat.ChunkedLattice(np.ones((0, 3), bool), client=client)
     with pytest.raises(ValueError, match="probability"):
