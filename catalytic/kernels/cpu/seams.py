@@ -7,7 +7,8 @@ image of the lattice. A bond from piece ``u`` to piece ``v`` that crosses a peri
 seam ``w`` times forward (``w`` a vector of -1, 0 or 1 per axis) places ``v`` in the
 image ``D_v = D_u + w``. The union-find keeps each piece's displacement from its root;
 a bond inside one set whose displacements disagree closes a loop of non-zero winding:
-the set wraps every axis where they differ.
+the set wraps every axis where they differ. The CUDA labelling's seam steps are joined
+on the host by the same union-find (:mod:`catalytic.kernels.cuda.winding`).
 """
 
 from __future__ import annotations
@@ -19,57 +20,58 @@ __all__ = ["join"]
 
 
 @njit(cache=True, nogil=True)
-def _find(parent, pot, x, acc, old):
-    """The root of ``x``, with its path pointed at the root and each node's displacement
-    made relative to it (``acc`` and ``old``: scratch of length d)."""
-    d = acc.shape[0]
-    for k in range(d):
-        acc[k] = 0
+def _find(parent, pos, path, x):
+    """The root of ``x``, every node on the way hung from it directly with its position
+    (``pos``, seam crossings relative to its parent) made relative to the root."""
+    m = 0
     r = x
     while parent[r] != r:
-        for k in range(d):
-            acc[k] += pot[r, k]
+        path[m] = r
+        m += 1
         r = parent[r]
-    # acc: x's displacement from the root; each node up the path then has acc less
-    # the displacements below it
-    y = x
-    while parent[y] != r and y != r:
-        up = parent[y]
-        for k in range(d):
-            old[k] = pot[y, k]
-            pot[y, k] = acc[k]
-            acc[k] -= old[k]
+    for i in range(m - 2, -1, -1):
+        y = path[i]
+        par = parent[y]
+        for q in range(pos.shape[1]):
+            pos[y, q] += pos[par, q]
         parent[y] = r
-        y = up
     return r
 
 
 @njit(cache=True, nogil=True)
-def _join(u, v, w, parent, pot, wraps):
-    d = w.shape[1]
-    acc = np.empty(d, dtype=np.int64)
-    old = np.empty(d, dtype=np.int64)
-    for e in range(u.shape[0]):
-        a = u[e]
-        b = v[e]
-        ra = _find(parent, pot, a, acc, old)
-        rb = _find(parent, pot, b, acc, old)
-        if ra != rb:
-            # D_b = D_a + w: the root of b, relative to the root of a
-            if ra < rb:
-                parent[rb] = ra
-                for k in range(d):
-                    pot[rb, k] = pot[a, k] + w[e, k] - pot[b, k]
-                    wraps[ra, k] |= wraps[rb, k]
-            else:
-                parent[ra] = rb
-                for k in range(d):
-                    pot[ra, k] = pot[b, k] - w[e, k] - pot[a, k]
-                    wraps[rb, k] |= wraps[ra, k]
+def _seam_union(ia, ib, turns, nodes):
+    """Union-find with displacements over ``nodes`` nodes joined by the steps
+    ``ia[e] -> ib[e]`` that cross the seams ``turns[e]``: ``pos(ib) = pos(ia) + turns``.
+    Returns ``(root, wrap, pos)``: each node's root, the smallest node of its set; per
+    root a uint8 flag per tracked axis, 1 where a step inside the set contradicts the
+    positions (a cycle of non-zero winding along that axis); each node's position
+    relative to its root."""
+    p = turns.shape[1]
+    parent = np.arange(nodes)
+    pos = np.zeros((nodes, p), dtype=np.int64)
+    wrap = np.zeros((nodes, p), dtype=np.uint8)
+    path = np.empty(nodes, dtype=np.int64)
+    for e in range(ia.shape[0]):
+        a, b = ia[e], ib[e]
+        ra = _find(parent, pos, path, a)
+        rb = _find(parent, pos, path, b)
+        if ra == rb:
+            for q in range(p):
+                if pos[b, q] - pos[a, q] != turns[e, q]:
+                    wrap[ra, q] = 1
+        elif ra < rb:
+            parent[rb] = ra
+            for q in range(p):
+                pos[rb, q] = pos[a, q] + turns[e, q] - pos[b, q]
+                wrap[ra, q] |= wrap[rb, q]
         else:
-            for k in range(d):
-                if pot[b, k] != pot[a, k] + w[e, k]:
-                    wraps[ra, k] = True
+            parent[ra] = rb
+            for q in range(p):
+                pos[ra, q] = pos[b, q] - turns[e, q] - pos[a, q]
+                wrap[rb, q] |= wrap[ra, q]
+    for x in range(nodes):
+        _find(parent, pos, path, x)
+    return parent, wrap, pos
 
 
 def join(u, v, w, m):
@@ -102,20 +104,5 @@ def join(u, v, w, m):
     if w.ndim != 2 or w.shape[0] != u.shape[0] or v.shape != u.shape:
         raise ValueError(f"u, v and w must have shapes (E,), (E,) and (E, d), got "
                          f"{u.shape}, {v.shape} and {w.shape}")
-    d = w.shape[1]
-    parent = np.arange(m, dtype=np.int64)
-    pot = np.zeros((m, d), dtype=np.int64)
-    wraps = np.zeros((m, d), dtype=np.bool_)
-    _join(u, v, w, parent, pot, wraps)
-    root = np.empty(m, dtype=np.int64)
-    _roots(parent, pot, root)
-    return root, wraps
-
-
-@njit(cache=True, nogil=True)
-def _roots(parent, pot, root):
-    d = pot.shape[1]
-    acc = np.empty(d, dtype=np.int64)
-    old = np.empty(d, dtype=np.int64)
-    for x in range(root.shape[0]):
-        root[x] = _find(parent, pot, x, acc, old)
+    root, wraps, _ = _seam_union(u, v, w, m)
+    return root, wraps.astype(bool)

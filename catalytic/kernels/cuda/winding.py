@@ -9,8 +9,9 @@ gathered on the device as rows ``(lattice, open label of u, open label of v, sea
 crossings per tracked axis)`` (:func:`_seam_steps`); only those rows, O(sites near a
 seam), come back to the host, where a union-find with displacements over the open labels
 they name joins the open clusters and finds the cycles of non-zero winding
-(:func:`_seam_union`). One more launch renumbers the open labels into the labels of the
-periodic lattice (:func:`_relabel`) before they are copied back.
+(:func:`catalytic.kernels.cpu.seams._seam_union`, which the chunked labelling shares).
+One more launch renumbers the open labels into the labels of the periodic lattice
+(:func:`_relabel`) before they are copied back.
 
 Every bond counts separately (parallel bonds of short periodic axes and self-loop bonds
 included, closed bonds excluded), as in ``backends._common.wrapping_labels``: the steps
@@ -25,8 +26,9 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import cuda, njit
+from numba import cuda
 
+from catalytic.kernels.cpu.seams import _seam_union
 from catalytic.kernels.cuda import _transfer
 from catalytic.kernels.cuda import graph as _g
 from catalytic.kernels.cuda.neighbors import bond_open, inside
@@ -134,61 +136,6 @@ def _relabel(label, base, gone, into, gone_before):
 # ---------------------------------------------------------------------------------------
 # Host side
 # ---------------------------------------------------------------------------------------
-
-
-@njit(cache=True, nogil=True)
-def _find(parent, pos, path, x):
-    """The root of ``x``, every node on the way hung from it directly with its position
-    (``pos``, seam crossings relative to its parent) made relative to the root."""
-    m = 0
-    r = x
-    while parent[r] != r:
-        path[m] = r
-        m += 1
-        r = parent[r]
-    for i in range(m - 2, -1, -1):
-        y = path[i]
-        par = parent[y]
-        for q in range(pos.shape[1]):
-            pos[y, q] += pos[par, q]
-        parent[y] = r
-    return r
-
-
-@njit(cache=True, nogil=True)
-def _seam_union(ia, ib, turns, nodes):
-    """Union-find with displacements over ``nodes`` nodes joined by the steps
-    ``ia[e] -> ib[e]`` that cross the seams ``turns[e]``: ``pos(ib) = pos(ia) + turns``.
-    Returns ``(root, wrap, pos)``: each node's root, the smallest node of its set; per
-    root a uint8 flag per tracked axis, 1 where a step inside the set contradicts the
-    positions (a cycle of non-zero winding along that axis); each node's position
-    relative to its root."""
-    p = turns.shape[1]
-    parent = np.arange(nodes)
-    pos = np.zeros((nodes, p), dtype=np.int64)
-    wrap = np.zeros((nodes, p), dtype=np.uint8)
-    path = np.empty(nodes, dtype=np.int64)
-    for e in range(ia.shape[0]):
-        a, b = ia[e], ib[e]
-        ra = _find(parent, pos, path, a)
-        rb = _find(parent, pos, path, b)
-        if ra == rb:
-            for q in range(p):
-                if pos[b, q] - pos[a, q] != turns[e, q]:
-                    wrap[ra, q] = 1
-        elif ra < rb:
-            parent[rb] = ra
-            for q in range(p):
-                pos[rb, q] = pos[a, q] + turns[e, q] - pos[b, q]
-                wrap[ra, q] |= wrap[rb, q]
-        else:
-            parent[ra] = rb
-            for q in range(p):
-                pos[ra, q] = pos[b, q] - turns[e, q] - pos[a, q]
-                wrap[rb, q] |= wrap[ra, q]
-    for x in range(nodes):
-        _find(parent, pos, path, x)
-    return parent, wrap, pos
 
 
 def _merge(rows, counts, p):
