@@ -102,15 +102,15 @@ def _check_block(name, block):
                         f"chunked lattice's {name} must be bool")
 
 
-def _faces(labels, bonds, bond_offsets, values=None):
+def _faces(labels, sizes, bonds, bond_offsets, values=None):
     """What the client needs of one labelled chunk: its count; per axis, the labels of
     its first and last layer and the bonds there that cross to the next chunk (and with
     ``values`` their keys, ``catalogue.value_keys``); and the sizes of the clusters on
-    those layers."""
+    those layers, from ``sizes`` (:func:`_piece_sizes`)."""
     from catalytic.catalogue import value_keys
 
     d = labels.ndim
-    count = int(labels.max(initial=0))
+    count = sizes.shape[0] - 1
     faces = {}
     on_face = []
     for a in range(d):
@@ -129,8 +129,7 @@ def _faces(labels, bonds, bond_offsets, values=None):
         on_face += [lo.reshape(-1), hi.reshape(-1)]
     touching = np.unique(np.concatenate(on_face)) if on_face else np.zeros(0, np.int64)
     touching = touching[touching > 0].astype(np.int64)
-    sizes = np.bincount(labels.reshape(-1), minlength=count + 1)[touching]
-    return count, faces, touching, sizes.astype(np.int64)
+    return count, faces, touching, sizes[touching]
 
 
 def _piece_sizes(labels):
@@ -557,8 +556,9 @@ class _Merge:
             lab = label(masks[idx], b, offsets, x, background, delta,
                         None if values is None else np.dtype(values.dtype))
             self.labelled[idx] = lab
-            summary.append(face(lab, b, lat.bond_offsets, x))
-            sizes.append(piece_sizes(lab))
+            sized = piece_sizes(lab)
+            summary.append(face(lab, sized, b, lat.bond_offsets, x))
+            sizes.append(sized)
         t0 = time.perf_counter()
         futures = client.compute(sizes + summary)
         self.sizes = dict(zip(self.blocks, futures[:len(sizes)]))
