@@ -23,7 +23,8 @@ from catalytic.errors import ConvergenceError
 from catalytic.results import Transport
 
 __all__ = ["bond_conductances", "Reduced", "reduce", "far_ends", "assemble",
-           "conducting_labels", "default_maxiter", "reference_solve", "finish"]
+           "conducting_labels", "default_maxiter", "reference_solve", "finish",
+           "iterative_transport"]
 
 
 def far_ends(g):
@@ -241,3 +242,28 @@ def finish(g, sigma: np.ndarray, red: Reduced, phi: np.ndarray, high: np.ndarray
         conductance = 0.0
     return Transport(phi.reshape(g.shape), currents.reshape((kf,) + g.shape), conductance,
                      int(iterations), float(residual), red.isolated, red.one_sided)
+
+
+def iterative_transport(lat, high, low, conductance, tol, maxiter, label, solve):
+    """``transport`` by an iterative solver, as numba-cpu and cuda run it: the bonds'
+    conductances; the components of the conducting bonds by ``label(geometry)`` (the
+    geometry with only the conducting bonds open; flat labels, 0 on blocked sites);
+    the reduction; and ``solve(A, b, tol, maxiter)`` -> ``(x, iterations, residual)``
+    on the assembled system, which must reach ``tol`` (else :class:`ConvergenceError`
+    with what it reached)."""
+    g = lat.geometry
+    far, inside = far_ends(g)
+    sigma = bond_conductances(g, conductance, (far, inside))
+    kf = len(g.bond_offsets)
+    labels = label(g.with_bonds((sigma > 0).reshape((kf,) + g.shape)))
+    red = reduce(g, np.asarray(labels).reshape(-1).astype(np.int64, copy=False), high, low)
+    phi = red.phi.copy()
+    iterations, residual = 0, 0.0
+    if red.free.any():
+        A, b, where = assemble(g, sigma, red, far)
+        limit = default_maxiter(g) if maxiter is None else maxiter
+        x, iterations, residual = solve(A, b, tol, limit)
+        if not residual <= tol:
+            raise ConvergenceError(residual, iterations, tol)
+        phi[where] = x
+    return finish(g, sigma, red, phi, high, iterations, residual, far)

@@ -440,27 +440,15 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     (``kernels.cpu.winding``), then conjugate gradients preconditioned by aggregation
     multigrid (``kernels.cpu.transport``) on the sites that join both electrodes."""
     from catalytic.backends import _transport as T
-    from catalytic.errors import ConvergenceError
     from catalytic.kernels.cpu import transport as K
 
-    g = lat.geometry
-    far, inside = T.far_ends(g)
-    sigma = T.bond_conductances(g, conductance, (far, inside))
-    kf = len(g.bond_offsets)
-    gc = g.with_bonds((sigma > 0).reshape((kf,) + g.shape))
-    labels = _winding().label_windings(*gc.kernel_args()[:4], *_bonds(gc))[0]
-    red = T.reduce(g, labels.reshape(-1).astype(np.int64), high, low)
-    phi = red.phi.copy()
-    iterations, residual = 0, 0.0
-    if red.free.any():
-        A, b, where = T.assemble(g, sigma, red, far)
-        h = K.hierarchy(A)
-        limit = T.default_maxiter(g) if maxiter is None else maxiter
-        x, iterations, residual = K.solve(h, b, tol, limit)
-        if not residual <= tol:
-            raise ConvergenceError(residual, iterations, tol)
-        phi[where] = x
-    return T.finish(g, sigma, red, phi, high, iterations, residual, far)
+    def label(gc):
+        return _winding().label_windings(*gc.kernel_args()[:4], *_bonds(gc))[0]
+
+    def solve(A, b, tol, limit):
+        return K.solve(K.hierarchy(A), b, tol, limit)
+
+    return T.iterative_transport(lat, high, low, conductance, tol, maxiter, label, solve)
 
 
 def batched_distance_transform(lat, rows, keys, spacing, squared, dtype, indices):

@@ -306,27 +306,17 @@ def transport(lat, high, low, *, conductance, tol, maxiter=None):
     hierarchy built on the host (``kernels.cpu.transport.hierarchy``, as numba-cpu's),
     and the conjugate gradients on the device (``kernels.cuda.transport``)."""
     from catalytic.backends import _transport as T
-    from catalytic.errors import ConvergenceError
     from catalytic.kernels.cuda import transport
 
-    g = lat.geometry
-    far, inside = T.far_ends(g)
-    sigma = T.bond_conductances(g, conductance, (far, inside))
-    kf = len(g.bond_offsets)
-    conducting = g.with_bonds((sigma > 0).reshape((kf,) + g.shape))
-    labels, _ = _graph().connected_components(*_args(lat), bonds=conducting.bond_args())
-    red = T.reduce(g, to_host(labels).astype(np.int64, copy=False), high, low)
-    phi = red.phi.copy()
-    iterations, residual = 0, 0.0
-    if red.free.any():
-        A, b, where = T.assemble(g, sigma, red, far)
+    def label(gc):
+        labels, _ = _graph().connected_components(*_args(lat), bonds=gc.bond_args())
+        return to_host(labels)
+
+    def solve(A, b, tol, limit):
         K = _OnStream(transport, call_stream())
-        limit = T.default_maxiter(g) if maxiter is None else maxiter
-        x, iterations, residual = K.solve(K.upload(transport.hierarchy(A)), b, tol, limit)
-        if not residual <= tol:
-            raise ConvergenceError(residual, iterations, tol)
-        phi[where] = x
-    return T.finish(g, sigma, red, phi, high, iterations, residual, far)
+        return K.solve(K.upload(transport.hierarchy(A)), b, tol, limit)
+
+    return T.iterative_transport(lat, high, low, conductance, tol, maxiter, label, solve)
 
 
 def _transport_need(lat, *args, **kwargs):
